@@ -1,0 +1,285 @@
+//! Revisioned key-value storage for the hub: the contract every backend keeps, and the handle
+//! the rest of the hub uses.
+//!
+//! This crate knows nothing of resources, JSON or HTTP: it stores bytes under keys and issues
+//! revisions, in the manner of Kubernetes' `storage.Interface` over etcd.
+//!
+//! # The contract
+//!
+//! * **Keys** are UTF-8 paths (`/registry/managedclusters/c1`); `list` and `watch` take a
+//!   **prefix** that ends with `/`. The rules are in [`key`]; a broken rule is
+//!   [`Error::InvalidKey`]. Values are at most [`MAX_VALUE_BYTES`] (1.5 MiB, etcd's default
+//!   request limit); larger ones are [`Error::TooLarge`]. Nothing is written when a call fails.
+//! * **One global revision per write.** Every successful create, update or delete gets exactly one
+//!   new [`Revision`], greater than all earlier ones, never reused (also across restarts). A key
+//!   carries the revision that created it (`create_revision`, which changes when the key is deleted
+//!   and created again) and the revision that last changed it (`mod_revision`).
+//! * **Durability.** A write returns `Ok` only once it is durable: after the backend's flush
+//!   (sled) or after etcd committed it. Reads never return a value that is not yet durable, and
+//!   watchers receive an event only once its write is durable.
+//! * **Reads.** [`Storage::get`] answers [`Error::NotFound`] for an absent key (see
+//!   [`Storage::try_get`]). [`Storage::list`] returns a consistent snapshot in ascending key order,
+//!   at the current revision or at a past one still in the kept history; pages of one list share
+//!   the first page's revision through the continue token. A revision below the kept history is
+//!   [`Error::Compacted`] (also for a continue token whose snapshot was compacted away), one above
+//!   the current revision [`Error::FutureRevision`].
+//! * **Writes.** [`Storage::create`] fails with [`Error::AlreadyExists`]; [`Storage::update`] is a
+//!   compare-and-swap on `mod_revision` ([`Error::Conflict`], or [`Error::NotFound`] if the key is
+//!   gone); [`Storage::delete`] checks [`Preconditions`] (mod revision and/or create revision).
+//!   [`Storage::guaranteed_update`] is the read–modify–CAS loop: it calls the closure with the
+//!   current value, retries on a conflicting concurrent write, and writes nothing (no new
+//!   revision) when the closure answers [`Update::Unchanged`] or returns the bytes already stored.
+//! * **Watch.** [`Storage::watch`]`(prefix, from)` streams every change under `prefix` with a
+//!   revision greater than `from`, in revision order, each exactly once, with the previous value.
+//!   Events of the kept history are replayed first, then live events follow with no gap. `from`
+//!   below the compaction revision is [`Error::Compacted`]; a `from` in the future simply waits. A
+//!   watcher that cannot keep up with the live buffer is ended with [`Error::Lagged`] (it never
+//!   stalls writers or other watchers) and resumes from the revision that error names. A stream
+//!   ends (`None`) only when the store is closed.
+//! * **History and compaction.** [`Storage::compact`]`(r)` discards the history below `r`:
+//!   afterwards reads at revisions `< r` and watches from `< r` are [`Error::Compacted`]; reads at
+//!   `r` and later still work. Embedded backends also compact on their own to keep a configured
+//!   window ([`HistoryWindow`]). A backend may keep more than the contract promises (etcd keeps the
+//!   event at exactly `r`), never less.
+//!
+//! Backends: `memory` (the reference semantics and the test double), `sled` (the embedded
+//! default) and `etcd` (several hub replicas). They are chosen at start-up with [`Engine`]; no code
+//! outside a backend's own module knows which one runs.
+
+pub mod key;
+
+mod engine;
+mod error;
+mod etcd;
+mod local;
+mod memory;
+mod sled;
+mod types;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+
+pub use engine::{Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions};
+pub use error::{BoxError, Error, Result};
+pub use types::{
+    Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Revision, Update,
+    UpdateOutcome, WatchEvent,
+};
+
+use types::ContinueToken;
+
+/// The largest value accepted, in bytes: 1.5 MiB, etcd's default request limit.
+pub const MAX_VALUE_BYTES: usize = 1536 * 1024;
+
+/// A stream of watch events; see the contract in the crate docs.
+pub type WatchStream = BoxStream<'static, Result<WatchEvent>>;
+
+/// A list request as backends see it: validated, with the continue token decoded.
+#[derive(Debug, Clone)]
+pub(crate) struct ListRequest<'a> {
+    pub(crate) prefix: &'a str,
+    /// Only keys strictly after this one.
+    pub(crate) start_after: Option<&'a str>,
+    /// At most this many items (`0` = all).
+    pub(crate) limit: usize,
+    /// The snapshot to read; `None` = current.
+    pub(crate) revision: Option<Revision>,
+}
+
+/// What a backend returns for one list request.
+#[derive(Debug)]
+pub(crate) struct BackendPage {
+    pub(crate) items: Vec<KeyValue>,
+    pub(crate) revision: Revision,
+    /// More items follow the last one returned.
+    pub(crate) more: bool,
+}
+
+/// The primitive operations a backend implements. Arguments arrive validated (keys, prefixes,
+/// sizes); everything else in the contract is the backend's job.
+#[async_trait::async_trait]
+pub(crate) trait Store: Send + Sync + 'static {
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue>;
+    async fn get(&self, key: &str) -> Result<KeyValue>;
+    async fn list(&self, req: ListRequest<'_>) -> Result<BackendPage>;
+    /// Replaces the value if the key's `mod_revision` equals `expected`.
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue>;
+    async fn delete(&self, key: &str, pre: Preconditions) -> Result<Deleted>;
+    async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream>;
+    async fn current_revision(&self) -> Result<Revision>;
+    async fn compact(&self, revision: Revision) -> Result<()>;
+}
+
+/// The handle to an open store. Cheap to clone; every clone shares the backend.
+#[derive(Clone)]
+pub struct Storage {
+    inner: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage").finish_non_exhaustive()
+    }
+}
+
+impl Storage {
+    /// Opens (or creates) the store described by `engine`.
+    pub async fn open(engine: Engine) -> Result<Storage> {
+        engine::open(engine).await.map(|inner| Storage { inner })
+    }
+
+    /// Creates `key`; [`Error::AlreadyExists`] if it is present.
+    pub async fn create(&self, key: &str, value: impl Into<Bytes>) -> Result<KeyValue> {
+        let value = value.into();
+        check_write(key, &value)?;
+        self.inner.create(key, value).await
+    }
+
+    /// The current value of `key`; [`Error::NotFound`] if absent.
+    pub async fn get(&self, key: &str) -> Result<KeyValue> {
+        key::validate_key(key)?;
+        self.inner.get(key).await
+    }
+
+    /// The current value of `key`, or `None`.
+    pub async fn try_get(&self, key: &str) -> Result<Option<KeyValue>> {
+        match self.get(key).await {
+            Ok(kv) => Ok(Some(kv)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One page of the keys under `prefix`; see the contract for snapshots and tokens.
+    pub async fn list(&self, prefix: &str, options: &ListOptions) -> Result<ListPage> {
+        key::validate_prefix(prefix)?;
+        let token = match &options.continue_token {
+            Some(t) => Some(ContinueToken::decode(t, prefix)?),
+            None => None,
+        };
+        let req = ListRequest {
+            prefix,
+            start_after: token.as_ref().map(|t| t.last_key.as_str()),
+            limit: options.limit,
+            revision: token.as_ref().map(|t| t.revision).or(options.revision),
+        };
+        let page = self.inner.list(req).await?;
+        let continue_token = match (page.more, page.items.last()) {
+            (true, Some(last)) => Some(
+                ContinueToken { revision: page.revision, last_key: last.key.clone() }.encode(),
+            ),
+            _ => None,
+        };
+        Ok(ListPage { items: page.items, revision: page.revision, continue_token })
+    }
+
+    /// Replaces the value of `key` if its `mod_revision` is still `expected`.
+    pub async fn update(
+        &self,
+        key: &str,
+        value: impl Into<Bytes>,
+        expected: Revision,
+    ) -> Result<KeyValue> {
+        let value = value.into();
+        check_write(key, &value)?;
+        self.inner.update(key, value, expected).await
+    }
+
+    /// Deletes `key` if `pre` holds; returns the deleted value and the delete's revision.
+    pub async fn delete(&self, key: &str, pre: &Preconditions) -> Result<Deleted> {
+        key::validate_key(key)?;
+        self.inner.delete(key, *pre).await
+    }
+
+    /// The read–modify–CAS loop. `f` gets the current value (`None` if absent) and decides; it
+    /// may run several times when concurrent writers win the race, so it must not have side
+    /// effects. Its own errors abort the loop and are returned as they are. `pre` is checked on
+    /// every attempt ([`Error::Conflict`], or [`Error::NotFound`] if the key is absent).
+    /// Returning the stored bytes, or [`Update::Unchanged`], writes nothing.
+    pub async fn guaranteed_update<E, F>(
+        &self,
+        key: &str,
+        pre: &Preconditions,
+        mut f: F,
+    ) -> Result<UpdateOutcome, E>
+    where
+        E: From<Error>,
+        F: FnMut(Option<&KeyValue>) -> Result<Update, E>,
+    {
+        key::validate_key(key)?;
+        let preconditioned = pre.mod_revision.is_some() || pre.create_revision.is_some();
+        loop {
+            let current = self.try_get(key).await?;
+            match &current {
+                Some(kv) => pre.check(kv)?,
+                None if preconditioned => {
+                    return Err(Error::NotFound { key: key.to_owned() }.into());
+                }
+                None => {}
+            }
+            let attempt = match (f(current.as_ref())?, current) {
+                (Update::Unchanged, current) => return Ok(UpdateOutcome::Unchanged(current)),
+                (Update::Put(value), Some(kv)) if kv.value == value => {
+                    return Ok(UpdateOutcome::Unchanged(Some(kv)));
+                }
+                (Update::Delete, None) => {
+                    return Err(Error::NotFound { key: key.to_owned() }.into());
+                }
+                (Update::Put(value), None) => {
+                    check_write(key, &value)?;
+                    self.inner.create(key, value).await.map(UpdateOutcome::Put)
+                }
+                (Update::Put(value), Some(kv)) => {
+                    check_write(key, &value)?;
+                    self.inner.update(key, value, kv.mod_revision).await.map(UpdateOutcome::Put)
+                }
+                (Update::Delete, Some(kv)) => {
+                    let exact = Preconditions {
+                        mod_revision: Some(kv.mod_revision),
+                        create_revision: None,
+                    };
+                    self.inner.delete(key, exact).await.map(UpdateOutcome::Deleted)
+                }
+            };
+            match attempt {
+                Ok(outcome) => return Ok(outcome),
+                // Somebody else wrote between our read and our CAS: read again and retry.
+                Err(Error::Conflict { .. } | Error::AlreadyExists { .. } | Error::NotFound { .. }) => {
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Streams the changes under `prefix` after revision `from`; see the contract.
+    pub async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
+        key::validate_prefix(prefix)?;
+        self.inner.watch(prefix, from).await
+    }
+
+    /// The revision of the last durable write.
+    pub async fn current_revision(&self) -> Result<Revision> {
+        self.inner.current_revision().await
+    }
+
+    /// Discards the history below `revision`. Compacting at or below an earlier compaction is a
+    /// no-op; above the current revision it is [`Error::FutureRevision`].
+    pub async fn compact(&self, revision: Revision) -> Result<()> {
+        self.inner.compact(revision).await
+    }
+}
+
+fn check_write(key: &str, value: &Bytes) -> Result<()> {
+    key::validate_key(key)?;
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(Error::TooLarge {
+            key: key.to_owned(),
+            size: value.len(),
+            limit: MAX_VALUE_BYTES,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,596 @@
+//! The engine shared by the embedded backends (memory and sled): write serialization and revision
+//! assignment, group commit, snapshot reads at a revision, the watch fan-out and the history
+//! window. A backend only stores records and events ([`Backend`]); it never sees a watcher.
+//!
+//! How a write goes:
+//! 1. Under the write side of `gate`, the current record is read, the operation's conditions are
+//!    checked, the next revision is taken and the backend applies record + event + revision in
+//!    one atomic batch. The event joins `pending`.
+//! 2. The writer then waits for durability ([`Core::make_durable`]): the first waiter takes the
+//!    flush lock, drains every pending event, syncs the backend once for all of them (group
+//!    commit), advances `durable`, and only then publishes the events to watchers. Writers that
+//!    queued behind it find their revision already durable and return without a sync of their own.
+//!
+//! Reads are served at a revision `R <= durable`: the backend's current records, with every key
+//! changed after `R` rolled back to its value at `R` from the history (the `prev` of its first
+//! later event). So a read never shows a write that is not yet durable, and a list at a past
+//! revision inside the window is exact.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::sync::broadcast;
+
+use crate::engine::{HistoryWindow, LocalOptions};
+use crate::error::{Error, Result};
+use crate::{
+    BackendPage, Deleted, EventKind, KeyValue, ListRequest, Preconditions, Revision, Store,
+    WatchEvent, WatchStream,
+};
+
+/// History is read, compacted and replayed in chunks of this many revisions, so no single step
+/// holds the gate for long.
+const CHUNK: u64 = 1024;
+
+/// A stored record: the value and the revisions that describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub(crate) create: u64,
+    pub(crate) modified: u64,
+    pub(crate) value: Bytes,
+}
+
+impl Record {
+    fn into_kv(self, key: &str) -> KeyValue {
+        KeyValue {
+            key: key.to_owned(),
+            value: self.value,
+            create_revision: Revision(self.create),
+            mod_revision: Revision(self.modified),
+        }
+    }
+}
+
+/// One write as the backend applies it: the new record (or `None` for a delete) and its event,
+/// to be stored together atomically along with the new revision counter.
+pub(crate) struct Change<'a> {
+    pub(crate) revision: u64,
+    pub(crate) key: &'a str,
+    pub(crate) record: Option<&'a Record>,
+    pub(crate) event: &'a WatchEvent,
+    /// Wall-clock time of the write, in milliseconds since the Unix epoch (for the age window).
+    pub(crate) at_ms: u64,
+}
+
+/// What a backend found when it opened.
+#[derive(Debug, Default)]
+pub(crate) struct Recovered {
+    /// The last revision written.
+    pub(crate) revision: u64,
+    /// The last compaction revision.
+    pub(crate) compacted: u64,
+    /// `(revision, at_ms)` of every event in the kept history, ascending.
+    pub(crate) times: Vec<(u64, u64)>,
+}
+
+/// What an embedded backend stores. Calls are made with the gate held, so a backend never sees
+/// a write concurrent with another write, a compaction, or a read that needs a consistent view.
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// Whether [`Backend::sync`] does real work (and should run on a blocking thread).
+    const SYNCS: bool;
+    /// The current record of `key`.
+    fn get(&self, key: &str) -> Result<Option<Record>>;
+    /// Appends the records with keys in `[start, end)`, ascending, at most `limit` of them.
+    fn scan(&self, start: &str, end: &str, limit: usize, out: &mut Vec<(String, Record)>)
+    -> Result<()>;
+    /// The kept events with revisions in `[from, to]`, ascending.
+    fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>>;
+    /// Stores a change atomically: record, event and revision counter.
+    fn apply(&self, change: Change<'_>) -> Result<()>;
+    /// Drops the events in `(from, to]` and records `to` as the compaction revision, atomically.
+    fn compact(&self, from: u64, to: u64) -> Result<()>;
+    /// Makes every change applied so far durable.
+    fn sync(&self) -> Result<()>;
+}
+
+struct Gate {
+    /// The last revision applied to the backend (durable or not).
+    applied: u64,
+    /// Applied events not yet durable, in revision order.
+    pending: Vec<Arc<WatchEvent>>,
+    /// `(revision, at_ms)` of the kept history, for the age window.
+    times: VecDeque<(u64, u64)>,
+}
+
+/// The shared engine over one backend.
+pub(crate) struct Core<B: Backend> {
+    backend: B,
+    gate: RwLock<Gate>,
+    /// The last durable revision; reads and watch replays never go past it.
+    durable: AtomicU64,
+    /// The compaction revision. Changed only with the gate's write side held.
+    compacted: AtomicU64,
+    flush: tokio::sync::Mutex<()>,
+    events: broadcast::Sender<Arc<WatchEvent>>,
+    /// Set when a sync failed: applied writes may not be durable, so the store refuses all work
+    /// until it is reopened.
+    failed: AtomicBool,
+    window: HistoryWindow,
+}
+
+enum Op {
+    Create(Bytes),
+    Update(Bytes, Revision),
+    Delete(Preconditions),
+}
+
+enum Written {
+    Put(KeyValue),
+    Deleted(Deleted),
+}
+
+/// The [`Store`] over a [`Core`].
+pub(crate) struct Local<B: Backend>(Arc<Core<B>>);
+
+impl<B: Backend> Local<B> {
+    /// Starts the engine over an opened backend and its recovered state.
+    pub(crate) fn start(backend: B, recovered: Recovered, options: LocalOptions) -> Arc<dyn Store> {
+        let (events, _) = broadcast::channel(options.watch_buffer.max(16));
+        let core = Arc::new(Core {
+            backend,
+            gate: RwLock::new(Gate {
+                applied: recovered.revision,
+                pending: Vec::new(),
+                times: recovered.times.into(),
+            }),
+            durable: AtomicU64::new(recovered.revision),
+            compacted: AtomicU64::new(recovered.compacted),
+            flush: tokio::sync::Mutex::new(()),
+            events,
+            failed: AtomicBool::new(false),
+            window: options.history,
+        });
+        spawn_retention(Arc::downgrade(&core));
+        Arc::new(Local(core))
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl<B: Backend> Core<B> {
+    fn check_ok(&self) -> Result<()> {
+        if self.failed.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable {
+                message: "an earlier flush failed; reopen the store".into(),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+
+    fn read_gate(&self) -> RwLockReadGuard<'_, Gate> {
+        self.gate.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write_gate(&self) -> RwLockWriteGuard<'_, Gate> {
+        self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    async fn write(self: &Arc<Self>, key: &str, op: Op) -> Result<Written> {
+        self.check_ok()?;
+        let (revision, written) = {
+            let mut gate = self.write_gate();
+            let current = self.backend.get(key)?.map(|r| r.into_kv(key));
+            let revision = gate.applied + 1;
+            let (record, written) = match (op, current.clone()) {
+                (Op::Create(_), Some(_)) => {
+                    return Err(Error::AlreadyExists { key: key.to_owned() });
+                }
+                (Op::Update(..) | Op::Delete(_), None) => {
+                    return Err(Error::NotFound { key: key.to_owned() });
+                }
+                (Op::Create(value), None) => {
+                    let record = Record { create: revision, modified: revision, value };
+                    let kv = record.clone().into_kv(key);
+                    (Some(record), Written::Put(kv))
+                }
+                (Op::Update(value, expected), Some(kv)) => {
+                    Preconditions { mod_revision: Some(expected), create_revision: None }
+                        .check(&kv)?;
+                    let record =
+                        Record { create: kv.create_revision.0, modified: revision, value };
+                    let kv = record.clone().into_kv(key);
+                    (Some(record), Written::Put(kv))
+                }
+                (Op::Delete(pre), Some(kv)) => {
+                    pre.check(&kv)?;
+                    (None, Written::Deleted(Deleted { revision: Revision(revision), prev: kv }))
+                }
+            };
+            let event = WatchEvent {
+                kind: if record.is_some() { EventKind::Put } else { EventKind::Delete },
+                revision: Revision(revision),
+                key: key.to_owned(),
+                value: record.as_ref().map(|r| r.value.clone()).unwrap_or_default(),
+                create_revision: match (&record, &current) {
+                    (Some(r), _) => Revision(r.create),
+                    (None, Some(kv)) => kv.create_revision,
+                    (None, None) => Revision::ZERO,
+                },
+                prev: current,
+            };
+            let at_ms = now_ms();
+            self.backend.apply(Change {
+                revision,
+                key,
+                record: record.as_ref(),
+                event: &event,
+                at_ms,
+            })?;
+            gate.applied = revision;
+            gate.pending.push(Arc::new(event));
+            gate.times.push_back((revision, at_ms));
+            (revision, written)
+        };
+        self.make_durable(revision).await?;
+        Ok(written)
+    }
+
+    /// Waits until `revision` is durable, syncing the backend once for every write applied so far
+    /// if nobody else is already doing it (group commit).
+    async fn make_durable(self: &Arc<Self>, revision: u64) -> Result<()> {
+        if self.durable.load(Ordering::SeqCst) >= revision {
+            return Ok(());
+        }
+        let _flushing = self.flush.lock().await;
+        if self.durable.load(Ordering::SeqCst) >= revision {
+            return Ok(());
+        }
+        self.check_ok()?;
+        let (target, events) = {
+            let mut gate = self.write_gate();
+            (gate.applied, std::mem::take(&mut gate.pending))
+        };
+        let synced = if B::SYNCS {
+            let core = Arc::clone(self);
+            tokio::task::spawn_blocking(move || core.backend.sync())
+                .await
+                .unwrap_or_else(|e| Err(Error::unavailable("flush task failed", e)))
+        } else {
+            self.backend.sync()
+        };
+        if let Err(e) = synced {
+            self.failed.store(true, Ordering::SeqCst);
+            tracing::error!(error = %e, "storage flush failed; refusing further work");
+            return Err(e);
+        }
+        // Advance `durable` before publishing: a watcher that subscribes and then reads `durable`
+        // either sees the new value (and replays these events from the history) or subscribed
+        // before the sends below (and receives them live). Either way it misses nothing.
+        self.durable.store(target, Ordering::SeqCst);
+        for event in events {
+            // No receivers is fine: nobody is watching.
+            let _ = self.events.send(event);
+        }
+        Ok(())
+    }
+
+    /// The revision a read should use, checked against the kept history.
+    fn read_revision(&self, requested: Option<Revision>) -> Result<u64> {
+        let durable = self.durable.load(Ordering::SeqCst);
+        let Some(Revision(r)) = requested else { return Ok(durable) };
+        if r > durable {
+            return Err(Error::FutureRevision {
+                requested: Revision(r),
+                current: Revision(durable),
+            });
+        }
+        let compacted = self.compacted.load(Ordering::SeqCst);
+        if r < compacted {
+            return Err(Error::Compacted { requested: Revision(r), oldest: Revision(compacted) });
+        }
+        Ok(r)
+    }
+
+    /// The kept events in `[from, to]`, checked to be complete (one per revision).
+    fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let compacted = self.compacted.load(Ordering::SeqCst);
+        if from <= compacted {
+            return Err(Error::Compacted {
+                requested: Revision(from - 1),
+                oldest: Revision(compacted),
+            });
+        }
+        let events = self.backend.history(from, to)?;
+        for (expected, event) in (from..=to).zip(events.iter()) {
+            if event.revision.0 != expected {
+                return Err(Error::corrupt(
+                    format!("history@{expected}"),
+                    format!("found revision {} where {expected} was expected", event.revision),
+                ));
+            }
+        }
+        if events.len() as u64 != to - from + 1 {
+            return Err(Error::corrupt(
+                format!("history@{from}..={to}"),
+                format!("{} events kept for {} revisions", events.len(), to - from + 1),
+            ));
+        }
+        Ok(events)
+    }
+
+    /// The kept events in `[from, to]` for a watch replay, read with the gate held.
+    fn replay(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
+        let _gate = self.read_gate();
+        self.history(from, to)
+    }
+
+    /// For every key in `[start, end)` changed after revision `at`: its value at `at`.
+    fn rollback(
+        &self,
+        gate: &Gate,
+        at: u64,
+        start: &str,
+        end: &str,
+    ) -> Result<BTreeMap<String, Option<KeyValue>>> {
+        let mut values = BTreeMap::new();
+        let mut from = at + 1;
+        while from <= gate.applied {
+            let to = gate.applied.min(from + CHUNK - 1);
+            for event in self.history(from, to)? {
+                let key = event.key.as_str();
+                if key >= start && key < end && !values.contains_key(key) {
+                    values.insert(key.to_owned(), event.prev.clone());
+                }
+            }
+            from = to + 1;
+        }
+        Ok(values)
+    }
+
+    fn get(&self, key: &str) -> Result<KeyValue> {
+        self.check_ok()?;
+        let gate = self.read_gate();
+        let at = self.read_revision(None)?;
+        let record = self.backend.get(key)?;
+        let stored_is_newer = record.is_some();
+        let value = match record {
+            Some(r) if r.modified <= at => Some(r.into_kv(key)),
+            None if gate.applied == at => None,
+            _ => {
+                let mut end = key.to_owned();
+                end.push('\0');
+                match self.rollback(&gate, at, key, &end)?.remove(key) {
+                    Some(value) => value,
+                    // Nothing happened to the key after `at`, and it is absent now.
+                    None if !stored_is_newer => None,
+                    None => {
+                        return Err(Error::corrupt(
+                            key,
+                            "record is newer than the durable revision but has no event",
+                        ));
+                    }
+                }
+            }
+        };
+        value.ok_or_else(|| Error::NotFound { key: key.to_owned() })
+    }
+
+    fn list(&self, req: &ListRequest<'_>) -> Result<BackendPage> {
+        self.check_ok()?;
+        let gate = self.read_gate();
+        let at = self.read_revision(req.revision)?;
+        let start = match req.start_after {
+            Some(after) => format!("{after}\0"),
+            None => req.prefix.to_owned(),
+        };
+        let end = crate::key::prefix_end(req.prefix);
+        let rolled = self.rollback(&gate, at, &start, &end)?;
+        // Rolled-back keys can hide at most `rolled.len()` current records, so this many current
+        // records are enough to find `limit + 1` items of the snapshot.
+        let want = if req.limit == 0 { usize::MAX } else { req.limit + 1 };
+        let scan_limit = want.saturating_add(rolled.len());
+        let mut current = Vec::new();
+        self.backend.scan(&start, &end, scan_limit, &mut current)?;
+        let truncated = current.len() == scan_limit;
+        let horizon = if truncated { current.last().map(|(k, _)| k.clone()) } else { None };
+
+        let mut items: Vec<KeyValue> = Vec::new();
+        let mut rolled_iter = rolled.into_iter().peekable();
+        let mut current_iter = current.into_iter().peekable();
+        loop {
+            let take_rolled = match (rolled_iter.peek(), current_iter.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((rk, _)), Some((ck, _))) => rk <= ck,
+            };
+            if take_rolled {
+                let (key, value) = rolled_iter.next().expect("peeked");
+                if horizon.as_ref().is_some_and(|h| &key > h) {
+                    break;
+                }
+                if current_iter.peek().is_some_and(|(ck, _)| *ck == key) {
+                    current_iter.next();
+                }
+                items.extend(value);
+            } else {
+                let (key, record) = current_iter.next().expect("peeked");
+                items.push(record.into_kv(&key));
+            }
+            if items.len() >= want {
+                break;
+            }
+        }
+        let more = req.limit != 0 && items.len() > req.limit;
+        items.truncate(if req.limit == 0 { items.len() } else { req.limit });
+        Ok(BackendPage { items, revision: Revision(at), more })
+    }
+
+    fn watch(self: &Arc<Self>, prefix: &str, from: Revision) -> Result<WatchStream> {
+        self.check_ok()?;
+        // Subscribe before reading `durable`; see `make_durable` for why this misses nothing.
+        let mut live = self.events.subscribe();
+        let replay_to = self.durable.load(Ordering::SeqCst);
+        let compacted = self.compacted.load(Ordering::SeqCst);
+        if from.0 < compacted {
+            return Err(Error::Compacted { requested: from, oldest: Revision(compacted) });
+        }
+        let core = Arc::downgrade(self);
+        let prefix = prefix.to_owned();
+        let stream = async_stream::try_stream! {
+            let mut next = from.0 + 1;
+            while next <= replay_to {
+                let to = replay_to.min(next + CHUNK - 1);
+                let Some(strong) = core.upgrade() else { return };
+                let chunk = strong.replay(next, to);
+                drop(strong);
+                let chunk = chunk?;
+                for event in chunk {
+                    next = event.revision.0 + 1;
+                    if event.key.starts_with(&prefix) {
+                        yield WatchEvent::clone(&event);
+                    }
+                }
+            }
+            loop {
+                match live.recv().await {
+                    Ok(event) => {
+                        let revision = event.revision.0;
+                        if revision < next {
+                            continue;
+                        }
+                        if revision > next {
+                            Err(Error::Lagged { resume_from: Revision(next - 1) })?;
+                        }
+                        next = revision + 1;
+                        if event.key.starts_with(&prefix) {
+                            yield WatchEvent::clone(&event);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        Err(Error::Lagged { resume_from: Revision(next - 1) })?;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        };
+        Ok(Box::pin(stream))
+    }
+
+    async fn compact(self: &Arc<Self>, to: u64) -> Result<()> {
+        self.check_ok()?;
+        loop {
+            {
+                let mut gate = self.write_gate();
+                let compacted = self.compacted.load(Ordering::SeqCst);
+                if to <= compacted {
+                    return Ok(());
+                }
+                let durable = self.durable.load(Ordering::SeqCst);
+                if to > durable {
+                    return Err(Error::FutureRevision {
+                        requested: Revision(to),
+                        current: Revision(durable),
+                    });
+                }
+                let step = to.min(compacted + CHUNK);
+                self.backend.compact(compacted, step)?;
+                self.compacted.store(step, Ordering::SeqCst);
+                while gate.times.front().is_some_and(|&(r, _)| r <= step) {
+                    gate.times.pop_front();
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The compaction revision the history window asks for now.
+    fn retention_target(&self) -> u64 {
+        let durable = self.durable.load(Ordering::SeqCst);
+        let by_count = durable.saturating_sub(self.window.max_events);
+        let cutoff = now_ms().saturating_sub(self.window.max_age.as_millis() as u64);
+        let gate = self.read_gate();
+        let by_age = gate
+            .times
+            .iter()
+            .take_while(|&&(r, at)| at < cutoff && r <= durable)
+            .last()
+            .map_or(0, |&(r, _)| r);
+        by_count.max(by_age)
+    }
+}
+
+fn spawn_retention<B: Backend>(core: Weak<Core<B>>) {
+    let Some(every) = core.upgrade().map(|c| c.window.check_every) else { return };
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(core) = core.upgrade() else { return };
+            if core.failed.load(Ordering::SeqCst) {
+                return;
+            }
+            let target = core.retention_target();
+            if target > core.compacted.load(Ordering::SeqCst) {
+                if let Err(error) = core.compact(target).await {
+                    tracing::warn!(%error, target, "history compaction failed");
+                }
+            }
+        }
+    });
+}
+
+#[async_trait::async_trait]
+impl<B: Backend> Store for Local<B> {
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
+        match self.0.write(key, Op::Create(value)).await? {
+            Written::Put(kv) => Ok(kv),
+            Written::Deleted(_) => unreachable!("a create never deletes"),
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<KeyValue> {
+        self.0.get(key)
+    }
+
+    async fn list(&self, req: ListRequest<'_>) -> Result<BackendPage> {
+        self.0.list(&req)
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue> {
+        match self.0.write(key, Op::Update(value, expected)).await? {
+            Written::Put(kv) => Ok(kv),
+            Written::Deleted(_) => unreachable!("an update never deletes"),
+        }
+    }
+
+    async fn delete(&self, key: &str, pre: Preconditions) -> Result<Deleted> {
+        match self.0.write(key, Op::Delete(pre)).await? {
+            Written::Deleted(deleted) => Ok(deleted),
+            Written::Put(_) => unreachable!("a delete never puts"),
+        }
+    }
+
+    async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
+        self.0.watch(prefix, from)
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        self.0.check_ok()?;
+        Ok(Revision(self.0.durable.load(Ordering::SeqCst)))
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.0.compact(revision.0).await
+    }
+}

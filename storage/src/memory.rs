@@ -1,0 +1,89 @@
+//! The memory backend: records and history in process memory. It defines the reference
+//! semantics (through the shared engine in `local.rs`) and is the test double; nothing survives
+//! the process.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::engine::LocalOptions;
+use crate::error::Result;
+use crate::local::{Backend, Change, Local, Record, Recovered};
+use crate::{Store, WatchEvent};
+
+#[derive(Default)]
+struct State {
+    records: BTreeMap<String, Record>,
+    /// The kept events, oldest first; `history[i]` has revision `first + i`.
+    history: VecDeque<Arc<WatchEvent>>,
+    /// The revision of `history[0]`.
+    first: u64,
+}
+
+struct Memory {
+    state: Mutex<State>,
+}
+
+pub(crate) fn open(options: LocalOptions) -> Arc<dyn Store> {
+    let memory = Memory { state: Mutex::new(State { first: 1, ..State::default() }) };
+    Local::start(memory, Recovered::default(), options)
+}
+
+impl Memory {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Backend for Memory {
+    const SYNCS: bool = false;
+
+    fn get(&self, key: &str) -> Result<Option<Record>> {
+        Ok(self.state().records.get(key).cloned())
+    }
+
+    fn scan(
+        &self,
+        start: &str,
+        end: &str,
+        limit: usize,
+        out: &mut Vec<(String, Record)>,
+    ) -> Result<()> {
+        let state = self.state();
+        let range = state.records.range::<str, _>((
+            std::ops::Bound::Included(start),
+            std::ops::Bound::Excluded(end),
+        ));
+        out.extend(range.take(limit).map(|(k, r)| (k.clone(), r.clone())));
+        Ok(())
+    }
+
+    fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
+        let state = self.state();
+        let skip = from.saturating_sub(state.first) as usize;
+        let take = (to + 1).saturating_sub(from.max(state.first)) as usize;
+        Ok(state.history.iter().skip(skip).take(take).cloned().collect())
+    }
+
+    fn apply(&self, change: Change<'_>) -> Result<()> {
+        let mut state = self.state();
+        match change.record {
+            Some(record) => state.records.insert(change.key.to_owned(), record.clone()),
+            None => state.records.remove(change.key),
+        };
+        state.history.push_back(Arc::new(change.event.clone()));
+        Ok(())
+    }
+
+    fn compact(&self, _from: u64, to: u64) -> Result<()> {
+        let mut state = self.state();
+        while state.first <= to && state.history.pop_front().is_some() {
+            state.first += 1;
+        }
+        state.first = state.first.max(to + 1);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}
