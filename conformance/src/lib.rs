@@ -1,1 +1,14 @@
-//! Black-box suites and harnesses: the storage suite run per backend, the etcd test harness.
+//! Black-box suites and harnesses: the storage conformance suite run per backend, the backends
+//! opened fresh for tests, and a real etcd started for tests and benchmarks.
+//!
+//! * [`storage_suite`]: one function per behaviour of the `ocm-storage` contract; the
+//!   `storage_suite!` macro turns them into tests for one backend (`tests/storage_*.rs`).
+//! * [`backends`]: fresh memory, sled and etcd stores for tests.
+//! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
+//!
+//! Reliability tests live in `tests/` (model-based, crash-kill, watch stress); the storage
+//! benchmark is the `storage-bench` binary.
+
+pub mod backends;
+pub mod etcd;
+pub mod storage_suite;

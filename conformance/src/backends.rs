@@ -1,0 +1,62 @@
+//! Opening each storage backend fresh for a test: a memory store, a sled store in a temporary
+//! directory, or an etcd backend on a real etcd started for the test.
+
+use std::any::Any;
+
+use ocm_storage::{Engine, EtcdOptions, LocalOptions, SledOptions, Storage};
+
+use crate::etcd::{skip_requested, EtcdServer};
+
+/// A store plus whatever must live as long as it (temporary directory, etcd process).
+pub struct TestStore {
+    /// The store under test.
+    pub storage: Storage,
+    _keep: Box<dyn Any + Send>,
+}
+
+impl TestStore {
+    /// Wraps a store and the resources it needs.
+    pub fn new(storage: Storage, keep: impl Any + Send) -> TestStore {
+        TestStore { storage, _keep: Box::new(keep) }
+    }
+}
+
+/// A fresh memory store.
+pub async fn memory() -> Option<TestStore> {
+    memory_with(LocalOptions::default()).await
+}
+
+/// A fresh memory store with the given options.
+pub async fn memory_with(options: LocalOptions) -> Option<TestStore> {
+    let storage = Storage::open(Engine::Memory(options)).await.expect("open memory store");
+    Some(TestStore::new(storage, ()))
+}
+
+/// A fresh sled store in a temporary directory.
+pub async fn sled() -> Option<TestStore> {
+    sled_with(LocalOptions::default()).await
+}
+
+/// A fresh sled store with the given options.
+pub async fn sled_with(local: LocalOptions) -> Option<TestStore> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = SledOptions { local, ..SledOptions::new(dir.path()) };
+    let storage = Storage::open(Engine::Sled(options)).await.expect("open sled store");
+    Some(TestStore::new(storage, dir))
+}
+
+/// A fresh etcd (own process, own data dir) and the etcd backend on it; `None` when the etcd
+/// suites were told to skip. Panics with the reason when etcd cannot be found or started.
+pub async fn etcd() -> Option<TestStore> {
+    if skip_requested() {
+        eprintln!("skipping an etcd test: {}=1", crate::etcd::SKIP_ETCD_ENV);
+        return None;
+    }
+    let server = tokio::task::spawn_blocking(EtcdServer::start)
+        .await
+        .expect("etcd start task")
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let options = EtcdOptions::new(vec![server.endpoint.clone()], "/ocm-test");
+    let storage = Storage::open(Engine::Etcd(options)).await.expect("open etcd store");
+    Some(TestStore::new(storage, server))
+}

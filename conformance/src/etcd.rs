@@ -1,0 +1,123 @@
+//! A real etcd for tests and benchmarks: Debian's `etcd` binary started on free loopback ports
+//! with a temporary data dir, stopped (and its data removed) when the handle is dropped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// The environment variable that lets a local run skip the etcd suites. CI never sets it.
+pub const SKIP_ETCD_ENV: &str = "OCM_SKIP_ETCD";
+
+/// A running etcd member.
+#[derive(Debug)]
+pub struct EtcdServer {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// The client URL, `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+}
+
+/// Whether the etcd suites were told to skip (`OCM_SKIP_ETCD=1`).
+pub fn skip_requested() -> bool {
+    std::env::var(SKIP_ETCD_ENV).is_ok_and(|v| v == "1")
+}
+
+/// The etcd binary: `$OCM_ETCD_BIN`, or `etcd` on the `PATH`.
+pub fn find_binary() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("OCM_ETCD_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join("etcd");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    bail!(
+        "etcd not found on PATH: install Debian's etcd-server (`apt-get install -y etcd-server`), \
+         set OCM_ETCD_BIN, or set {SKIP_ETCD_ENV}=1 to skip the etcd suites"
+    )
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl EtcdServer {
+    /// Starts a single-member etcd and waits until it reports healthy.
+    pub fn start() -> anyhow::Result<EtcdServer> {
+        let binary = find_binary()?;
+        let dir = tempfile::tempdir().context("creating etcd data dir")?;
+        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let endpoint = format!("http://127.0.0.1:{client_port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        let log = std::fs::File::create(dir.path().join("etcd.log"))?;
+        let child = Command::new(&binary)
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={endpoint}"))
+            .arg(format!("--advertise-client-urls={endpoint}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=test={peer}"))
+            // Our values may be 1.5 MiB; etcd's default request limit is exactly that, so leave
+            // room for the key and the transaction around it.
+            .arg("--max-request-bytes=2097152")
+            .arg("--quota-backend-bytes=8589934592")
+            .arg("--logger=zap")
+            .arg("--log-level=error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let mut server = EtcdServer { child, dir, endpoint };
+        server.wait_healthy(client_port)?;
+        Ok(server)
+    }
+
+    fn wait_healthy(&mut self, port: u16) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("etcd exited early with {status}; log:\n{}", self.log());
+            }
+            if health(port).unwrap_or(false) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("etcd did not become healthy within 30 s; log:\n{}", self.log())
+    }
+
+    /// What etcd logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
+    }
+
+    /// The member's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+fn health(port: u16) -> std::io::Result<bool> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body)?;
+    Ok(body.contains("\"health\":\"true\""))
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,562 @@
+//! The storage conformance suite: one function per behaviour of the `ocm-storage` contract, run
+//! unchanged against every backend (see `storage_suite!`).
+//!
+//! Each function gets a fresh, empty store. Revisions are compared relative to the store's own
+//! starting revision (etcd starts at 1, the embedded backends at 0).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use ocm_storage::{
+    Error, EventKind, ListOptions, Preconditions, Revision, Storage, Update, UpdateOutcome,
+    WatchEvent, WatchStream, MAX_VALUE_BYTES,
+};
+
+/// Generates one `#[tokio::test]` per behaviour of the suite for the backend that `$open`
+/// (an `async fn() -> Option<TestStore>`) opens.
+#[macro_export]
+macro_rules! storage_suite {
+    ($open:path) => {
+        $crate::storage_suite!(@tests $open;
+            create_then_get,
+            create_existing_is_already_exists,
+            get_missing_is_not_found,
+            one_revision_per_write,
+            update_is_compare_and_swap,
+            delete_checks_preconditions,
+            guaranteed_update_unchanged_writes_nothing,
+            guaranteed_update_creates_and_deletes,
+            guaranteed_update_retries_on_conflict,
+            guaranteed_update_closure_error_aborts,
+            guaranteed_update_checks_preconditions,
+            list_prefix_does_not_leak_into_siblings,
+            list_pages_share_one_snapshot,
+            list_at_past_revision,
+            list_future_revision_is_refused,
+            list_below_compaction_is_compacted,
+            invalid_continue_tokens_are_refused,
+            invalid_keys_are_refused,
+            value_size_limit_is_exact,
+            watch_replays_history_then_follows_live,
+            watch_filters_by_prefix,
+            watch_events_carry_previous_values,
+            watch_below_compaction_is_compacted,
+            watch_from_future_revision_waits,
+            compact_is_idempotent_and_refuses_the_future
+        );
+    };
+    (@tests $open:path; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some(store) = $open().await else { return };
+                $crate::storage_suite::$name(&store.storage).await;
+            }
+        )*
+    };
+}
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn next_event(stream: &mut WatchStream) -> WatchEvent {
+    match tokio::time::timeout(WAIT, stream.next()).await {
+        Ok(Some(Ok(event))) => event,
+        Ok(Some(Err(e))) => panic!("watch failed: {e}"),
+        Ok(None) => panic!("watch ended"),
+        Err(_) => panic!("no watch event within {WAIT:?}"),
+    }
+}
+
+async fn assert_quiet(stream: &mut WatchStream) {
+    if let Ok(item) = tokio::time::timeout(Duration::from_millis(300), stream.next()).await {
+        panic!("expected no event, got {item:?}");
+    }
+}
+
+fn all() -> ListOptions {
+    ListOptions::default()
+}
+
+/// `create` returns the new revision as both create and mod revision; `get` reads it back.
+pub async fn create_then_get(s: &Storage) {
+    let start = s.current_revision().await.unwrap();
+    let kv = s.create("/a/one", "v1").await.unwrap();
+    assert_eq!(kv.create_revision, Revision(start.0 + 1));
+    assert_eq!(kv.mod_revision, kv.create_revision);
+    assert_eq!(kv.value, "v1");
+    assert_eq!(s.get("/a/one").await.unwrap(), kv);
+    assert_eq!(s.current_revision().await.unwrap(), kv.mod_revision);
+    let empty = s.create("/a/empty", Bytes::new()).await.unwrap();
+    assert_eq!(s.get("/a/empty").await.unwrap(), empty);
+    let unicode = s.create("/a/ünïcødé-名前", "x").await.unwrap();
+    assert_eq!(s.get("/a/ünïcødé-名前").await.unwrap(), unicode);
+}
+
+/// A second `create` of a key fails, writes nothing and leaves the value alone.
+pub async fn create_existing_is_already_exists(s: &Storage) {
+    let kv = s.create("/a/k", "first").await.unwrap();
+    let err = s.create("/a/k", "second").await.unwrap_err();
+    assert!(matches!(err, Error::AlreadyExists { ref key } if key == "/a/k"), "{err}");
+    assert_eq!(s.get("/a/k").await.unwrap(), kv);
+    assert_eq!(s.current_revision().await.unwrap(), kv.mod_revision);
+}
+
+/// An absent key is `NotFound` (and `None` from `try_get`).
+pub async fn get_missing_is_not_found(s: &Storage) {
+    assert!(matches!(s.get("/a/missing").await, Err(Error::NotFound { .. })));
+    assert_eq!(s.try_get("/a/missing").await.unwrap(), None);
+}
+
+/// Every successful write takes exactly one new revision; failed writes take none.
+pub async fn one_revision_per_write(s: &Storage) {
+    let r0 = s.current_revision().await.unwrap().0;
+    let a = s.create("/r/a", "1").await.unwrap();
+    assert_eq!(a.mod_revision.0, r0 + 1);
+    let a2 = s.update("/r/a", "2", a.mod_revision).await.unwrap();
+    assert_eq!(a2.mod_revision.0, r0 + 2);
+    assert!(s.update("/r/a", "3", a.mod_revision).await.is_err());
+    assert!(s.create("/r/a", "again").await.is_err());
+    let deleted = s.delete("/r/a", &Preconditions::default()).await.unwrap();
+    assert_eq!(deleted.revision.0, r0 + 3);
+    assert!(s.delete("/r/a", &Preconditions::default()).await.is_err());
+    assert_eq!(s.current_revision().await.unwrap().0, r0 + 3);
+}
+
+/// `update` succeeds only at the expected mod revision, keeps the create revision, and names
+/// both revisions in its conflict.
+pub async fn update_is_compare_and_swap(s: &Storage) {
+    let v1 = s.create("/u/k", "v1").await.unwrap();
+    let v2 = s.update("/u/k", "v2", v1.mod_revision).await.unwrap();
+    assert_eq!(v2.create_revision, v1.create_revision);
+    assert!(v2.mod_revision > v1.mod_revision);
+    match s.update("/u/k", "stale", v1.mod_revision).await.unwrap_err() {
+        Error::Conflict { expected, actual, what, .. } => {
+            assert_eq!((expected, actual, what), (v1.mod_revision, v2.mod_revision, "mod_revision"));
+        }
+        other => panic!("expected a conflict, got {other}"),
+    }
+    assert_eq!(s.get("/u/k").await.unwrap(), v2);
+    assert!(matches!(
+        s.update("/u/missing", "x", v1.mod_revision).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+/// `delete` honours mod- and create-revision preconditions and returns what it deleted.
+pub async fn delete_checks_preconditions(s: &Storage) {
+    let first = s.create("/d/k", "one").await.unwrap();
+    s.delete("/d/k", &Preconditions::default()).await.unwrap();
+    let second = s.create("/d/k", "two").await.unwrap();
+    // The first incarnation's create revision does not match the recreated key.
+    let stale = Preconditions { create_revision: Some(first.create_revision), mod_revision: None };
+    assert!(matches!(
+        s.delete("/d/k", &stale).await,
+        Err(Error::Conflict { what: "create_revision", .. })
+    ));
+    let wrong_mod = Preconditions { mod_revision: Some(first.mod_revision), create_revision: None };
+    assert!(matches!(
+        s.delete("/d/k", &wrong_mod).await,
+        Err(Error::Conflict { what: "mod_revision", .. })
+    ));
+    assert_eq!(s.get("/d/k").await.unwrap(), second);
+    let exact = Preconditions {
+        mod_revision: Some(second.mod_revision),
+        create_revision: Some(second.create_revision),
+    };
+    let deleted = s.delete("/d/k", &exact).await.unwrap();
+    assert_eq!(deleted.prev, second);
+    assert!(deleted.revision > second.mod_revision);
+    assert!(matches!(s.get("/d/k").await, Err(Error::NotFound { .. })));
+    assert!(matches!(s.delete("/d/k", &exact).await, Err(Error::NotFound { .. })));
+}
+
+/// Returning the stored bytes, or `Unchanged`, writes nothing and keeps the revision.
+pub async fn guaranteed_update_unchanged_writes_nothing(s: &Storage) {
+    let kv = s.create("/g/k", "same").await.unwrap();
+    let out = s
+        .guaranteed_update::<Error, _>("/g/k", &Preconditions::default(), |cur| {
+            Ok(Update::Put(cur.unwrap().value.clone()))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, UpdateOutcome::Unchanged(Some(kv.clone())));
+    let out = s
+        .guaranteed_update::<Error, _>("/g/k", &Preconditions::default(), |_| Ok(Update::Unchanged))
+        .await
+        .unwrap();
+    assert_eq!(out, UpdateOutcome::Unchanged(Some(kv.clone())));
+    assert_eq!(s.current_revision().await.unwrap(), kv.mod_revision);
+    assert_eq!(s.get("/g/k").await.unwrap(), kv);
+}
+
+/// A guaranteed update creates an absent key and can delete one.
+pub async fn guaranteed_update_creates_and_deletes(s: &Storage) {
+    let none = Preconditions::default();
+    let created = s
+        .guaranteed_update::<Error, _>("/g/new", &none, |cur| {
+            assert!(cur.is_none());
+            Ok(Update::Put(Bytes::from_static(b"made")))
+        })
+        .await
+        .unwrap();
+    let UpdateOutcome::Put(kv) = created else { panic!("expected a put, got {created:?}") };
+    assert_eq!(kv.create_revision, kv.mod_revision);
+    let deleted =
+        s.guaranteed_update::<Error, _>("/g/new", &none, |_| Ok(Update::Delete)).await.unwrap();
+    let UpdateOutcome::Deleted(d) = deleted else { panic!("expected a delete, got {deleted:?}") };
+    assert_eq!(d.prev, kv);
+    assert_eq!(s.try_get("/g/new").await.unwrap(), None);
+    assert!(matches!(
+        s.guaranteed_update::<Error, _>("/g/new", &none, |_| Ok(Update::Delete)).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+/// Concurrent read-modify-write loops never lose an increment.
+pub async fn guaranteed_update_retries_on_conflict(s: &Storage) {
+    s.create("/g/counter", "0").await.unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    s.guaranteed_update::<Error, _>("/g/counter", &Preconditions::default(), |cur| {
+                        let n: u64 = std::str::from_utf8(&cur.unwrap().value).unwrap().parse().unwrap();
+                        Ok(Update::Put(Bytes::from((n + 1).to_string())))
+                    })
+                    .await
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(s.get("/g/counter").await.unwrap().value, "200");
+}
+
+/// The closure's own error ends the loop and is returned; nothing is written.
+pub async fn guaranteed_update_closure_error_aborts(s: &Storage) {
+    #[derive(Debug)]
+    enum MyError {
+        Refused,
+        Storage(Error),
+    }
+    impl From<Error> for MyError {
+        fn from(e: Error) -> Self {
+            MyError::Storage(e)
+        }
+    }
+    let kv = s.create("/g/k", "v").await.unwrap();
+    let out = s
+        .guaranteed_update::<MyError, _>("/g/k", &Preconditions::default(), |_| Err(MyError::Refused))
+        .await;
+    assert!(matches!(out, Err(MyError::Refused)), "{out:?}");
+    assert_eq!(s.get("/g/k").await.unwrap(), kv);
+    let out = s
+        .guaranteed_update::<MyError, _>("/g/bad//key", &Preconditions::default(), |_| {
+            Ok(Update::Unchanged)
+        })
+        .await;
+    assert!(matches!(out, Err(MyError::Storage(Error::InvalidKey { .. }))), "{out:?}");
+}
+
+/// Preconditions are checked against the stored value before the closure runs.
+pub async fn guaranteed_update_checks_preconditions(s: &Storage) {
+    let kv = s.create("/g/k", "v").await.unwrap();
+    let wrong = Preconditions { mod_revision: Some(Revision(kv.mod_revision.0 + 100)), ..Default::default() };
+    let out = s.guaranteed_update::<Error, _>("/g/k", &wrong, |_| panic!("must not run")).await;
+    assert!(matches!(out, Err(Error::Conflict { .. })), "{out:?}");
+    let absent = s.guaranteed_update::<Error, _>("/g/none", &wrong, |_| panic!("must not run")).await;
+    assert!(matches!(absent, Err(Error::NotFound { .. })), "{absent:?}");
+}
+
+/// Listing `/ns1/` never returns keys of `/ns10/` or of `/ns1` itself, and sorts by key.
+pub async fn list_prefix_does_not_leak_into_siblings(s: &Storage) {
+    for key in ["/ns1/b", "/ns1/a", "/ns10/a", "/ns1", "/ns1-x/a", "/ns2/a", "/ns1/sub/c"] {
+        s.create(key, "v").await.unwrap();
+    }
+    let page = s.list("/ns1/", &all()).await.unwrap();
+    let keys: Vec<_> = page.items.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(keys, ["/ns1/a", "/ns1/b", "/ns1/sub/c"]);
+    assert_eq!(page.continue_token, None);
+    assert_eq!(page.revision, s.current_revision().await.unwrap());
+    assert_eq!(s.list("/", &all()).await.unwrap().items.len(), 7);
+    assert!(s.list("/nothing/", &all()).await.unwrap().items.is_empty());
+}
+
+/// Pages of one list come from the first page's snapshot, whatever is written in between.
+pub async fn list_pages_share_one_snapshot(s: &Storage) {
+    for i in 0..25 {
+        s.create(&format!("/p/{i:02}"), format!("v{i}")).await.unwrap();
+    }
+    let first = s.list("/p/", &ListOptions { limit: 10, ..all() }).await.unwrap();
+    assert_eq!(first.items.len(), 10);
+    let token = first.continue_token.clone().expect("more pages");
+    // Writes after the first page must not show in later pages.
+    s.create("/p/15a", "new").await.unwrap();
+    s.delete("/p/20", &Preconditions::default()).await.unwrap();
+    let kv = s.get("/p/21").await.unwrap();
+    s.update("/p/21", "changed", kv.mod_revision).await.unwrap();
+
+    let mut keys: Vec<String> = first.items.iter().map(|kv| kv.key.clone()).collect();
+    let mut next = Some(token);
+    let mut pages = 1;
+    while let Some(token) = next {
+        let page = s
+            .list("/p/", &ListOptions { limit: 10, continue_token: Some(token), ..all() })
+            .await
+            .unwrap();
+        assert_eq!(page.revision, first.revision, "every page reads the first page's snapshot");
+        for kv in &page.items {
+            if kv.key == "/p/21" {
+                assert_eq!(kv.value, "v21");
+            }
+        }
+        keys.extend(page.items.iter().map(|kv| kv.key.clone()));
+        next = page.continue_token;
+        pages += 1;
+    }
+    assert_eq!(pages, 3);
+    let expected: Vec<String> = (0..25).map(|i| format!("/p/{i:02}")).collect();
+    assert_eq!(keys, expected);
+    // An exact page boundary ends without a dangling token.
+    let exact = s.list("/p/", &ListOptions { limit: 25, ..all() }).await.unwrap();
+    assert_eq!(exact.items.len(), 25);
+    assert_eq!(exact.continue_token, None);
+}
+
+/// A list at a past revision inside the history shows exactly the state at that revision.
+pub async fn list_at_past_revision(s: &Storage) {
+    s.create("/h/a", "a1").await.unwrap();
+    let b = s.create("/h/b", "b1").await.unwrap();
+    let then = s.current_revision().await.unwrap();
+    let a = s.get("/h/a").await.unwrap();
+    s.update("/h/a", "a2", a.mod_revision).await.unwrap();
+    s.delete("/h/b", &Preconditions::default()).await.unwrap();
+    s.create("/h/c", "c1").await.unwrap();
+    s.delete("/h/c", &Preconditions::default()).await.unwrap();
+    s.create("/h/c", "c2").await.unwrap();
+
+    let past = s.list("/h/", &ListOptions { revision: Some(then), ..all() }).await.unwrap();
+    assert_eq!(past.revision, then);
+    let got: Vec<_> = past.items.iter().map(|kv| (kv.key.as_str(), kv.value.clone())).collect();
+    assert_eq!(got, [("/h/a", Bytes::from("a1")), ("/h/b", Bytes::from("b1"))]);
+    assert_eq!(past.items[1], b);
+    let paged = s.list("/h/", &ListOptions { revision: Some(then), limit: 1, ..all() }).await.unwrap();
+    assert_eq!(paged.items[0].key, "/h/a");
+    let rest = s
+        .list("/h/", &ListOptions { continue_token: paged.continue_token, ..all() })
+        .await
+        .unwrap();
+    assert_eq!(rest.items, vec![b]);
+
+    let now = s.list("/h/", &all()).await.unwrap();
+    let got: Vec<_> = now.items.iter().map(|kv| (kv.key.as_str(), kv.value.clone())).collect();
+    assert_eq!(got, [("/h/a", Bytes::from("a2")), ("/h/c", Bytes::from("c2"))]);
+}
+
+/// A revision not yet written is refused with the current revision named.
+pub async fn list_future_revision_is_refused(s: &Storage) {
+    s.create("/f/a", "v").await.unwrap();
+    let current = s.current_revision().await.unwrap();
+    let err = s
+        .list("/f/", &ListOptions { revision: Some(Revision(current.0 + 10)), ..all() })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::FutureRevision { requested, current: c } if requested.0 == current.0 + 10 && c == current),
+        "{err}"
+    );
+}
+
+/// After compaction, reads below it are `Compacted` (naming the oldest revision) and reads at
+/// it still work; a continue token whose snapshot was compacted is `Compacted` too.
+pub async fn list_below_compaction_is_compacted(s: &Storage) {
+    for i in 0..5 {
+        s.create(&format!("/c/{i}"), "v").await.unwrap();
+    }
+    let old = s.current_revision().await.unwrap();
+    let page = s.list("/c/", &ListOptions { limit: 2, ..all() }).await.unwrap();
+    for i in 5..10 {
+        s.create(&format!("/c/{i}"), "v").await.unwrap();
+    }
+    let compact_at = Revision(old.0 + 2);
+    s.compact(compact_at).await.unwrap();
+    let err = s.list("/c/", &ListOptions { revision: Some(old), ..all() }).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Compacted { requested, oldest } if requested == old && oldest == compact_at),
+        "{err}"
+    );
+    let err = s
+        .list("/c/", &ListOptions { continue_token: page.continue_token, ..all() })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Compacted { .. }), "{err}");
+    let at = s.list("/c/", &ListOptions { revision: Some(compact_at), ..all() }).await.unwrap();
+    assert_eq!(at.items.len(), 7);
+    assert_eq!(s.list("/c/", &all()).await.unwrap().items.len(), 10);
+}
+
+/// Garbage continue tokens, and tokens of another prefix, are refused.
+pub async fn invalid_continue_tokens_are_refused(s: &Storage) {
+    for i in 0..3 {
+        s.create(&format!("/t/{i}"), "v").await.unwrap();
+    }
+    let page = s.list("/t/", &ListOptions { limit: 1, ..all() }).await.unwrap();
+    let token = page.continue_token.unwrap();
+    let other = s
+        .list("/u/", &ListOptions { continue_token: Some(token), ..all() })
+        .await
+        .unwrap_err();
+    assert!(matches!(other, Error::InvalidContinue { .. }), "{other}");
+    for bad in ["", "!!!", "bm90IGEgdG9rZW4", "MDovdC8x"] {
+        let err = s
+            .list("/t/", &ListOptions { continue_token: Some(bad.into()), ..all() })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidContinue { .. }), "{bad:?}: {err}");
+    }
+}
+
+/// Malformed keys and prefixes are refused with `InvalidKey` and nothing is written.
+pub async fn invalid_keys_are_refused(s: &Storage) {
+    let before = s.current_revision().await.unwrap();
+    for bad in ["", "no-slash", "/trailing/", "//double", "/a/../b", "/nul\0byte", "/new\nline"] {
+        assert!(matches!(s.create(bad, "v").await, Err(Error::InvalidKey { .. })), "{bad:?}");
+        assert!(matches!(s.get(bad).await, Err(Error::InvalidKey { .. })), "{bad:?}");
+        assert!(
+            matches!(s.delete(bad, &Preconditions::default()).await, Err(Error::InvalidKey { .. })),
+            "{bad:?}"
+        );
+    }
+    let long = format!("/{}", "k".repeat(ocm_storage::key::MAX_KEY_BYTES));
+    assert!(matches!(s.create(&long, "v").await, Err(Error::InvalidKey { .. })));
+    for bad in ["", "/no-trailing", "x/", "//"] {
+        assert!(matches!(s.list(bad, &all()).await, Err(Error::InvalidKey { .. })), "{bad:?}");
+        assert!(matches!(s.watch(bad, before).await, Err(Error::InvalidKey { .. })), "{bad:?}");
+    }
+    assert_eq!(s.current_revision().await.unwrap(), before);
+}
+
+/// Exactly `MAX_VALUE_BYTES` is accepted; one byte more is `TooLarge` and keeps the old value.
+pub async fn value_size_limit_is_exact(s: &Storage) {
+    let max = Bytes::from(vec![b'x'; MAX_VALUE_BYTES]);
+    let kv = s.create("/big/k", max.clone()).await.unwrap();
+    assert_eq!(s.get("/big/k").await.unwrap().value.len(), MAX_VALUE_BYTES);
+    let over = Bytes::from(vec![b'y'; MAX_VALUE_BYTES + 1]);
+    let err = s.update("/big/k", over.clone(), kv.mod_revision).await.unwrap_err();
+    assert!(
+        matches!(err, Error::TooLarge { size, limit, .. } if size == MAX_VALUE_BYTES + 1 && limit == MAX_VALUE_BYTES),
+        "{err}"
+    );
+    assert!(matches!(s.create("/big/other", over).await, Err(Error::TooLarge { .. })));
+    assert_eq!(s.get("/big/k").await.unwrap(), kv);
+    assert_eq!(s.try_get("/big/other").await.unwrap(), None);
+}
+
+/// A watch from a past revision replays the history after it, then follows live writes.
+pub async fn watch_replays_history_then_follows_live(s: &Storage) {
+    let start = s.current_revision().await.unwrap();
+    for i in 0..5 {
+        s.create(&format!("/w/{i}"), format!("v{i}")).await.unwrap();
+    }
+    let mut watch = s.watch("/w/", start).await.unwrap();
+    for i in 0..5u64 {
+        let e = next_event(&mut watch).await;
+        assert_eq!((e.kind, e.key.as_str()), (EventKind::Put, format!("/w/{i}").as_str()));
+        assert_eq!(e.revision, Revision(start.0 + 1 + i));
+    }
+    let live = s.create("/w/live", "now").await.unwrap();
+    let e = next_event(&mut watch).await;
+    assert_eq!(e.kv(), Some(live));
+    assert_quiet(&mut watch).await;
+    // From the current revision: only what comes next.
+    let now = s.current_revision().await.unwrap();
+    let mut fresh = s.watch("/w/", now).await.unwrap();
+    assert_quiet(&mut fresh).await;
+    let later = s.create("/w/later", "x").await.unwrap();
+    assert_eq!(next_event(&mut fresh).await.revision, later.mod_revision);
+}
+
+/// A watcher sees only its prefix, and never a sibling prefix that shares its spelling.
+pub async fn watch_filters_by_prefix(s: &Storage) {
+    let start = s.current_revision().await.unwrap();
+    let mut watch = s.watch("/ns1/", start).await.unwrap();
+    s.create("/ns10/a", "x").await.unwrap();
+    s.create("/ns1/a", "y").await.unwrap();
+    s.create("/ns2/a", "z").await.unwrap();
+    s.create("/ns1/b", "w").await.unwrap();
+    assert_eq!(next_event(&mut watch).await.key, "/ns1/a");
+    assert_eq!(next_event(&mut watch).await.key, "/ns1/b");
+    assert_quiet(&mut watch).await;
+}
+
+/// Put events carry the previous value (none on create); delete events carry the deleted value.
+pub async fn watch_events_carry_previous_values(s: &Storage) {
+    let start = s.current_revision().await.unwrap();
+    let mut watch = s.watch("/e/", start).await.unwrap();
+    let v1 = s.create("/e/k", "one").await.unwrap();
+    let v2 = s.update("/e/k", "two", v1.mod_revision).await.unwrap();
+    let gone = s.delete("/e/k", &Preconditions::default()).await.unwrap();
+
+    let created = next_event(&mut watch).await;
+    assert_eq!((created.kind, created.prev.clone()), (EventKind::Put, None));
+    assert_eq!(created.kv(), Some(v1.clone()));
+    let updated = next_event(&mut watch).await;
+    assert_eq!(updated.prev, Some(v1));
+    assert_eq!(updated.kv(), Some(v2.clone()));
+    let deleted = next_event(&mut watch).await;
+    assert_eq!(deleted.kind, EventKind::Delete);
+    assert_eq!(deleted.revision, gone.revision);
+    assert_eq!(deleted.create_revision, v2.create_revision);
+    assert_eq!(deleted.prev, Some(v2));
+    assert!(deleted.value.is_empty());
+    assert_eq!(deleted.kv(), None);
+}
+
+/// A watch from below the compaction revision is refused with `Compacted`.
+pub async fn watch_below_compaction_is_compacted(s: &Storage) {
+    let start = s.current_revision().await.unwrap();
+    for i in 0..6 {
+        s.create(&format!("/wc/{i}"), "v").await.unwrap();
+    }
+    let compact_at = Revision(start.0 + 4);
+    s.compact(compact_at).await.unwrap();
+    let err = s.watch("/wc/", start).await.err().expect("watch below compaction must fail");
+    assert!(
+        matches!(err, Error::Compacted { requested, oldest } if requested == start && oldest == compact_at),
+        "{err}"
+    );
+    // From the compaction revision itself the rest of the history is still there.
+    let mut watch = s.watch("/wc/", compact_at).await.unwrap();
+    assert_eq!(next_event(&mut watch).await.key, "/wc/4");
+    assert_eq!(next_event(&mut watch).await.key, "/wc/5");
+}
+
+/// A watch from a revision not yet written waits and starts after it.
+pub async fn watch_from_future_revision_waits(s: &Storage) {
+    let now = s.current_revision().await.unwrap();
+    let mut watch = s.watch("/fw/", Revision(now.0 + 2)).await.unwrap();
+    s.create("/fw/1", "v").await.unwrap();
+    s.create("/fw/2", "v").await.unwrap();
+    s.create("/fw/3", "v").await.unwrap();
+    let e = next_event(&mut watch).await;
+    assert_eq!((e.key.as_str(), e.revision), ("/fw/3", Revision(now.0 + 3)));
+}
+
+/// Compaction at or below an earlier one is a no-op; above the current revision it is refused.
+pub async fn compact_is_idempotent_and_refuses_the_future(s: &Storage) {
+    for i in 0..4 {
+        s.create(&format!("/ci/{i}"), "v").await.unwrap();
+    }
+    let current = s.current_revision().await.unwrap();
+    s.compact(Revision(current.0 - 1)).await.unwrap();
+    s.compact(Revision(current.0 - 1)).await.unwrap();
+    s.compact(Revision(current.0 - 2)).await.unwrap();
+    let err = s.compact(Revision(current.0 + 5)).await.unwrap_err();
+    assert!(matches!(err, Error::FutureRevision { .. }), "{err}");
+    assert_eq!(s.list("/ci/", &all()).await.unwrap().items.len(), 4);
+}
