@@ -5,7 +5,7 @@ use std::any::Any;
 
 use ocm_storage::{Engine, EtcdOptions, LocalOptions, SledOptions, Storage};
 
-use crate::etcd::{skip_requested, EtcdServer};
+use crate::etcd::{EtcdServer, skip_requested};
 
 /// A store plus whatever must live as long as it (temporary directory, etcd process).
 pub struct TestStore {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 
 /// The environment variable that lets a local run skip the etcd suites. CI never sets it.
 pub const SKIP_ETCD_ENV: &str = "OCM_SKIP_ETCD";

@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use ocm_storage::{
-    Error, EventKind, ListOptions, Preconditions, Revision, Storage, Update, UpdateOutcome,
-    WatchEvent, WatchStream, MAX_VALUE_BYTES,
+    Error, EventKind, ListOptions, MAX_VALUE_BYTES, Preconditions, Revision, Storage, Update,
+    UpdateOutcome, WatchEvent, WatchStream,
 };
 
 /// Generates one `#[tokio::test]` per behaviour of the suite for the backend that `$open`
@@ -132,7 +132,10 @@ pub async fn update_is_compare_and_swap(s: &Storage) {
     assert!(v2.mod_revision > v1.mod_revision);
     match s.update("/u/k", "stale", v1.mod_revision).await.unwrap_err() {
         Error::Conflict { expected, actual, what, .. } => {
-            assert_eq!((expected, actual, what), (v1.mod_revision, v2.mod_revision, "mod_revision"));
+            assert_eq!(
+                (expected, actual, what),
+                (v1.mod_revision, v2.mod_revision, "mod_revision")
+            );
         }
         other => panic!("expected a conflict, got {other}"),
     }
@@ -221,10 +224,15 @@ pub async fn guaranteed_update_retries_on_conflict(s: &Storage) {
             let s = s.clone();
             tokio::spawn(async move {
                 for _ in 0..25 {
-                    s.guaranteed_update::<Error, _>("/g/counter", &Preconditions::default(), |cur| {
-                        let n: u64 = std::str::from_utf8(&cur.unwrap().value).unwrap().parse().unwrap();
-                        Ok(Update::Put(Bytes::from((n + 1).to_string())))
-                    })
+                    s.guaranteed_update::<Error, _>(
+                        "/g/counter",
+                        &Preconditions::default(),
+                        |cur| {
+                            let n: u64 =
+                                std::str::from_utf8(&cur.unwrap().value).unwrap().parse().unwrap();
+                            Ok(Update::Put(Bytes::from((n + 1).to_string())))
+                        },
+                    )
                     .await
                     .unwrap();
                 }
@@ -251,7 +259,9 @@ pub async fn guaranteed_update_closure_error_aborts(s: &Storage) {
     }
     let kv = s.create("/g/k", "v").await.unwrap();
     let out = s
-        .guaranteed_update::<MyError, _>("/g/k", &Preconditions::default(), |_| Err(MyError::Refused))
+        .guaranteed_update::<MyError, _>("/g/k", &Preconditions::default(), |_| {
+            Err(MyError::Refused)
+        })
         .await;
     assert!(matches!(out, Err(MyError::Refused)), "{out:?}");
     assert_eq!(s.get("/g/k").await.unwrap(), kv);
@@ -266,10 +276,14 @@ pub async fn guaranteed_update_closure_error_aborts(s: &Storage) {
 /// Preconditions are checked against the stored value before the closure runs.
 pub async fn guaranteed_update_checks_preconditions(s: &Storage) {
     let kv = s.create("/g/k", "v").await.unwrap();
-    let wrong = Preconditions { mod_revision: Some(Revision(kv.mod_revision.0 + 100)), ..Default::default() };
+    let wrong = Preconditions {
+        mod_revision: Some(Revision(kv.mod_revision.0 + 100)),
+        ..Default::default()
+    };
     let out = s.guaranteed_update::<Error, _>("/g/k", &wrong, |_| panic!("must not run")).await;
     assert!(matches!(out, Err(Error::Conflict { .. })), "{out:?}");
-    let absent = s.guaranteed_update::<Error, _>("/g/none", &wrong, |_| panic!("must not run")).await;
+    let absent =
+        s.guaranteed_update::<Error, _>("/g/none", &wrong, |_| panic!("must not run")).await;
     assert!(matches!(absent, Err(Error::NotFound { .. })), "{absent:?}");
 }
 
@@ -345,7 +359,8 @@ pub async fn list_at_past_revision(s: &Storage) {
     let got: Vec<_> = past.items.iter().map(|kv| (kv.key.as_str(), kv.value.clone())).collect();
     assert_eq!(got, [("/h/a", Bytes::from("a1")), ("/h/b", Bytes::from("b1"))]);
     assert_eq!(past.items[1], b);
-    let paged = s.list("/h/", &ListOptions { revision: Some(then), limit: 1, ..all() }).await.unwrap();
+    let paged =
+        s.list("/h/", &ListOptions { revision: Some(then), limit: 1, ..all() }).await.unwrap();
     assert_eq!(paged.items[0].key, "/h/a");
     let rest = s
         .list("/h/", &ListOptions { continue_token: paged.continue_token, ..all() })
@@ -407,10 +422,8 @@ pub async fn invalid_continue_tokens_are_refused(s: &Storage) {
     }
     let page = s.list("/t/", &ListOptions { limit: 1, ..all() }).await.unwrap();
     let token = page.continue_token.unwrap();
-    let other = s
-        .list("/u/", &ListOptions { continue_token: Some(token), ..all() })
-        .await
-        .unwrap_err();
+    let other =
+        s.list("/u/", &ListOptions { continue_token: Some(token), ..all() }).await.unwrap_err();
     assert!(matches!(other, Error::InvalidContinue { .. }), "{other}");
     for bad in ["", "!!!", "bm90IGEgdG9rZW4", "MDovdC8x"] {
         let err = s

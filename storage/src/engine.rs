@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::Result;
 use crate::Store;
+use crate::error::Result;
 
 /// Which backend to open, with its options.
 #[derive(Debug, Clone)]

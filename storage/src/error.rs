@@ -101,10 +101,7 @@ pub enum Error {
 
 impl Error {
     /// An [`Error::Unavailable`] with a source.
-    pub(crate) fn unavailable(
-        message: impl Into<String>,
-        source: impl Into<BoxError>,
-    ) -> Self {
+    pub(crate) fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Unavailable { message: message.into(), source: Some(source.into()) }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use etcd_client::{
-    Client, Compare, CompareOp, CompactionOptions, ConnectOptions, DeleteOptions, EventType,
+    Client, CompactionOptions, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType,
     GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 
@@ -164,8 +164,7 @@ impl Store for Etcd {
         let txn = Txn::new()
             .when([Compare::create_revision(full.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(full, value.to_vec(), None)]);
-        let response =
-            self.client().txn(txn).await.map_err(|e| Etcd::too_large(key, &value, e))?;
+        let response = self.client().txn(txn).await.map_err(|e| Etcd::too_large(key, &value, e))?;
         if !response.succeeded() {
             return Err(Error::AlreadyExists { key: key.to_owned() });
         }
@@ -192,7 +191,8 @@ impl Store for Etcd {
             options = options.with_limit(i64::try_from(req.limit).unwrap_or(i64::MAX));
         }
         if let Some(Revision(r)) = req.revision {
-            let r = i64::try_from(r).map_err(|_| Error::InvalidContinue { reason: "bad revision" })?;
+            let r =
+                i64::try_from(r).map_err(|_| Error::InvalidContinue { reason: "bad revision" })?;
             options = options.with_revision(r);
         }
         let response = match self.client().get(self.full(&start), Some(options)).await {
@@ -219,10 +219,13 @@ impl Store for Etcd {
         let expected_i64 = i64::try_from(expected.0).unwrap_or(i64::MAX);
         let txn = Txn::new()
             .when([Compare::mod_revision(full.clone(), CompareOp::Equal, expected_i64)])
-            .and_then([TxnOp::put(full.clone(), value.to_vec(), Some(PutOptions::new().with_prev_key()))])
+            .and_then([TxnOp::put(
+                full.clone(),
+                value.to_vec(),
+                Some(PutOptions::new().with_prev_key()),
+            )])
             .or_else([TxnOp::get(full, None)]);
-        let response =
-            self.client().txn(txn).await.map_err(|e| Etcd::too_large(key, &value, e))?;
+        let response = self.client().txn(txn).await.map_err(|e| Etcd::too_large(key, &value, e))?;
         let rev = header_revision(response.header())?;
         let succeeded = response.succeeded();
         let responses = response.op_responses();
@@ -381,7 +384,14 @@ fn convert_event(event: &etcd_client::Event, prefix: &str) -> Result<WatchEvent>
             prev.as_ref().map_or(Revision::ZERO, |p| p.create_revision),
         ),
     };
-    Ok(WatchEvent { kind, revision: revision(kv.mod_revision()), key, value, create_revision, prev })
+    Ok(WatchEvent {
+        kind,
+        revision: revision(kv.mod_revision()),
+        key,
+        value,
+        create_revision,
+        prev,
+    })
 }
 
 /// Our key for an etcd key: the etcd key without the configured prefix.

@@ -167,9 +167,9 @@ impl Storage {
         };
         let page = self.inner.list(req).await?;
         let continue_token = match (page.more, page.items.last()) {
-            (true, Some(last)) => Some(
-                ContinueToken { revision: page.revision, last_key: last.key.clone() }.encode(),
-            ),
+            (true, Some(last)) => {
+                Some(ContinueToken { revision: page.revision, last_key: last.key.clone() }.encode())
+            }
             _ => None,
         };
         Ok(ListPage { items: page.items, revision: page.revision, continue_token })
@@ -246,7 +246,9 @@ impl Storage {
             match attempt {
                 Ok(outcome) => return Ok(outcome),
                 // Somebody else wrote between our read and our CAS: read again and retry.
-                Err(Error::Conflict { .. } | Error::AlreadyExists { .. } | Error::NotFound { .. }) => {
+                Err(
+                    Error::Conflict { .. } | Error::AlreadyExists { .. } | Error::NotFound { .. },
+                ) => {
                     tokio::task::yield_now().await;
                 }
                 Err(e) => return Err(e.into()),

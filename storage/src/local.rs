@@ -84,8 +84,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// The current record of `key`.
     fn get(&self, key: &str) -> Result<Option<Record>>;
     /// Appends the records with keys in `[start, end)`, ascending, at most `limit` of them.
-    fn scan(&self, start: &str, end: &str, limit: usize, out: &mut Vec<(String, Record)>)
-    -> Result<()>;
+    fn scan(
+        &self,
+        start: &str,
+        end: &str,
+        limit: usize,
+        out: &mut Vec<(String, Record)>,
+    ) -> Result<()>;
     /// The kept events with revisions in `[from, to]`, ascending.
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>>;
     /// Stores a change atomically: record, event and revision counter.
@@ -202,8 +207,7 @@ impl<B: Backend> Core<B> {
                 (Op::Update(value, expected), Some(kv)) => {
                     Preconditions { mod_revision: Some(expected), create_revision: None }
                         .check(&kv)?;
-                    let record =
-                        Record { create: kv.create_revision.0, modified: revision, value };
+                    let record = Record { create: kv.create_revision.0, modified: revision, value };
                     let kv = record.clone().into_kv(key);
                     (Some(record), Written::Put(kv))
                 }

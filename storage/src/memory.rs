@@ -49,10 +49,9 @@ impl Backend for Memory {
         out: &mut Vec<(String, Record)>,
     ) -> Result<()> {
         let state = self.state();
-        let range = state.records.range::<str, _>((
-            std::ops::Bound::Included(start),
-            std::ops::Bound::Excluded(end),
-        ));
+        let range = state
+            .records
+            .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Excluded(end)));
         out.extend(range.take(limit).map(|(k, r)| (k.clone(), r.clone())));
         Ok(())
     }

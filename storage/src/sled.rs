@@ -99,9 +99,8 @@ impl Sled {
             None => return Err(Error::corrupt("m/format", "data present but no format marker")),
         }
         let data_path = options.path.join("db");
-        let data_file = File::open(&data_path).map_err(|e| {
-            Error::unavailable(format!("cannot open {}", data_path.display()), e)
-        })?;
+        let data_file = File::open(&data_path)
+            .map_err(|e| Error::unavailable(format!("cannot open {}", data_path.display()), e))?;
         let sled = Sled { db, data_file, ack_before_flush: options.unsafe_ack_before_flush };
         let recovered = sled.recover()?;
         Ok((sled, recovered))
@@ -374,10 +373,7 @@ mod tests {
         }
         let store = open_path(dir.path()).await;
         assert!(matches!(store.get("/k/bad").await, Err(Error::Corrupt { .. })));
-        assert!(matches!(
-            store.list("/k/", &Default::default()).await,
-            Err(Error::Corrupt { .. })
-        ));
+        assert!(matches!(store.list("/k/", &Default::default()).await, Err(Error::Corrupt { .. })));
         assert_eq!(store.get("/k/good").await.unwrap().value, "fine");
     }
 
