@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use etcd_client::{
     Client, CompactionOptions, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType,
-    GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+    GetOptions, KvClient, PutOptions, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
 };
 
 use crate::engine::EtcdOptions;
@@ -18,8 +18,13 @@ use crate::{
     WatchEvent, WatchStream,
 };
 
+/// The largest gRPC message accepted from etcd. tonic's default (4 MiB) is too small for a list of
+/// a few thousand objects; kube-apiserver lifts its etcd client's limit the same way.
+const MAX_RECEIVE_BYTES: usize = i32::MAX as usize;
+
 struct Etcd {
-    client: Client,
+    kv: KvClient,
+    watch: WatchClient,
     /// Prepended to every key; never ends with `/` (keys start with one).
     prefix: String,
 }
@@ -35,7 +40,11 @@ pub(crate) async fn open(options: EtcdOptions) -> Result<Arc<dyn Store>> {
     .await
     .map_err(|e| Error::unavailable(format!("connecting to etcd {:?}", options.endpoints), e))?
     .map_err(|e| Error::unavailable(format!("connecting to etcd {:?}", options.endpoints), e))?;
-    let etcd = Etcd { client, prefix: options.prefix.trim_end_matches('/').to_owned() };
+    let etcd = Etcd {
+        kv: client.kv_client().max_decoding_message_size(MAX_RECEIVE_BYTES),
+        watch: client.watch_client().max_decoding_message_size(MAX_RECEIVE_BYTES),
+        prefix: options.prefix.trim_end_matches('/').to_owned(),
+    };
     // Fail at start-up, not at the first request, when etcd is not there.
     tokio::time::timeout(options.connect_timeout, etcd.current_revision())
         .await
@@ -70,8 +79,12 @@ fn unavailable(context: &str, e: etcd_client::Error) -> Error {
 }
 
 impl Etcd {
-    fn client(&self) -> Client {
-        self.client.clone()
+    fn kv(&self) -> KvClient {
+        self.kv.clone()
+    }
+
+    fn watch_client(&self) -> WatchClient {
+        self.watch.clone()
     }
 
     fn full(&self, key: &str) -> String {
@@ -91,7 +104,7 @@ impl Etcd {
     async fn compaction_revision(&self) -> Result<Revision> {
         let options = WatchOptions::new().with_start_revision(1);
         let mut stream = self
-            .client()
+            .watch_client()
             .watch(self.full("/\u{1}compaction-probe"), Some(options))
             .await
             .map_err(|e| unavailable("watch", e))?;
@@ -121,20 +134,25 @@ impl Etcd {
 
     async fn current_revision(&self) -> Result<Revision> {
         let response = self
-            .client()
+            .kv()
             .get(self.prefix.clone(), Some(GetOptions::new().with_count_only()))
             .await
             .map_err(|e| unavailable("read", e))?;
         header_revision(response.header())
     }
 
-    fn too_large(key: &str, value: &Bytes, e: etcd_client::Error) -> Error {
+    /// A failed write. Values over our limit never reach etcd, so etcd refusing one as too large
+    /// means etcd runs with a smaller `--max-request-bytes` than the contract needs.
+    fn write_failed(key: &str, value: &Bytes, e: etcd_client::Error) -> Error {
         match classify(&e) {
-            Failure::TooLarge => Error::TooLarge {
-                key: key.to_owned(),
-                size: value.len(),
-                limit: value.len().saturating_sub(1),
-            },
+            Failure::TooLarge => Error::unavailable(
+                format!(
+                    "etcd refused {} bytes for {key:?} as too large: start etcd with \
+                     --max-request-bytes of at least 2097152",
+                    value.len()
+                ),
+                e,
+            ),
             _ => unavailable("write", e),
         }
     }
@@ -164,7 +182,7 @@ impl Store for Etcd {
         let txn = Txn::new()
             .when([Compare::create_revision(full.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(full, value.to_vec(), None)]);
-        let response = self.client().txn(txn).await.map_err(|e| Etcd::too_large(key, &value, e))?;
+        let response = self.kv().txn(txn).await.map_err(|e| Etcd::write_failed(key, &value, e))?;
         if !response.succeeded() {
             return Err(Error::AlreadyExists { key: key.to_owned() });
         }
@@ -174,7 +192,7 @@ impl Store for Etcd {
 
     async fn get(&self, key: &str) -> Result<KeyValue> {
         let mut response =
-            self.client().get(self.full(key), None).await.map_err(|e| unavailable("read", e))?;
+            self.kv().get(self.full(key), None).await.map_err(|e| unavailable("read", e))?;
         match response.take_kvs().first() {
             Some(kv) => self.to_kv(kv),
             None => Err(Error::NotFound { key: key.to_owned() }),
@@ -195,7 +213,7 @@ impl Store for Etcd {
                 i64::try_from(r).map_err(|_| Error::InvalidContinue { reason: "bad revision" })?;
             options = options.with_revision(r);
         }
-        let response = match self.client().get(self.full(&start), Some(options)).await {
+        let response = match self.kv().get(self.full(&start), Some(options)).await {
             Ok(response) => response,
             Err(e) => {
                 let requested = req.revision.unwrap_or_default();
@@ -225,7 +243,7 @@ impl Store for Etcd {
                 Some(PutOptions::new().with_prev_key()),
             )])
             .or_else([TxnOp::get(full, None)]);
-        let response = self.client().txn(txn).await.map_err(|e| Etcd::too_large(key, &value, e))?;
+        let response = self.kv().txn(txn).await.map_err(|e| Etcd::write_failed(key, &value, e))?;
         let rev = header_revision(response.header())?;
         let succeeded = response.succeeded();
         let responses = response.op_responses();
@@ -263,7 +281,7 @@ impl Store for Etcd {
             .when(compares)
             .and_then([TxnOp::delete(full.clone(), Some(DeleteOptions::new().with_prev_key()))])
             .or_else([TxnOp::get(full, None)]);
-        let response = self.client().txn(txn).await.map_err(|e| unavailable("delete", e))?;
+        let response = self.kv().txn(txn).await.map_err(|e| unavailable("delete", e))?;
         let rev = header_revision(response.header())?;
         let succeeded = response.succeeded();
         let responses = response.op_responses();
@@ -295,7 +313,7 @@ impl Store for Etcd {
         if from.0 > 0 {
             let at = i64::try_from(from.0).unwrap_or(i64::MAX);
             let probe = GetOptions::new().with_count_only().with_revision(at);
-            if let Err(e) = self.client().get(self.full(prefix), Some(probe)).await {
+            if let Err(e) = self.kv().get(self.full(prefix), Some(probe)).await {
                 match classify(&e) {
                     Failure::Compacted => return Err(self.compacted(from).await),
                     Failure::Future => {}
@@ -309,7 +327,7 @@ impl Store for Etcd {
             .with_prev_key()
             .with_start_revision(start);
         let mut stream = self
-            .client()
+            .watch_client()
             .watch(self.full(prefix), Some(options))
             .await
             .map_err(|e| unavailable("watch", e))?;
@@ -350,7 +368,7 @@ impl Store for Etcd {
         if r == 0 {
             return Ok(());
         }
-        match self.client().compact(r, Some(CompactionOptions::new().with_physical())).await {
+        match self.kv().compact(r, Some(CompactionOptions::new().with_physical())).await {
             Ok(_) => Ok(()),
             Err(e) => match classify(&e) {
                 // Already compacted at or past `rev`: nothing to do.
@@ -365,15 +383,12 @@ impl Store for Etcd {
 fn convert_event(event: &etcd_client::Event, prefix: &str) -> Result<WatchEvent> {
     let kv = event.kv().ok_or_else(|| Error::corrupt("etcd", "watch event without a key"))?;
     let key = key_in(kv.key(), prefix)?;
-    let prev = match event.prev_kv() {
-        Some(p) => Some(KeyValue {
-            key: key.clone(),
-            value: Bytes::copy_from_slice(p.value()),
-            create_revision: revision(p.create_revision()),
-            mod_revision: revision(p.mod_revision()),
-        }),
-        None => None,
-    };
+    let prev = event.prev_kv().map(|p| KeyValue {
+        key: key.clone(),
+        value: Bytes::copy_from_slice(p.value()),
+        create_revision: revision(p.create_revision()),
+        mod_revision: revision(p.mod_revision()),
+    });
     let (kind, value, create_revision) = match event.event_type() {
         EventType::Put => {
             (EventKind::Put, Bytes::copy_from_slice(kv.value()), revision(kv.create_revision()))

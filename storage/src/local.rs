@@ -2,27 +2,30 @@
 //! assignment, group commit, snapshot reads at a revision, the watch fan-out and the history
 //! window. A backend only stores records and events ([`Backend`]); it never sees a watcher.
 //!
-//! How a write goes:
-//! 1. Under the write side of `gate`, the current record is read, the operation's conditions are
-//!    checked, the next revision is taken and the backend applies record + event + revision in
-//!    one atomic batch. The event joins `pending`.
-//! 2. The writer then waits for durability ([`Core::make_durable`]): the first waiter takes the
-//!    flush lock, drains every pending event, syncs the backend once for all of them (group
-//!    commit), advances `durable`, and only then publishes the events to watchers. Writers that
-//!    queued behind it find their revision already durable and return without a sync of their own.
+//! Writes go through a two-stage pipeline, each stage one task:
+//! 1. The **committer** drains every queued write, and under the write side of `gate` checks each
+//!    against the current records (and the earlier writes of the same batch), gives each
+//!    successful one the next revision, and has the backend apply all of them (records and
+//!    events) in **one atomic batch**.
+//! 2. The **syncer** takes every applied batch handed to it, syncs the backend once for all of
+//!    them (group commit), advances `durable`, publishes the events to watchers in revision order,
+//!    and only then answers the writers. While it syncs, the committer already applies the next
+//!    batch.
+//!
+//! Writers only queue and wait: they never touch the backend or contend on its locks.
 //!
 //! Reads are served at a revision `R <= durable`: the backend's current records, with every key
 //! changed after `R` rolled back to its value at `R` from the history (the `prev` of its first
 //! later event). So a read never shows a write that is not yet durable, and a list at a past
 //! revision inside the window is exact.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::engine::{HistoryWindow, LocalOptions};
 use crate::error::{Error, Result};
@@ -34,6 +37,9 @@ use crate::{
 /// History is read, compacted and replayed in chunks of this many revisions, so no single step
 /// holds the gate for long.
 const CHUNK: u64 = 1024;
+
+/// The most writes the committer applies in one batch.
+const MAX_BATCH: usize = 1024;
 
 /// A stored record: the value and the revisions that describe it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +61,7 @@ impl Record {
 }
 
 /// One write as the backend applies it: the new record (or `None` for a delete) and its event,
-/// to be stored together atomically along with the new revision counter.
+/// stored together atomically.
 pub(crate) struct Change<'a> {
     pub(crate) revision: u64,
     pub(crate) key: &'a str,
@@ -93,8 +99,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     ) -> Result<()>;
     /// The kept events with revisions in `[from, to]`, ascending.
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>>;
-    /// Stores a change atomically: record, event and revision counter.
-    fn apply(&self, change: Change<'_>) -> Result<()>;
+    /// Stores the changes, records and events, in one atomic batch: all of them or none.
+    fn apply(&self, changes: &[Change<'_>]) -> Result<()>;
     /// Drops the events in `(from, to]` and records `to` as the compaction revision, atomically.
     fn compact(&self, from: u64, to: u64) -> Result<()>;
     /// Makes every change applied so far durable.
@@ -104,8 +110,6 @@ pub(crate) trait Backend: Send + Sync + 'static {
 struct Gate {
     /// The last revision applied to the backend (durable or not).
     applied: u64,
-    /// Applied events not yet durable, in revision order.
-    pending: Vec<Arc<WatchEvent>>,
     /// `(revision, at_ms)` of the kept history, for the age window.
     times: VecDeque<(u64, u64)>,
 }
@@ -118,7 +122,8 @@ pub(crate) struct Core<B: Backend> {
     durable: AtomicU64,
     /// The compaction revision. Changed only with the gate's write side held.
     compacted: AtomicU64,
-    flush: tokio::sync::Mutex<()>,
+    /// Writes waiting for the committer.
+    queue: mpsc::UnboundedSender<Queued>,
     events: broadcast::Sender<Arc<WatchEvent>>,
     /// Set when a sync failed: applied writes may not be durable, so the store refuses all work
     /// until it is reopened.
@@ -137,6 +142,33 @@ enum Written {
     Deleted(Deleted),
 }
 
+type Reply = oneshot::Sender<Result<Written>>;
+
+/// A write waiting for the committer.
+struct Queued {
+    key: String,
+    op: Op,
+    reply: Reply,
+}
+
+/// A batch the committer applied, waiting for the syncer.
+struct Applied {
+    /// The last revision applied when the batch was done.
+    target: u64,
+    events: Vec<Arc<WatchEvent>>,
+    /// Each writer's answer, sent once the batch is durable.
+    replies: Vec<(Reply, Result<Written>)>,
+}
+
+fn closed() -> Error {
+    Error::Unavailable { message: "the store is closed".into(), source: None }
+}
+
+/// An error every write of a batch gets (errors carry sources and are not `Clone`).
+fn shared(e: &Error) -> Error {
+    Error::Unavailable { message: e.to_string(), source: None }
+}
+
 /// The [`Store`] over a [`Core`].
 pub(crate) struct Local<B: Backend>(Arc<Core<B>>);
 
@@ -144,20 +176,20 @@ impl<B: Backend> Local<B> {
     /// Starts the engine over an opened backend and its recovered state.
     pub(crate) fn start(backend: B, recovered: Recovered, options: LocalOptions) -> Arc<dyn Store> {
         let (events, _) = broadcast::channel(options.watch_buffer.max(16));
+        let (queue, queued) = mpsc::unbounded_channel();
         let core = Arc::new(Core {
             backend,
-            gate: RwLock::new(Gate {
-                applied: recovered.revision,
-                pending: Vec::new(),
-                times: recovered.times.into(),
-            }),
+            gate: RwLock::new(Gate { applied: recovered.revision, times: recovered.times.into() }),
             durable: AtomicU64::new(recovered.revision),
             compacted: AtomicU64::new(recovered.compacted),
-            flush: tokio::sync::Mutex::new(()),
+            queue,
             events,
             failed: AtomicBool::new(false),
             window: options.history,
         });
+        let (to_syncer, applied) = mpsc::unbounded_channel();
+        tokio::spawn(committer(Arc::downgrade(&core), queued, to_syncer));
+        tokio::spawn(syncer(Arc::downgrade(&core), applied));
         spawn_retention(Arc::downgrade(&core));
         Arc::new(Local(core))
     }
@@ -186,102 +218,124 @@ impl<B: Backend> Core<B> {
         self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    async fn write(self: &Arc<Self>, key: &str, op: Op) -> Result<Written> {
+    async fn write(&self, key: &str, op: Op) -> Result<Written> {
         self.check_ok()?;
-        let (revision, written) = {
-            let mut gate = self.write_gate();
-            let current = self.backend.get(key)?.map(|r| r.into_kv(key));
-            let revision = gate.applied + 1;
-            let (record, written) = match (op, current.clone()) {
-                (Op::Create(_), Some(_)) => {
-                    return Err(Error::AlreadyExists { key: key.to_owned() });
-                }
-                (Op::Update(..) | Op::Delete(_), None) => {
-                    return Err(Error::NotFound { key: key.to_owned() });
-                }
-                (Op::Create(value), None) => {
-                    let record = Record { create: revision, modified: revision, value };
-                    let kv = record.clone().into_kv(key);
-                    (Some(record), Written::Put(kv))
-                }
-                (Op::Update(value, expected), Some(kv)) => {
-                    Preconditions { mod_revision: Some(expected), create_revision: None }
-                        .check(&kv)?;
-                    let record = Record { create: kv.create_revision.0, modified: revision, value };
-                    let kv = record.clone().into_kv(key);
-                    (Some(record), Written::Put(kv))
-                }
-                (Op::Delete(pre), Some(kv)) => {
-                    pre.check(&kv)?;
-                    (None, Written::Deleted(Deleted { revision: Revision(revision), prev: kv }))
-                }
-            };
-            let event = WatchEvent {
-                kind: if record.is_some() { EventKind::Put } else { EventKind::Delete },
-                revision: Revision(revision),
-                key: key.to_owned(),
-                value: record.as_ref().map(|r| r.value.clone()).unwrap_or_default(),
-                create_revision: match (&record, &current) {
-                    (Some(r), _) => Revision(r.create),
-                    (None, Some(kv)) => kv.create_revision,
-                    (None, None) => Revision::ZERO,
-                },
-                prev: current,
-            };
-            let at_ms = now_ms();
-            self.backend.apply(Change {
-                revision,
-                key,
-                record: record.as_ref(),
-                event: &event,
-                at_ms,
-            })?;
-            gate.applied = revision;
-            gate.pending.push(Arc::new(event));
-            gate.times.push_back((revision, at_ms));
-            (revision, written)
-        };
-        self.make_durable(revision).await?;
-        Ok(written)
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Queued { key: key.to_owned(), op, reply }).map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
     }
 
-    /// Waits until `revision` is durable, syncing the backend once for every write applied so far
-    /// if nobody else is already doing it (group commit).
-    async fn make_durable(self: &Arc<Self>, revision: u64) -> Result<()> {
-        if self.durable.load(Ordering::SeqCst) >= revision {
-            return Ok(());
-        }
-        let _flushing = self.flush.lock().await;
-        if self.durable.load(Ordering::SeqCst) >= revision {
-            return Ok(());
-        }
-        self.check_ok()?;
-        let (target, events) = {
-            let mut gate = self.write_gate();
-            (gate.applied, std::mem::take(&mut gate.pending))
+    /// Checks one write against the key's current record and builds what it stores.
+    fn decide(
+        key: &str,
+        op: Op,
+        current: Option<Record>,
+        revision: u64,
+    ) -> Result<(Option<Record>, WatchEvent, Written)> {
+        let current = current.map(|r| r.into_kv(key));
+        let (record, written) = match (op, current.clone()) {
+            (Op::Create(_), Some(_)) => return Err(Error::AlreadyExists { key: key.to_owned() }),
+            (Op::Update(..) | Op::Delete(_), None) => {
+                return Err(Error::NotFound { key: key.to_owned() });
+            }
+            (Op::Create(value), None) => {
+                let record = Record { create: revision, modified: revision, value };
+                let kv = record.clone().into_kv(key);
+                (Some(record), Written::Put(kv))
+            }
+            (Op::Update(value, expected), Some(kv)) => {
+                Preconditions { mod_revision: Some(expected), create_revision: None }.check(&kv)?;
+                let record = Record { create: kv.create_revision.0, modified: revision, value };
+                let kv = record.clone().into_kv(key);
+                (Some(record), Written::Put(kv))
+            }
+            (Op::Delete(pre), Some(kv)) => {
+                pre.check(&kv)?;
+                (None, Written::Deleted(Deleted { revision: Revision(revision), prev: kv }))
+            }
         };
-        let synced = if B::SYNCS {
-            let core = Arc::clone(self);
-            tokio::task::spawn_blocking(move || core.backend.sync())
-                .await
-                .unwrap_or_else(|e| Err(Error::unavailable("flush task failed", e)))
-        } else {
-            self.backend.sync()
+        let event = WatchEvent {
+            kind: if record.is_some() { EventKind::Put } else { EventKind::Delete },
+            revision: Revision(revision),
+            key: key.to_owned(),
+            value: record.as_ref().map(|r| r.value.clone()).unwrap_or_default(),
+            create_revision: match (&record, &current) {
+                (Some(r), _) => Revision(r.create),
+                (None, Some(kv)) => kv.create_revision,
+                (None, None) => Revision::ZERO,
+            },
+            prev: current,
         };
-        if let Err(e) = synced {
-            self.failed.store(true, Ordering::SeqCst);
-            tracing::error!(error = %e, "storage flush failed; refusing further work");
-            return Err(e);
+        Ok((record, event, written))
+    }
+
+    /// The committer's step: checks and applies a batch of writes as one atomic backend batch.
+    fn apply_batch(&self, batch: Vec<Queued>) -> Applied {
+        let mut gate = self.write_gate();
+        let mut replies = Vec::with_capacity(batch.len());
+        if let Err(e) = self.check_ok() {
+            replies.extend(batch.into_iter().map(|q| (q.reply, Err(shared(&e)))));
+            return Applied { target: gate.applied, events: Vec::new(), replies };
         }
-        // Advance `durable` before publishing: a watcher that subscribes and then reads `durable`
-        // either sees the new value (and replays these events from the history) or subscribed
-        // before the sends below (and receives them live). Either way it misses nothing.
-        self.durable.store(target, Ordering::SeqCst);
-        for event in events {
-            // No receivers is fine: nobody is watching.
-            let _ = self.events.send(event);
+        // Records as the earlier writes of this batch left them (`None` = deleted).
+        let mut batch_state: HashMap<String, Option<Record>> = HashMap::new();
+        let mut decided = Vec::new();
+        let mut revision = gate.applied;
+        for Queued { key, op, reply } in batch {
+            let current = match batch_state.get(&key) {
+                Some(record) => Ok(record.clone()),
+                None => self.backend.get(&key),
+            };
+            match current.and_then(|current| Self::decide(&key, op, current, revision + 1)) {
+                Ok((record, event, written)) => {
+                    revision += 1;
+                    batch_state.insert(key.clone(), record.clone());
+                    decided.push((key, record, event));
+                    replies.push((reply, Ok(written)));
+                }
+                Err(e) => replies.push((reply, Err(e))),
+            }
         }
-        Ok(())
+        if decided.is_empty() {
+            return Applied { target: gate.applied, events: Vec::new(), replies };
+        }
+        let at_ms = now_ms();
+        let changes: Vec<Change<'_>> = decided
+            .iter()
+            .map(|(key, record, event)| Change {
+                revision: event.revision.0,
+                key,
+                record: record.as_ref(),
+                event,
+                at_ms,
+            })
+            .collect();
+        if let Err(e) = self.backend.apply(&changes) {
+            // Nothing of the batch was stored: every write in it fails.
+            tracing::warn!(error = %e, "storage batch write failed");
+            for (_, result) in &mut replies {
+                if result.is_ok() {
+                    *result = Err(shared(&e));
+                }
+            }
+            return Applied { target: gate.applied, events: Vec::new(), replies };
+        }
+        drop(changes);
+        gate.applied = revision;
+        gate.times.extend(decided.iter().map(|(_, _, e)| (e.revision.0, at_ms)));
+        let events = decided.into_iter().map(|(_, _, event)| Arc::new(event)).collect();
+        Applied { target: revision, events, replies }
+    }
+
+    /// Makes everything applied durable.
+    async fn sync(self: &Arc<Self>) -> Result<()> {
+        if !B::SYNCS {
+            return self.backend.sync();
+        }
+        let core = Arc::clone(self);
+        tokio::task::spawn_blocking(move || core.backend.sync())
+            .await
+            .unwrap_or_else(|e| Err(Error::unavailable("flush task failed", e)))
     }
 
     /// The revision a read should use, checked against the kept history.
@@ -441,7 +495,7 @@ impl<B: Backend> Core<B> {
 
     fn watch(self: &Arc<Self>, prefix: &str, from: Revision) -> Result<WatchStream> {
         self.check_ok()?;
-        // Subscribe before reading `durable`; see `make_durable` for why this misses nothing.
+        // Subscribe before reading `durable`; see `syncer` for why this misses nothing.
         let mut live = self.events.subscribe();
         let replay_to = self.durable.load(Ordering::SeqCst);
         let compacted = self.compacted.load(Ordering::SeqCst);
@@ -490,31 +544,28 @@ impl<B: Backend> Core<B> {
         Ok(Box::pin(stream))
     }
 
-    async fn compact(self: &Arc<Self>, to: u64) -> Result<()> {
+    /// Compacts one chunk towards `to`; `Ok(true)` once the compaction revision has reached it.
+    fn compact_step(&self, to: u64) -> Result<bool> {
         self.check_ok()?;
-        loop {
-            {
-                let mut gate = self.write_gate();
-                let compacted = self.compacted.load(Ordering::SeqCst);
-                if to <= compacted {
-                    return Ok(());
-                }
-                let durable = self.durable.load(Ordering::SeqCst);
-                if to > durable {
-                    return Err(Error::FutureRevision {
-                        requested: Revision(to),
-                        current: Revision(durable),
-                    });
-                }
-                let step = to.min(compacted + CHUNK);
-                self.backend.compact(compacted, step)?;
-                self.compacted.store(step, Ordering::SeqCst);
-                while gate.times.front().is_some_and(|&(r, _)| r <= step) {
-                    gate.times.pop_front();
-                }
-            }
-            tokio::task::yield_now().await;
+        let mut gate = self.write_gate();
+        let compacted = self.compacted.load(Ordering::SeqCst);
+        if to <= compacted {
+            return Ok(true);
         }
+        let durable = self.durable.load(Ordering::SeqCst);
+        if to > durable {
+            return Err(Error::FutureRevision {
+                requested: Revision(to),
+                current: Revision(durable),
+            });
+        }
+        let step = to.min(compacted + CHUNK);
+        self.backend.compact(compacted, step)?;
+        self.compacted.store(step, Ordering::SeqCst);
+        while gate.times.front().is_some_and(|&(r, _)| r <= step) {
+            gate.times.pop_front();
+        }
+        Ok(step == to)
     }
 
     /// The compaction revision the history window asks for now.
@@ -533,22 +584,95 @@ impl<B: Backend> Core<B> {
     }
 }
 
-fn spawn_retention<B: Backend>(core: Weak<Core<B>>) {
-    let Some(every) = core.upgrade().map(|c| c.window.check_every) else { return };
+/// The first pipeline stage: drains queued writes and applies them in batches.
+async fn committer<B: Backend>(
+    core: Weak<Core<B>>,
+    mut queued: mpsc::UnboundedReceiver<Queued>,
+    to_syncer: mpsc::UnboundedSender<Applied>,
+) {
+    while let Some(first) = queued.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queued.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        // The queue's sender lives in the core, so the core is alive while writes arrive.
+        let Some(core) = core.upgrade() else { return };
+        let applied = core.apply_batch(batch);
+        drop(core);
+        if to_syncer.send(applied).is_err() {
+            return;
+        }
+    }
+}
+
+/// The second pipeline stage: one sync for every batch applied so far, then publish and answer.
+async fn syncer<B: Backend>(core: Weak<Core<B>>, mut applied: mpsc::UnboundedReceiver<Applied>) {
+    while let Some(first) = applied.recv().await {
+        let mut batches = vec![first];
+        while let Ok(more) = applied.try_recv() {
+            batches.push(more);
+        }
+        let Some(core) = core.upgrade() else { return };
+        let target = batches.iter().map(|b| b.target).max().unwrap_or(0);
+        let synced =
+            if target > core.durable.load(Ordering::SeqCst) { core.sync().await } else { Ok(()) };
+        let replies: Vec<(Reply, Result<Written>)> = match synced {
+            Ok(()) => {
+                // Advance `durable` before publishing: a watcher that subscribes and then reads
+                // `durable` either sees the new value (and replays these events from the history)
+                // or subscribed before the sends below (and receives them live).
+                core.durable.fetch_max(target, Ordering::SeqCst);
+                for event in batches.iter().flat_map(|b| &b.events) {
+                    // No receivers is fine: nobody is watching.
+                    let _ = core.events.send(Arc::clone(event));
+                }
+                batches.into_iter().flat_map(|b| b.replies).collect()
+            }
+            Err(e) => {
+                core.failed.store(true, Ordering::SeqCst);
+                tracing::error!(error = %e, "storage flush failed; refusing further work");
+                let replies = batches.into_iter().flat_map(|b| b.replies);
+                replies.map(|(reply, _)| (reply, Err(shared(&e)))).collect()
+            }
+        };
+        // Let go of the core before answering: a caller that drops its last handle right after
+        // its write returns must find the backend closed (sled holds a file lock until then).
+        drop(core);
+        for (reply, result) in replies {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+fn spawn_retention<B: Backend>(core_ref: Weak<Core<B>>) {
+    let Some(every) = core_ref.upgrade().map(|c| c.window.check_every) else { return };
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let Some(core) = core.upgrade() else { return };
+            let Some(core) = core_ref.upgrade() else { return };
             if core.failed.load(Ordering::SeqCst) {
                 return;
             }
             let target = core.retention_target();
-            if target > core.compacted.load(Ordering::SeqCst) {
-                if let Err(error) = core.compact(target).await {
-                    tracing::warn!(%error, target, "history compaction failed");
+            drop(core);
+            // One chunk at a time, holding the core only for the step itself.
+            loop {
+                let Some(core) = core_ref.upgrade() else { return };
+                match core.compact_step(target) {
+                    Ok(false) => {}
+                    Ok(true) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, target, "history compaction failed");
+                        break;
+                    }
                 }
+                drop(core);
+                tokio::task::yield_now().await;
             }
         }
     });
@@ -595,6 +719,9 @@ impl<B: Backend> Store for Local<B> {
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {
-        self.0.compact(revision.0).await
+        while !self.0.compact_step(revision.0)? {
+            tokio::task::yield_now().await;
+        }
+        Ok(())
     }
 }

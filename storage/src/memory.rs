@@ -63,13 +63,15 @@ impl Backend for Memory {
         Ok(state.history.iter().skip(skip).take(take).cloned().collect())
     }
 
-    fn apply(&self, change: Change<'_>) -> Result<()> {
+    fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
         let mut state = self.state();
-        match change.record {
-            Some(record) => state.records.insert(change.key.to_owned(), record.clone()),
-            None => state.records.remove(change.key),
-        };
-        state.history.push_back(Arc::new(change.event.clone()));
+        for change in changes {
+            match change.record {
+                Some(record) => state.records.insert(change.key.to_owned(), record.clone()),
+                None => state.records.remove(change.key),
+            };
+            state.history.push_back(Arc::new(change.event.clone()));
+        }
         Ok(())
     }
 

@@ -5,16 +5,22 @@
 //! * `d<key>` → record: `create u64, modified u64, value`
 //! * `h<revision u64>` → event: `at_ms u64, kind u8, create u64, key, value, prev?` (see
 //!   [`encode_event`])
-//! * `m/revision` → the last revision written; `m/compacted` → the compaction revision;
-//!   `m/format` → [`FORMAT`].
+//! * `m/compacted` → the compaction revision; `m/format` → [`FORMAT`].
 //!
-//! Record, event and counter go in one `apply_batch`, so recovery can never split them. Durability
+//! There is no revision counter to write: the history always holds every revision from the
+//! compaction revision on (compaction never passes the durable revision), so the last revision is
+//! the newest history key, or the compaction revision when the history is empty. Record and event
+//! go in one `apply_batch`, so recovery can never split them. Durability
 //! is `flush()` followed by an `fdatasync` of sled's data file: sled 0.34 syncs its log with
 //! `sync_file_range`, which does not persist file metadata or the device cache, so on its own it
-//! survives a process crash but not necessarily a power cut (perf.md §5.1).
+//! survives a process crash but not necessarily a power cut (perf.md §5.1). sled writes values
+//! larger than a quarter segment (128 KiB) to separate blob files that it never syncs, so after a
+//! large write the next sync also `fsync`s the blob files and their directory.
 
 use std::fs::File;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
@@ -25,14 +31,20 @@ use crate::{EventKind, KeyValue, Revision, Store, WatchEvent};
 
 /// The on-disk format this code reads and writes.
 const FORMAT: &[u8] = b"ocm-storage/sled/1";
-const META_REVISION: &[u8] = b"m/revision";
 const META_COMPACTED: &[u8] = b"m/compacted";
 const META_FORMAT: &[u8] = b"m/format";
+/// Writes at least this large may have gone to a sled blob file (sled's threshold is a quarter
+/// of its 512 KiB segment, less headers).
+const BLOB_CANDIDATE_BYTES: usize = 64 * 1024;
 
 struct Sled {
     db: sled::Db,
     /// sled's data file, kept open to `fdatasync` it after each flush.
     data_file: File,
+    /// Where sled keeps its blob files.
+    blob_dir: PathBuf,
+    /// A write since the last sync may have created a blob file.
+    blobs_dirty: AtomicBool,
     ack_before_flush: bool,
 }
 
@@ -50,6 +62,32 @@ fn sled_error(context: &str, e: sled::Error) -> Error {
             Error::corrupt(format!("sled:{at:?}"), format!("{context}: sled reports corruption"))
         }
         other => Error::unavailable(format!("sled {context} failed"), other),
+    }
+}
+
+/// How long `open` waits for another handle to let go of the store's file lock: a handle dropped
+/// in this process closes its database in the background a moment later.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn open_waiting_for_lock(config: &sled::Config, path: &std::path::Path) -> Result<sled::Db> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
+                return Err(Error::unavailable(
+                    format!("{} is in use by another process or handle", path.display()),
+                    e,
+                ));
+            }
+            Err(e) => return Err(sled_error("open", e)),
+        }
     }
 }
 
@@ -77,13 +115,12 @@ impl Sled {
         std::fs::create_dir_all(&options.path).map_err(|e| {
             Error::unavailable(format!("cannot create {}", options.path.display()), e)
         })?;
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(&options.path)
             .cache_capacity(options.cache_capacity)
             // A backstop only: writes are acknowledged after our own flush.
-            .flush_every_ms(Some(500))
-            .open()
-            .map_err(|e| sled_error("open", e))?;
+            .flush_every_ms(Some(500));
+        let db = open_waiting_for_lock(&config, &options.path)?;
         match db.get(META_FORMAT).map_err(|e| sled_error("read", e))? {
             Some(format) if format == FORMAT => {}
             Some(format) => {
@@ -101,7 +138,14 @@ impl Sled {
         let data_path = options.path.join("db");
         let data_file = File::open(&data_path)
             .map_err(|e| Error::unavailable(format!("cannot open {}", data_path.display()), e))?;
-        let sled = Sled { db, data_file, ack_before_flush: options.unsafe_ack_before_flush };
+        let sled = Sled {
+            db,
+            data_file,
+            blob_dir: options.path.join("blobs"),
+            // Sync blobs and the directory once at start: an earlier run may have died before.
+            blobs_dirty: AtomicBool::new(true),
+            ack_before_flush: options.unsafe_ack_before_flush,
+        };
         let recovered = sled.recover()?;
         Ok((sled, recovered))
     }
@@ -113,17 +157,34 @@ impl Sled {
         }
     }
 
-    /// Reads the counters and checks the history is exactly `(compacted, revision]`.
-    fn recover(&self) -> Result<Recovered> {
-        let revision = self.meta(META_REVISION)?;
-        let compacted = self.meta(META_COMPACTED)?;
-        if compacted > revision {
-            return Err(Error::corrupt(
-                "m/compacted",
-                format!("compaction revision {compacted} is after the last revision {revision}"),
-            ));
+    /// `fsync`s every blob file and the directories that name them.
+    fn sync_blobs(&self) -> std::io::Result<()> {
+        match std::fs::read_dir(&self.blob_dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    match File::open(entry?.path()) {
+                        Ok(file) => file.sync_data()?,
+                        // sled removed a blob it no longer needs.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                File::open(&self.blob_dir)?.sync_all()?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
-        let mut times = Vec::with_capacity((revision - compacted) as usize);
+        match self.blob_dir.parent() {
+            Some(parent) => File::open(parent)?.sync_all(),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the compaction revision and the history, which must hold every revision after it
+    /// with no hole; the last of them is the store's revision.
+    fn recover(&self) -> Result<Recovered> {
+        let compacted = self.meta(META_COMPACTED)?;
+        let mut times = Vec::new();
         let mut expected = compacted + 1;
         for entry in self.db.range(history_key(0)..=history_key(u64::MAX)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
@@ -138,13 +199,7 @@ impl Sled {
             times.push((r, at_ms));
             expected += 1;
         }
-        if expected != revision + 1 {
-            return Err(Error::corrupt(
-                "m/revision",
-                format!("history ends at {} but the revision is {revision}", expected - 1),
-            ));
-        }
-        Ok(Recovered { revision, compacted, times })
+        Ok(Recovered { revision: expected - 1, compacted, times })
     }
 }
 
@@ -184,14 +239,19 @@ impl Backend for Sled {
         Ok(events)
     }
 
-    fn apply(&self, change: Change<'_>) -> Result<()> {
+    fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
         let mut batch = sled::Batch::default();
-        match change.record {
-            Some(record) => batch.insert(data_key(change.key), encode_record(record)),
-            None => batch.remove(data_key(change.key)),
+        for change in changes {
+            match change.record {
+                Some(record) => batch.insert(data_key(change.key), encode_record(record)),
+                None => batch.remove(data_key(change.key)),
+            }
+            let event = encode_event(change.event, change.at_ms);
+            if event.len() >= BLOB_CANDIDATE_BYTES {
+                self.blobs_dirty.store(true, Ordering::SeqCst);
+            }
+            batch.insert(&history_key(change.revision), event);
         }
-        batch.insert(&history_key(change.revision), encode_event(change.event, change.at_ms));
-        batch.insert(META_REVISION, &change.revision.to_be_bytes());
         self.db.apply_batch(batch).map_err(|e| sled_error("write", e))
     }
 
@@ -208,8 +268,16 @@ impl Backend for Sled {
         if self.ack_before_flush {
             return Ok(());
         }
+        let blobs = self.blobs_dirty.swap(false, Ordering::SeqCst);
         self.db.flush().map_err(|e| sled_error("flush", e))?;
-        self.data_file.sync_data().map_err(|e| Error::unavailable("fdatasync of sled data", e))
+        self.data_file.sync_data().map_err(|e| Error::unavailable("fdatasync of sled data", e))?;
+        if blobs {
+            if let Err(e) = self.sync_blobs() {
+                self.blobs_dirty.store(true, Ordering::SeqCst);
+                return Err(Error::unavailable("fsync of sled blobs", e));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -10,8 +10,8 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Parser;
 use etcd_client::{GetOptions, WatchOptions};
-use futures::stream::BoxStream;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use hdrhistogram::Histogram;
 use ocm_conformance::etcd::EtcdServer;
 use ocm_storage::{Engine, EtcdOptions, LocalOptions, SledOptions, Storage};
@@ -29,6 +29,9 @@ struct Args {
     /// Watchers in the watch latency measurement.
     #[arg(long, default_value_t = 1000)]
     watchers: usize,
+    /// Phases to run, comma-separated: writes, reads, list, watch.
+    #[arg(long, default_value = "writes,reads,list,watch", value_delimiter = ',')]
+    phases: Vec<String>,
     /// Writer concurrencies to measure.
     #[arg(long, default_value = "1,16,256", value_delimiter = ',')]
     writers: Vec<usize>,
@@ -38,14 +41,16 @@ struct Args {
 #[derive(Clone)]
 enum Target {
     Store(Storage),
-    Raw(etcd_client::Client),
+    Raw(Box<etcd_client::Client>),
 }
 
 impl Target {
     async fn write(&self, key: &str, value: Bytes) -> anyhow::Result<()> {
         match self {
             Target::Store(s) => drop(s.create(key, value).await?),
-            Target::Raw(c) => drop(c.clone().put(format!("/raw{key}"), value.to_vec(), None).await?),
+            Target::Raw(c) => {
+                drop(c.clone().put(format!("/raw{key}"), value.to_vec(), None).await?)
+            }
         }
         Ok(())
     }
@@ -65,8 +70,10 @@ impl Target {
         Ok(match self {
             Target::Store(s) => s.list(prefix, &Default::default()).await?.items.len(),
             Target::Raw(c) => {
+                // Lift tonic's 4 MiB receive limit, as our etcd backend does.
+                let mut kv = c.kv_client().max_decoding_message_size(i32::MAX as usize);
                 let options = GetOptions::new().with_prefix();
-                c.clone().get(format!("/raw{prefix}"), Some(options)).await?.kvs().len()
+                kv.get(format!("/raw{prefix}"), Some(options)).await?.kvs().len()
             }
         })
     }
@@ -76,7 +83,10 @@ impl Target {
         Ok(match self {
             Target::Store(s) => {
                 let from = s.current_revision().await?;
-                s.watch(prefix, from).await?.filter_map(|e| async move { e.ok().map(|e| e.value) }).boxed()
+                s.watch(prefix, from)
+                    .await?
+                    .filter_map(|e| async move { e.ok().map(|e| e.value) })
+                    .boxed()
             }
             Target::Raw(c) => {
                 let stream = c
@@ -91,7 +101,11 @@ impl Target {
                         }
                         let response = stream.message().await.ok()??;
                         queued.extend(
-                            response.events().iter().filter_map(|e| e.kv()).map(|kv| Bytes::copy_from_slice(kv.value())),
+                            response
+                                .events()
+                                .iter()
+                                .filter_map(|e| e.kv())
+                                .map(|kv| Bytes::copy_from_slice(kv.value())),
                         );
                     }
                 })
@@ -112,7 +126,12 @@ struct WriteResult {
     p99_ms: f64,
 }
 
-async fn writes(target: &Target, writers: usize, seconds: u64, tag: &str) -> anyhow::Result<WriteResult> {
+async fn writes(
+    target: &Target,
+    writers: usize,
+    seconds: u64,
+    tag: &str,
+) -> anyhow::Result<WriteResult> {
     let payload = value(1024);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let start = Instant::now();
@@ -242,32 +261,51 @@ async fn watch_latency(target: &Target, watchers: usize) -> anyhow::Result<(f64,
     for t in tasks {
         total.add(t.await??)?;
     }
-    Ok((total.value_at_quantile(0.5) as f64 / 1000.0, total.value_at_quantile(0.99) as f64 / 1000.0))
+    Ok((
+        total.value_at_quantile(0.5) as f64 / 1000.0,
+        total.value_at_quantile(0.99) as f64 / 1000.0,
+    ))
 }
 
 struct Row {
     name: String,
     writes: Vec<(usize, WriteResult)>,
-    reads: WriteResult,
-    list_ms: f64,
-    watch: (f64, f64),
+    reads: Option<WriteResult>,
+    list_ms: Option<f64>,
+    watch: Option<(f64, f64)>,
 }
 
 async fn measure(name: &str, target: Target, args: &Args) -> anyhow::Result<Row> {
     eprintln!("== {name}");
-    let mut writes_out = Vec::new();
-    for &n in &args.writers {
-        let r = writes(&target, n, args.seconds, &format!("c{n}")).await?;
-        eprintln!("  {n:>3} writers: {:>8.0} writes/s  p50 {:.2} ms  p99 {:.2} ms", r.per_second, r.p50_ms, r.p99_ms);
-        writes_out.push((n, r));
+    let phase = |p: &str| args.phases.iter().any(|x| x == p);
+    let mut row =
+        Row { name: name.to_owned(), writes: Vec::new(), reads: None, list_ms: None, watch: None };
+    if phase("writes") {
+        for &n in &args.writers {
+            let r = writes(&target, n, args.seconds, &format!("c{n}")).await?;
+            eprintln!(
+                "  {n:>3} writers: {:>8.0} writes/s  p50 {:.2} ms  p99 {:.2} ms",
+                r.per_second, r.p50_ms, r.p99_ms
+            );
+            row.writes.push((n, r));
+        }
     }
-    let reads = reads(&target, args.seconds).await?;
-    eprintln!("  reads: {:.0}/s p99 {:.2} ms", reads.per_second, reads.p99_ms);
-    let list_ms = list_10k(&target).await?;
-    eprintln!("  list 10k: {list_ms:.1} ms");
-    let watch = watch_latency(&target, args.watchers).await?;
-    eprintln!("  watch: p50 {:.2} ms p99 {:.2} ms", watch.0, watch.1);
-    Ok(Row { name: name.to_owned(), writes: writes_out, reads, list_ms, watch })
+    if phase("reads") {
+        let r = reads(&target, args.seconds).await?;
+        eprintln!("  reads: {:.0}/s p99 {:.2} ms", r.per_second, r.p99_ms);
+        row.reads = Some(r);
+    }
+    if phase("list") {
+        let ms = list_10k(&target).await?;
+        eprintln!("  list 10k: {ms:.1} ms");
+        row.list_ms = Some(ms);
+    }
+    if phase("watch") {
+        let w = watch_latency(&target, args.watchers).await?;
+        eprintln!("  watch: p50 {:.2} ms p99 {:.2} ms", w.0, w.1);
+        row.watch = Some(w);
+    }
+    Ok(row)
 }
 
 #[tokio::main]
@@ -282,15 +320,21 @@ async fn main() -> anyhow::Result<()> {
     for backend in &args.backends {
         let dir = tempfile::tempdir()?;
         let target = match backend.as_str() {
-            "memory" => Target::Store(Storage::open(Engine::Memory(LocalOptions::default())).await?),
-            "sled" => Target::Store(Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await?),
+            "memory" => {
+                Target::Store(Storage::open(Engine::Memory(LocalOptions::default())).await?)
+            }
+            "sled" => {
+                Target::Store(Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await?)
+            }
             "etcd" => {
                 let endpoint = etcd.as_ref().context("etcd")?.endpoint.clone();
-                Target::Store(Storage::open(Engine::Etcd(EtcdOptions::new(vec![endpoint], "/ocm"))).await?)
+                Target::Store(
+                    Storage::open(Engine::Etcd(EtcdOptions::new(vec![endpoint], "/ocm"))).await?,
+                )
             }
             "raw-etcd" => {
                 let endpoint = etcd.as_ref().context("etcd")?.endpoint.clone();
-                Target::Raw(etcd_client::Client::connect([endpoint], None).await?)
+                Target::Raw(Box::new(etcd_client::Client::connect([endpoint], None).await?))
             }
             other => anyhow::bail!("unknown backend {other:?} (memory, sled, etcd, raw-etcd)"),
         };
@@ -315,14 +359,21 @@ fn print_report(rows: &[Row], args: &Args) {
         for (_, w) in &row.writes {
             line.push_str(&format!(" {:.0} | {:.2} / {:.2} |", w.per_second, w.p50_ms, w.p99_ms));
         }
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
         line.push_str(&format!(
-            " {:.0} | {:.2} | {:.1} | {:.2} / {:.2} |",
-            row.reads.per_second, row.reads.p99_ms, row.list_ms, row.watch.0, row.watch.1
+            " {} | {} | {} | {} |",
+            or_dash(row.reads.as_ref().map(|r| format!("{:.0}", r.per_second))),
+            or_dash(row.reads.as_ref().map(|r| format!("{:.2}", r.p99_ms))),
+            or_dash(row.list_ms.map(|ms| format!("{ms:.1}"))),
+            or_dash(row.watch.map(|(p50, p99)| format!("{p50:.2} / {p99:.2}"))),
         ));
         println!("{line}");
     }
     let at = |name: &str| {
-        rows.iter().find(|r| r.name == name).and_then(|r| r.writes.last()).map(|(n, w)| (*n, w.per_second))
+        rows.iter()
+            .find(|r| r.name == name)
+            .and_then(|r| r.writes.last())
+            .map(|(n, w)| (*n, w.per_second))
     };
     if let (Some((n, sled)), Some((_, raw))) = (at("sled"), at("raw-etcd")) {
         println!("\nsled ÷ raw etcd write throughput at {n} writers: **{:.2}×**", sled / raw);

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: every crate, every storage backend (memory, sled, a real etcd),
+# the reliability tests (model-based, crash-kill, watch stress) and the tidy checks.
+#
+# Needs two Debian packages a fresh machine lacks: protobuf-compiler (etcd-client's build
+# compiles etcd's .proto files) and etcd-server (the etcd suites start a real etcd). When they
+# are missing and this runs as root with apt-get, it installs them; otherwise it stops with the
+# command to run. OCM_SKIP_ETCD=1 skips the etcd suites for a quick local run (CI never sets it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { # need COMMAND PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: $1 is missing; installing Debian's $2" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null ||
+      { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null; }
+    command -v "$1" >/dev/null 2>&1 && return 0
+  fi
+  echo "test.sh: $1 not found: run 'apt-get install -y $2' first" >&2
+  exit 2
+}
+
+need protoc protobuf-compiler
+if [ "${OCM_SKIP_ETCD:-}" != 1 ]; then
+  need etcd etcd-server
+fi
+
+cargo test --workspace --all-targets "$@"
