@@ -257,10 +257,7 @@ impl Backend for Sled {
 
     fn compact(&self, from: u64, to: u64) -> Result<()> {
         let mut batch = sled::Batch::default();
-        for revision in from + 1..=to {
-            batch.remove(&history_key(revision));
-        }
-        batch.insert(META_COMPACTED, &to.to_be_bytes());
+        add_compaction(&mut batch, from, to);
         self.db.apply_batch(batch).map_err(|e| sled_error("compact", e))
     }
 
@@ -279,6 +276,14 @@ impl Backend for Sled {
         }
         Ok(())
     }
+}
+
+/// Drops the events in `(from, to]` and records `to` as the compaction revision.
+fn add_compaction(batch: &mut sled::Batch, from: u64, to: u64) {
+    for revision in from + 1..=to {
+        batch.remove(&history_key(revision));
+    }
+    batch.insert(META_COMPACTED, &to.to_be_bytes());
 }
 
 fn encode_record(record: &Record) -> Vec<u8> {
