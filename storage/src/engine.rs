@@ -20,8 +20,9 @@ pub enum Engine {
 
 /// How much watch history an embedded backend keeps. A revision leaves the history (it is
 /// compacted) once it is more than `max_events` revisions behind the current one **or** older
-/// than `max_age`, whichever comes first; the check runs every `check_every`, so between checks
-/// the history may exceed the window by what was written in one period.
+/// than `max_age`, whichever comes first. The check runs every `check_every` and deletes in small
+/// paced chunks (about 20,000 revisions a second at most, so it never stalls writers), so the
+/// history may exceed the window by what was written meanwhile; it never keeps less.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryWindow {
     /// Revisions kept at most.
