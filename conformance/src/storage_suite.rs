@@ -34,6 +34,7 @@ macro_rules! storage_suite {
             list_pages_share_one_snapshot,
             list_at_past_revision,
             list_future_revision_is_refused,
+            list_at_revision_zero_is_the_empty_store,
             list_below_compaction_is_compacted,
             invalid_continue_tokens_are_refused,
             invalid_keys_are_refused,
@@ -43,6 +44,7 @@ macro_rules! storage_suite {
             watch_events_carry_previous_values,
             watch_below_compaction_is_compacted,
             watch_from_future_revision_waits,
+            watch_from_the_last_revision_never_panics,
             compact_is_idempotent_and_refuses_the_future
         );
     };
@@ -144,6 +146,12 @@ pub async fn update_is_compare_and_swap(s: &Storage) {
         s.update("/u/missing", "x", v1.mod_revision).await,
         Err(Error::NotFound { .. })
     ));
+    // etcd compares an absent key's mod revision as 0: that must not create the key.
+    assert!(matches!(
+        s.update("/u/missing", "x", Revision::ZERO).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(s.try_get("/u/missing").await.unwrap(), None);
 }
 
 /// `delete` honours mod- and create-revision preconditions and returns what it deleted.
@@ -387,6 +395,21 @@ pub async fn list_future_revision_is_refused(s: &Storage) {
     );
 }
 
+/// Revision 0 is the store before its first write: empty, with no continue token (and
+/// `Compacted` once compaction passed it). etcd reads "revision 0" as "current"; we do not.
+pub async fn list_at_revision_zero_is_the_empty_store(s: &Storage) {
+    for i in 0..3 {
+        s.create(&format!("/z/{i}"), "v").await.unwrap();
+    }
+    let options = ListOptions { revision: Some(Revision::ZERO), limit: 1, ..all() };
+    let page = s.list("/z/", &options).await.unwrap();
+    assert_eq!((page.items.len(), page.revision, page.continue_token), (0, Revision::ZERO, None));
+    let current = s.current_revision().await.unwrap();
+    s.compact(current).await.unwrap();
+    let err = s.list("/z/", &options).await.unwrap_err();
+    assert!(matches!(err, Error::Compacted { requested: Revision::ZERO, .. }), "{err}");
+}
+
 /// After compaction, reads below it are `Compacted` (naming the oldest revision) and reads at
 /// it still work; a continue token whose snapshot was compacted is `Compacted` too.
 pub async fn list_below_compaction_is_compacted(s: &Storage) {
@@ -543,6 +566,8 @@ pub async fn watch_below_compaction_is_compacted(s: &Storage) {
         matches!(err, Error::Compacted { requested, oldest } if requested == start && oldest == compact_at),
         "{err}"
     );
+    let err = s.watch("/wc/", Revision::ZERO).await.err().expect("watch from 0 must fail");
+    assert!(matches!(err, Error::Compacted { .. }), "{err}");
     // From the compaction revision itself the rest of the history is still there.
     let mut watch = s.watch("/wc/", compact_at).await.unwrap();
     assert_eq!(next_event(&mut watch).await.key, "/wc/4");
@@ -558,6 +583,16 @@ pub async fn watch_from_future_revision_waits(s: &Storage) {
     s.create("/fw/3", "v").await.unwrap();
     let e = next_event(&mut watch).await;
     assert_eq!((e.key.as_str(), e.revision), ("/fw/3", Revision(now.0 + 3)));
+}
+
+/// A watch from the largest revision is accepted and simply never delivers (no overflow).
+pub async fn watch_from_the_last_revision_never_panics(s: &Storage) {
+    let mut watch = s.watch("/max/", Revision(u64::MAX)).await.unwrap();
+    s.create("/max/k", "v").await.unwrap();
+    assert_quiet(&mut watch).await;
+    let mut watch = s.watch("/max/", Revision(i64::MAX as u64 - 1)).await.unwrap();
+    s.create("/max/k2", "v").await.unwrap();
+    assert_quiet(&mut watch).await;
 }
 
 /// Compaction at or below an earlier one is a no-op; above the current revision it is refused.

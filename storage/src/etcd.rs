@@ -109,13 +109,29 @@ impl Etcd {
             .await
             .map_err(|e| unavailable("watch", e))?;
         for _ in 0..2 {
-            match stream.message().await.map_err(|e| unavailable("watch", e))? {
+            let message = tokio::time::timeout(std::time::Duration::from_secs(5), stream.message())
+                .await
+                .map_err(|e| Error::unavailable("etcd did not answer a watch", e))?;
+            match message.map_err(|e| unavailable("watch", e))? {
                 Some(r) if r.compact_revision() > 0 => return Ok(revision(r.compact_revision())),
                 Some(r) if r.created() => continue,
                 _ => break,
             }
         }
         Ok(Revision::ZERO)
+    }
+
+    /// etcd's compaction revision if it compacted past its first revision (a read at revision 1
+    /// fails), else `None`.
+    async fn compacted_past_start(&self) -> Result<Option<Revision>> {
+        let probe = GetOptions::new().with_count_only().with_revision(1);
+        match self.kv().get(self.prefix.clone(), Some(probe)).await {
+            Ok(_) => Ok(None),
+            Err(e) => match classify(&e) {
+                Failure::Compacted => self.compaction_revision().await.map(Some),
+                _ => Err(unavailable("read", e)),
+            },
+        }
     }
 
     async fn compacted(&self, requested: Revision) -> Error {
@@ -208,10 +224,24 @@ impl Store for Etcd {
         if req.limit > 0 {
             options = options.with_limit(i64::try_from(req.limit).unwrap_or(i64::MAX));
         }
-        if let Some(Revision(r)) = req.revision {
-            let r =
-                i64::try_from(r).map_err(|_| Error::InvalidContinue { reason: "bad revision" })?;
-            options = options.with_revision(r);
+        match req.revision {
+            // etcd reads "revision 0" as "current"; the contract means the empty store before
+            // the first write, still readable unless compacted.
+            Some(Revision(0)) => {
+                if let Some(oldest) = self.compacted_past_start().await? {
+                    return Err(Error::Compacted { requested: Revision::ZERO, oldest });
+                }
+                return Ok(BackendPage {
+                    items: Vec::new(),
+                    revision: Revision::ZERO,
+                    more: false,
+                });
+            }
+            Some(Revision(r)) => match i64::try_from(r) {
+                Ok(r) => options = options.with_revision(r),
+                Err(_) => return Err(self.future(Revision(r)).await),
+            },
+            None => {}
         }
         let response = match self.kv().get(self.full(&start), Some(options)).await {
             Ok(response) => response,
@@ -236,7 +266,11 @@ impl Store for Etcd {
         let full = self.full(key);
         let expected_i64 = i64::try_from(expected.0).unwrap_or(i64::MAX);
         let txn = Txn::new()
-            .when([Compare::mod_revision(full.clone(), CompareOp::Equal, expected_i64)])
+            .when([
+                // etcd compares an absent key's mod revision as 0: require the key to exist.
+                Compare::create_revision(full.clone(), CompareOp::Greater, 0),
+                Compare::mod_revision(full.clone(), CompareOp::Equal, expected_i64),
+            ])
             .and_then([TxnOp::put(
                 full.clone(),
                 value.to_vec(),
@@ -310,7 +344,11 @@ impl Store for Etcd {
     async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
         // etcd reports a compacted start revision only inside the stream; check first so that
         // every backend answers `Compacted` from the call itself.
-        if from.0 > 0 {
+        if from.0 == 0 {
+            if let Some(oldest) = self.compacted_past_start().await? {
+                return Err(Error::Compacted { requested: from, oldest });
+            }
+        } else {
             let at = i64::try_from(from.0).unwrap_or(i64::MAX);
             let probe = GetOptions::new().with_count_only().with_revision(at);
             if let Err(e) = self.kv().get(self.full(prefix), Some(probe)).await {

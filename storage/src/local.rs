@@ -187,7 +187,8 @@ pub(crate) struct Local<B: Backend>(Arc<Core<B>>);
 impl<B: Backend> Local<B> {
     /// Starts the engine over an opened backend and its recovered state.
     pub(crate) fn start(backend: B, recovered: Recovered, options: LocalOptions) -> Arc<dyn Store> {
-        let (events, _) = broadcast::channel(options.watch_buffer.max(16));
+        // Out-of-range tuning is clamped rather than allowed to panic a background task.
+        let (events, _) = broadcast::channel(options.watch_buffer.clamp(16, 1 << 20));
         let (queue, queued) = mpsc::unbounded_channel();
         let core = Arc::new(Core {
             backend,
@@ -518,6 +519,7 @@ impl<B: Backend> Core<B> {
         let core = Arc::downgrade(self);
         let prefix = prefix.to_owned();
         let stream = async_stream::try_stream! {
+            // `from` is below `u64::MAX` (checked by `Storage::watch`).
             let mut next = from.0 + 1;
             while next <= replay_to {
                 let to = replay_to.min(next + CHUNK - 1);
@@ -586,7 +588,13 @@ impl<B: Backend> Core<B> {
             }
             (compacted, step)
         };
-        self.backend.compact(from, step)?;
+        if let Err(e) = self.backend.compact(from, step) {
+            // Nothing was deleted (the batch is atomic): move the compaction revision back so
+            // the next step deletes from the persisted one again and nothing is stranded below it.
+            let _gate = self.write_gate();
+            self.compacted.store(from, Ordering::SeqCst);
+            return Err(e);
+        }
         Ok(step == to)
     }
 
@@ -639,8 +647,14 @@ async fn syncer<B: Backend>(core: Weak<Core<B>>, mut applied: mpsc::UnboundedRec
         }
         let Some(core) = core.upgrade() else { return };
         let target = batches.iter().map(|b| b.target).max().unwrap_or(0);
-        let synced =
-            if target > core.durable.load(Ordering::SeqCst) { core.sync().await } else { Ok(()) };
+        let synced = if core.failed.load(Ordering::SeqCst) {
+            // After a failed sync nothing more is acknowledged, not even by a later sync.
+            core.check_ok()
+        } else if target > core.durable.load(Ordering::SeqCst) {
+            core.sync().await
+        } else {
+            Ok(())
+        };
         let replies: Vec<(Reply, Result<Written>)> = match synced {
             Ok(()) => {
                 // Advance `durable` before publishing: a watcher that subscribes and then reads
@@ -671,6 +685,7 @@ async fn syncer<B: Backend>(core: Weak<Core<B>>, mut applied: mpsc::UnboundedRec
 
 fn spawn_retention<B: Backend>(core_ref: Weak<Core<B>>) {
     let Some(every) = core_ref.upgrade().map(|c| c.window.check_every) else { return };
+    let every = every.max(std::time::Duration::from_millis(1));
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -184,9 +184,24 @@ impl Sled {
     /// with no hole; the last of them is the store's revision.
     fn recover(&self) -> Result<Recovered> {
         let compacted = self.meta(META_COMPACTED)?;
+        // Events at or below the compaction revision are garbage a failed deletion could leave
+        // behind: nobody reads them; drop them now so they cannot pile up.
+        let stranded: Vec<_> = self
+            .db
+            .range(history_key(0)..=history_key(compacted))
+            .keys()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| sled_error("scan", e))?;
+        if !stranded.is_empty() {
+            let mut batch = sled::Batch::default();
+            for key in stranded {
+                batch.remove(key);
+            }
+            self.db.apply_batch(batch).map_err(|e| sled_error("write", e))?;
+        }
         let mut times = Vec::new();
         let mut expected = compacted + 1;
-        for entry in self.db.range(history_key(0)..=history_key(u64::MAX)) {
+        for entry in self.db.range(history_key(compacted + 1)..=history_key(u64::MAX)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
             let r = read_u64(&k[1..], "history key")?;
             if r != expected {
@@ -404,6 +419,11 @@ mod tests {
     use super::*;
     use crate::{Engine, Storage};
 
+    /// The sled database itself, bypassing the backend (to damage it on purpose).
+    fn raw_open(path: &Path) -> sled::Db {
+        open_waiting_for_lock(&sled::Config::new().path(path), path).unwrap()
+    }
+
     async fn open_path(path: &Path) -> Storage {
         Storage::open(Engine::Sled(SledOptions::new(path))).await.unwrap()
     }
@@ -440,7 +460,7 @@ mod tests {
             store.create("/k/bad", "soon broken").await.unwrap();
         }
         {
-            let db = sled::open(dir.path()).unwrap();
+            let db = raw_open(dir.path());
             db.insert(data_key("/k/bad"), &b"short"[..]).unwrap();
             db.flush().unwrap();
         }
@@ -448,6 +468,40 @@ mod tests {
         assert!(matches!(store.get("/k/bad").await, Err(Error::Corrupt { .. })));
         assert!(matches!(store.list("/k/", &Default::default()).await, Err(Error::Corrupt { .. })));
         assert_eq!(store.get("/k/good").await.unwrap().value, "fine");
+    }
+
+    /// Events left below the compaction revision (a deletion that failed) are dropped at open
+    /// instead of making the store refuse to open.
+    #[tokio::test]
+    async fn stranded_history_below_compaction_is_cleaned_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let stranded_event = {
+            let store = open_path(dir.path()).await;
+            for i in 0..6 {
+                store.create(&format!("/k/{i}"), "v").await.unwrap();
+            }
+            store.compact(Revision(4)).await.unwrap();
+            store.get("/k/0").await.unwrap()
+        };
+        {
+            let db = raw_open(dir.path());
+            let event = WatchEvent {
+                kind: EventKind::Put,
+                revision: Revision(2),
+                key: "/k/x".into(),
+                value: Bytes::from_static(b"stranded"),
+                create_revision: Revision(2),
+                prev: None,
+            };
+            db.insert(history_key(2), encode_event(&event, 0)).unwrap();
+            db.flush().unwrap();
+        }
+        let store = open_path(dir.path()).await;
+        assert_eq!(store.get("/k/0").await.unwrap(), stranded_event);
+        assert_eq!(store.current_revision().await.unwrap(), Revision(6));
+        drop(store);
+        let db = raw_open(dir.path());
+        assert_eq!(db.get(history_key(2)).unwrap(), None);
     }
 
     /// A history with a hole is refused at open with `Corrupt`.
@@ -461,7 +515,7 @@ mod tests {
             }
         }
         {
-            let db = sled::open(dir.path()).unwrap();
+            let db = raw_open(dir.path());
             db.remove(history_key(2)).unwrap();
             db.flush().unwrap();
         }
