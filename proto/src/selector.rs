@@ -26,6 +26,13 @@ fn error(reason: impl Into<String>) -> SelectorError {
     SelectorError { reason: reason.into() }
 }
 
+fn check_length(input: &str) -> Result<(), SelectorError> {
+    if input.len() > MAX_SELECTOR_BYTES {
+        return Err(error(format!("selector longer than {MAX_SELECTOR_BYTES} bytes")));
+    }
+    Ok(())
+}
+
 /// A label requirement's operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LabelOp {
@@ -68,9 +75,7 @@ pub struct LabelSelector {
 impl LabelSelector {
     /// Parses the `labelSelector` grammar.
     pub fn parse(input: &str) -> Result<LabelSelector, SelectorError> {
-        if input.len() > MAX_SELECTOR_BYTES {
-            return Err(error(format!("selector longer than {MAX_SELECTOR_BYTES} bytes")));
-        }
+        check_length(input)?;
         let mut lexer = Lexer { input, pos: 0 };
         let mut requirements = Vec::new();
         if lexer.at_end() {
@@ -338,9 +343,7 @@ pub struct FieldSelector {
 impl FieldSelector {
     /// Parses the `fieldSelector` grammar.
     pub fn parse(input: &str) -> Result<FieldSelector, SelectorError> {
-        if input.len() > MAX_SELECTOR_BYTES {
-            return Err(error(format!("selector longer than {MAX_SELECTOR_BYTES} bytes")));
-        }
+        check_length(input)?;
         let mut requirements = Vec::new();
         if input.trim().is_empty() {
             return Ok(FieldSelector { requirements });
