@@ -4,6 +4,7 @@
 //! Each function gets a fresh, empty store. Revisions are compared relative to the store's own
 //! starting revision (etcd starts at 1, the embedded backends at 0).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -61,7 +62,7 @@ macro_rules! storage_suite {
 
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn next_event(stream: &mut WatchStream) -> WatchEvent {
+async fn next_event(stream: &mut WatchStream) -> Arc<WatchEvent> {
     match tokio::time::timeout(WAIT, stream.next()).await {
         Ok(Some(Ok(event))) => event,
         Ok(Some(Err(e))) => panic!("watch failed: {e}"),

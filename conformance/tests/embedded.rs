@@ -1,20 +1,21 @@
 //! Behaviours only the embedded backends have: persistence across restarts (sled), the history
 //! window they enforce themselves, and ending a watcher that falls behind (memory and sled).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use ocm_conformance::backends;
 use ocm_storage::{
     Engine, Error, EventKind, HistoryWindow, ListOptions, LocalOptions, Revision, SledOptions,
-    Storage, WatchStream,
+    Storage, WatchEvent, WatchStream,
 };
 
 async fn open_sled(dir: &std::path::Path) -> Storage {
     Storage::open(Engine::Sled(SledOptions::new(dir))).await.unwrap()
 }
 
-async fn next(stream: &mut WatchStream) -> Result<ocm_storage::WatchEvent, Error> {
+async fn next(stream: &mut WatchStream) -> Result<Arc<WatchEvent>, Error> {
     tokio::time::timeout(Duration::from_secs(10), stream.next())
         .await
         .expect("an event in time")
@@ -59,7 +60,7 @@ async fn sled_watch_resumes_across_restart() {
     let mut watch = s.watch("/w/", resume_at).await.unwrap();
     let during = next(&mut watch).await.unwrap();
     assert_eq!(
-        (during.value.as_ref(), during.prev.unwrap().value.as_ref()),
+        (during.value.as_ref(), during.prev.as_ref().unwrap().value.as_ref()),
         (&b"during"[..], &b"before"[..])
     );
     let after = next(&mut watch).await.unwrap();
@@ -114,32 +115,24 @@ async fn window_by_age(s: Storage) {
     assert_eq!(next(&mut watch).await.unwrap().key, "/a/fresh");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_history_window_by_count() {
-    window_by_count(
-        backends::memory_with(window(10, Duration::from_secs(3600))).await.unwrap().storage,
-    )
-    .await;
+/// A fresh memory store and a fresh sled store with the same options: the embedded behaviours
+/// below hold for both.
+async fn both(options: LocalOptions) -> [backends::TestStore; 2] {
+    [backends::memory_with(options).await.unwrap(), backends::sled_with(options).await.unwrap()]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sled_history_window_by_count() {
-    let store = backends::sled_with(window(10, Duration::from_secs(3600))).await.unwrap();
-    window_by_count(store.storage.clone()).await;
+async fn history_window_by_count() {
+    for store in both(window(10, Duration::from_secs(3600))).await {
+        window_by_count(store.storage.clone()).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_history_window_by_age() {
-    window_by_age(
-        backends::memory_with(window(1000, Duration::from_millis(200))).await.unwrap().storage,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sled_history_window_by_age() {
-    let store = backends::sled_with(window(1000, Duration::from_millis(200))).await.unwrap();
-    window_by_age(store.storage.clone()).await;
+async fn history_window_by_age() {
+    for store in both(window(1000, Duration::from_millis(200))).await {
+        window_by_age(store.storage.clone()).await;
+    }
 }
 
 /// A watcher that stops reading is ended with `Lagged` once the live buffer overflows (writers
@@ -169,19 +162,12 @@ async fn lagging_watcher(s: Storage) {
     assert_eq!(seen, expected);
 }
 
-fn tiny_buffer() -> LocalOptions {
-    LocalOptions { watch_buffer: 16, ..LocalOptions::default() }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_lagging_watcher_is_ended_and_resumes() {
-    lagging_watcher(backends::memory_with(tiny_buffer()).await.unwrap().storage).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sled_lagging_watcher_is_ended_and_resumes() {
-    let store = backends::sled_with(tiny_buffer()).await.unwrap();
-    lagging_watcher(store.storage.clone()).await;
+async fn lagging_watcher_is_ended_and_resumes() {
+    let tiny_buffer = LocalOptions { watch_buffer: 16, ..LocalOptions::default() };
+    for store in both(tiny_buffer).await {
+        lagging_watcher(store.storage.clone()).await;
+    }
 }
 
 /// Values large enough for sled to keep in blob files read back intact after a restart, and the
@@ -205,5 +191,5 @@ async fn sled_large_values_survive_reopen() {
     let mut watch = s.watch("/big/", start).await.unwrap();
     assert_eq!(next(&mut watch).await.unwrap().value, big);
     let update = next(&mut watch).await.unwrap();
-    assert_eq!((update.value, update.prev.unwrap().value), (medium, big));
+    assert_eq!((&update.value, &update.prev.as_ref().unwrap().value), (&medium, &big));
 }

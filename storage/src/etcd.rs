@@ -390,7 +390,7 @@ impl Store for Etcd {
                     })?;
                 }
                 for event in response.events() {
-                    yield convert_event(event, &etcd_prefix)?;
+                    yield Arc::new(convert_event(event, &etcd_prefix)?);
                 }
             }
         };

@@ -73,8 +73,9 @@ use types::ContinueToken;
 /// The largest value accepted, in bytes: 1.5 MiB, etcd's default request limit.
 pub const MAX_VALUE_BYTES: usize = 1536 * 1024;
 
-/// A stream of watch events; see the contract in the crate docs.
-pub type WatchStream = BoxStream<'static, Result<WatchEvent>>;
+/// A stream of watch events; see the contract in the crate docs. Events are shared: every
+/// watcher of an embedded backend receives the same allocation, never a copy of its own.
+pub type WatchStream = BoxStream<'static, Result<Arc<WatchEvent>>>;
 
 /// A list request as backends see it: validated, with the continue token decoded.
 #[derive(Debug, Clone)]
@@ -228,11 +229,11 @@ impl Storage {
                     return Err(Error::NotFound { key: key.to_owned() }.into());
                 }
                 (Update::Put(value), None) => {
-                    check_write(key, &value)?;
+                    check_size(key, &value)?;
                     self.inner.create(key, value).await.map(UpdateOutcome::Put)
                 }
                 (Update::Put(value), Some(kv)) => {
-                    check_write(key, &value)?;
+                    check_size(key, &value)?;
                     self.inner.update(key, value, kv.mod_revision).await.map(UpdateOutcome::Put)
                 }
                 (Update::Delete, Some(kv)) => {
@@ -280,6 +281,10 @@ impl Storage {
 
 fn check_write(key: &str, value: &Bytes) -> Result<()> {
     key::validate_key(key)?;
+    check_size(key, value)
+}
+
+fn check_size(key: &str, value: &Bytes) -> Result<()> {
     if value.len() > MAX_VALUE_BYTES {
         return Err(Error::TooLarge {
             key: key.to_owned(),

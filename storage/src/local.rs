@@ -68,13 +68,12 @@ impl Record {
     }
 }
 
-/// One write as the backend applies it: the new record (or `None` for a delete) and its event,
-/// stored together atomically.
+/// One write as the backend applies it: the new record of `event.key` (or `None` for a delete)
+/// and its event (which carries the key and the revision), stored together atomically. The event
+/// is the one watchers receive, shared rather than copied.
 pub(crate) struct Change<'a> {
-    pub(crate) revision: u64,
-    pub(crate) key: &'a str,
     pub(crate) record: Option<&'a Record>,
-    pub(crate) event: &'a WatchEvent,
+    pub(crate) event: &'a Arc<WatchEvent>,
     /// Wall-clock time of the write, in milliseconds since the Unix epoch (for the age window).
     pub(crate) at_ms: u64,
 }
@@ -99,14 +98,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     const SYNCS: bool;
     /// The current record of `key`.
     fn get(&self, key: &str) -> Result<Option<Record>>;
-    /// Appends the records with keys in `[start, end)`, ascending, at most `limit` of them.
-    fn scan(
-        &self,
-        start: &str,
-        end: &str,
-        limit: usize,
-        out: &mut Vec<(String, Record)>,
-    ) -> Result<()>;
+    /// The records with keys in `[start, end)`, ascending, at most `limit` of them.
+    fn scan(&self, start: &str, end: &str, limit: usize) -> Result<Vec<(String, Record)>>;
     /// The kept events with revisions in `[from, to]`, ascending.
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>>;
     /// Stores the changes, records and events, in one atomic batch: all of them or none.
@@ -303,8 +296,8 @@ impl<B: Backend> Core<B> {
             match current.and_then(|current| Self::decide(&key, op, current, revision + 1)) {
                 Ok((record, event, written)) => {
                     revision += 1;
-                    batch_state.insert(key.clone(), record.clone());
-                    decided.push((key, record, event));
+                    batch_state.insert(key, record.clone());
+                    decided.push((record, Arc::new(event)));
                     replies.push((reply, Ok(written)));
                 }
                 Err(e) => replies.push((reply, Err(e))),
@@ -316,13 +309,7 @@ impl<B: Backend> Core<B> {
         let at_ms = now_ms();
         let changes: Vec<Change<'_>> = decided
             .iter()
-            .map(|(key, record, event)| Change {
-                revision: event.revision.0,
-                key,
-                record: record.as_ref(),
-                event,
-                at_ms,
-            })
+            .map(|(record, event)| Change { record: record.as_ref(), event, at_ms })
             .collect();
         if let Err(e) = self.backend.apply(&changes) {
             // Nothing of the batch was stored: every write in it fails.
@@ -336,8 +323,8 @@ impl<B: Backend> Core<B> {
         }
         drop(changes);
         gate.applied = revision;
-        gate.times.extend(decided.iter().map(|(_, _, e)| (e.revision.0, at_ms)));
-        let events = decided.into_iter().map(|(_, _, event)| Arc::new(event)).collect();
+        gate.times.extend(decided.iter().map(|(_, e)| (e.revision.0, at_ms)));
+        let events = decided.into_iter().map(|(_, event)| event).collect();
         Applied { target: revision, events, replies }
     }
 
@@ -470,8 +457,7 @@ impl<B: Backend> Core<B> {
         // records are enough to find `limit + 1` items of the snapshot.
         let want = if req.limit == 0 { usize::MAX } else { req.limit + 1 };
         let scan_limit = want.saturating_add(rolled.len());
-        let mut current = Vec::new();
-        self.backend.scan(&start, &end, scan_limit, &mut current)?;
+        let current = self.backend.scan(&start, &end, scan_limit)?;
         let truncated = current.len() == scan_limit;
         let horizon = if truncated { current.last().map(|(k, _)| k.clone()) } else { None };
 
@@ -530,7 +516,7 @@ impl<B: Backend> Core<B> {
                 for event in chunk {
                     next = event.revision.0 + 1;
                     if event.key.starts_with(&prefix) {
-                        yield WatchEvent::clone(&event);
+                        yield event;
                     }
                 }
             }
@@ -546,7 +532,7 @@ impl<B: Backend> Core<B> {
                         }
                         next = revision + 1;
                         if event.key.starts_with(&prefix) {
-                            yield WatchEvent::clone(&event);
+                            yield event;
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -563,8 +549,8 @@ impl<B: Backend> Core<B> {
     ///
     /// The gate is held only to advance `compacted`: from then on no reader goes below it (reads
     /// check it under the gate), so the old events are deleted outside the gate and writers are
-    /// not stalled behind the deletion. If the deletion fails the events stay on disk below a
-    /// revision nobody reads, and recovery still finds a consistent history.
+    /// not stalled behind the deletion. If the deletion fails, the compaction revision moves back
+    /// so the next step deletes from the persisted one and nothing is stranded below it.
     fn compact_step(&self, to: u64) -> Result<bool> {
         self.check_ok()?;
         let _one_at_a_time = self.compacting.lock().unwrap_or_else(|p| p.into_inner());

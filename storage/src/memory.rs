@@ -41,19 +41,12 @@ impl Backend for Memory {
         Ok(self.state().records.get(key).cloned())
     }
 
-    fn scan(
-        &self,
-        start: &str,
-        end: &str,
-        limit: usize,
-        out: &mut Vec<(String, Record)>,
-    ) -> Result<()> {
+    fn scan(&self, start: &str, end: &str, limit: usize) -> Result<Vec<(String, Record)>> {
         let state = self.state();
         let range = state
             .records
             .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Excluded(end)));
-        out.extend(range.take(limit).map(|(k, r)| (k.clone(), r.clone())));
-        Ok(())
+        Ok(range.take(limit).map(|(k, r)| (k.clone(), r.clone())).collect())
     }
 
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
@@ -66,11 +59,12 @@ impl Backend for Memory {
     fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
         let mut state = self.state();
         for change in changes {
+            let key = &change.event.key;
             match change.record {
-                Some(record) => state.records.insert(change.key.to_owned(), record.clone()),
-                None => state.records.remove(change.key),
+                Some(record) => state.records.insert(key.clone(), record.clone()),
+                None => state.records.remove(key),
             };
-            state.history.push_back(Arc::new(change.event.clone()));
+            state.history.push_back(Arc::clone(change.event));
         }
         Ok(())
     }

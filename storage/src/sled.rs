@@ -228,20 +228,15 @@ impl Backend for Sled {
         }
     }
 
-    fn scan(
-        &self,
-        start: &str,
-        end: &str,
-        limit: usize,
-        out: &mut Vec<(String, Record)>,
-    ) -> Result<()> {
+    fn scan(&self, start: &str, end: &str, limit: usize) -> Result<Vec<(String, Record)>> {
+        let mut out = Vec::new();
         for entry in self.db.range(data_key(start)..data_key(end)).take(limit) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
             let key = std::str::from_utf8(&k[1..])
                 .map_err(|_| Error::corrupt(String::from_utf8_lossy(&k), "key is not UTF-8"))?;
             out.push((key.to_owned(), decode_record(key, &v)?));
         }
-        Ok(())
+        Ok(out)
     }
 
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
@@ -257,15 +252,16 @@ impl Backend for Sled {
     fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
         let mut batch = sled::Batch::default();
         for change in changes {
+            let key = data_key(&change.event.key);
             match change.record {
-                Some(record) => batch.insert(data_key(change.key), encode_record(record)),
-                None => batch.remove(data_key(change.key)),
+                Some(record) => batch.insert(key, encode_record(record)),
+                None => batch.remove(key),
             }
             let event = encode_event(change.event, change.at_ms);
             if event.len() >= BLOB_CANDIDATE_BYTES {
                 self.blobs_dirty.store(true, Ordering::SeqCst);
             }
-            batch.insert(&history_key(change.revision), event);
+            batch.insert(&history_key(change.event.revision.0), event);
         }
         self.db.apply_batch(batch).map_err(|e| sled_error("write", e))
     }

@@ -78,14 +78,18 @@ impl Target {
         })
     }
 
-    /// A stream of the values written under `prefix` from now on.
-    async fn watch(&self, prefix: &str) -> anyhow::Result<BoxStream<'static, Bytes>> {
+    /// A stream of the values written under `prefix` from now on; a failed watch yields its
+    /// error (a lagging watcher must show up in the report, not as a silent gap).
+    async fn watch(
+        &self,
+        prefix: &str,
+    ) -> anyhow::Result<BoxStream<'static, anyhow::Result<Bytes>>> {
         Ok(match self {
             Target::Store(s) => {
                 let from = s.current_revision().await?;
                 s.watch(prefix, from)
                     .await?
-                    .filter_map(|e| async move { e.ok().map(|e| e.value) })
+                    .map(|e| e.map(|e| e.value.clone()).map_err(anyhow::Error::from))
                     .boxed()
             }
             Target::Raw(c) => {
@@ -97,9 +101,13 @@ impl Target {
                 futures::stream::unfold(state, |(mut stream, mut queued)| async move {
                     loop {
                         if let Some(v) = queued.pop_front() {
-                            return Some((v, (stream, queued)));
+                            return Some((Ok(v), (stream, queued)));
                         }
-                        let response = stream.message().await.ok()??;
+                        let response = match stream.message().await {
+                            Ok(Some(response)) => response,
+                            Ok(None) => return None,
+                            Err(e) => return Some((Err(e.into()), (stream, queued))),
+                        };
                         queued.extend(
                             response
                                 .events()
@@ -242,7 +250,7 @@ async fn watch_latency(target: &Target, watchers: usize) -> anyhow::Result<(f64,
                 let value = tokio::time::timeout(Duration::from_secs(60), stream.next())
                     .await
                     .context("watch stalled")?
-                    .context("watch ended")?;
+                    .context("watch ended")??;
                 let sent = u64::from_be_bytes(value[..8].try_into()?);
                 let now = origin.elapsed().as_micros() as u64;
                 hist.record(now.saturating_sub(sent).max(1))?;
