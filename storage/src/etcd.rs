@@ -121,14 +121,16 @@ impl Etcd {
         Ok(Revision::ZERO)
     }
 
-    /// etcd's compaction revision if it compacted past its first revision (a read at revision 1
-    /// fails), else `None`.
-    async fn compacted_past_start(&self) -> Result<Option<Revision>> {
-        let probe = GetOptions::new().with_count_only().with_revision(1);
+    /// `Compacted` if etcd can no longer read at `requested` (revision 0, the empty store, is
+    /// probed at etcd's first revision, 1). A revision not written yet is fine: watches wait.
+    async fn check_readable(&self, requested: Revision) -> Result<()> {
+        let at = i64::try_from(requested.0.max(1)).unwrap_or(i64::MAX);
+        let probe = GetOptions::new().with_count_only().with_revision(at);
         match self.kv().get(self.prefix.clone(), Some(probe)).await {
-            Ok(_) => Ok(None),
+            Ok(_) => Ok(()),
             Err(e) => match classify(&e) {
-                Failure::Compacted => self.compaction_revision().await.map(Some),
+                Failure::Compacted => Err(self.compacted(requested).await),
+                Failure::Future => Ok(()),
                 _ => Err(unavailable("read", e)),
             },
         }
@@ -228,9 +230,7 @@ impl Store for Etcd {
             // etcd reads "revision 0" as "current"; the contract means the empty store before
             // the first write, still readable unless compacted.
             Some(Revision(0)) => {
-                if let Some(oldest) = self.compacted_past_start().await? {
-                    return Err(Error::Compacted { requested: Revision::ZERO, oldest });
-                }
+                self.check_readable(Revision::ZERO).await?;
                 return Ok(BackendPage {
                     items: Vec::new(),
                     revision: Revision::ZERO,
@@ -344,21 +344,7 @@ impl Store for Etcd {
     async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
         // etcd reports a compacted start revision only inside the stream; check first so that
         // every backend answers `Compacted` from the call itself.
-        if from.0 == 0 {
-            if let Some(oldest) = self.compacted_past_start().await? {
-                return Err(Error::Compacted { requested: from, oldest });
-            }
-        } else {
-            let at = i64::try_from(from.0).unwrap_or(i64::MAX);
-            let probe = GetOptions::new().with_count_only().with_revision(at);
-            if let Err(e) = self.kv().get(self.full(prefix), Some(probe)).await {
-                match classify(&e) {
-                    Failure::Compacted => return Err(self.compacted(from).await),
-                    Failure::Future => {}
-                    _ => return Err(unavailable("watch", e)),
-                }
-            }
-        }
+        self.check_readable(from).await?;
         let start = i64::try_from(from.0 + 1).unwrap_or(i64::MAX);
         let options = WatchOptions::new()
             .with_range(self.full(&prefix_end(prefix)))
