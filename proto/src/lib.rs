@@ -1,7 +1,10 @@
 //! The wire contract shared by the hub and the agent: API object types and the gRPC protocol.
 //!
-//! So far it holds the label and field selector grammars ([`selector`]); the API types arrive
-//! with the API machinery issue and the CloudEvents protocol with the prescriptions issue. This
-//! crate must stay free of IO and of every other workspace crate (see `ARCHITECTURE.md`).
+//! It holds the label and field selector grammars ([`selector`]), the field-error shape every
+//! validation returns ([`validation`]), the OCM CRDs with a structural-schema validator
+//! ([`crd`], [`schema`]) and the typed OCM API objects ([`api`]). Core Kubernetes types come from
+//! `k8s-openapi`. This crate must stay free of IO and of every other workspace crate (see
+//! `ARCHITECTURE.md`).
 
 pub mod selector;
+pub mod validation;
