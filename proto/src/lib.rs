@@ -6,5 +6,8 @@
 //! `k8s-openapi`. This crate must stay free of IO and of every other workspace crate (see
 //! `ARCHITECTURE.md`).
 
+pub mod api;
+pub mod crd;
+pub mod schema;
 pub mod selector;
 pub mod validation;

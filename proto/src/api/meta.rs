@@ -1,0 +1,164 @@
+//! The pieces every OCM kind shares: the `apiVersion`/`kind` tags, the generic [`ObjectList`],
+//! the embedded-manifest newtype, condition status values and the serde helpers the kind
+//! modules use.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use serde::de::{self, Deserializer};
+use serde::ser::{SerializeStruct, Serializer};
+use serde::{Deserialize, Serialize};
+
+use super::Resource;
+
+pub use k8s_openapi::ByteString;
+pub use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+pub use k8s_openapi::api::rbac::v1::RoleRef;
+pub use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, LabelSelectorRequirement, ObjectMeta, Time,
+};
+pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// `metav1.Condition.status` value `True`.
+pub const CONDITION_TRUE: &str = "True";
+/// `metav1.Condition.status` value `False`.
+pub const CONDITION_FALSE: &str = "False";
+/// `metav1.Condition.status` value `Unknown`.
+pub const CONDITION_UNKNOWN: &str = "Unknown";
+
+/// The `apiVersion` of kind `K`: serializes as `K::API_VERSION`; on input it may be absent but,
+/// when present, must equal `K::API_VERSION` (a v1alpha1 body is never read as v1beta1).
+pub struct ApiVersionTag<K>(PhantomData<fn() -> K>);
+
+/// The `kind` of kind `K`: serializes as `K::KIND`; on input it may be absent but, when present,
+/// must equal `K::KIND`.
+pub struct KindTag<K>(PhantomData<fn() -> K>);
+
+macro_rules! tag {
+    ($tag:ident, $konst:ident, $what:literal) => {
+        impl<K> Default for $tag<K> {
+            fn default() -> Self {
+                Self(PhantomData)
+            }
+        }
+
+        impl<K> Clone for $tag<K> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+
+        impl<K> Copy for $tag<K> {}
+
+        impl<K> PartialEq for $tag<K> {
+            fn eq(&self, _: &Self) -> bool {
+                true
+            }
+        }
+
+        impl<K> Eq for $tag<K> {}
+
+        impl<K: Resource> fmt::Debug for $tag<K> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(K::$konst, f)
+            }
+        }
+
+        impl<K: Resource> $tag<K> {
+            /// The value this tag stands for.
+            pub fn as_str(&self) -> &'static str {
+                K::$konst
+            }
+        }
+
+        impl<K: Resource> Serialize for $tag<K> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(K::$konst)
+            }
+        }
+
+        impl<'de, K: Resource> Deserialize<'de> for $tag<K> {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let value = String::deserialize(deserializer)?;
+                if value == K::$konst {
+                    Ok(Self(PhantomData))
+                } else {
+                    Err(de::Error::custom(format_args!(
+                        concat!($what, " {:?} where {:?} was expected"),
+                        value,
+                        K::$konst
+                    )))
+                }
+            }
+        }
+    };
+}
+
+tag!(ApiVersionTag, API_VERSION, "apiVersion");
+tag!(KindTag, KIND, "kind");
+
+/// A list of objects of kind `T` as the API returns it: `apiVersion`, `kind: <Kind>List`,
+/// `metadata` (resourceVersion, continue) and `items`. On input the list's own `apiVersion` and
+/// `kind` are not checked; each item's are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectList<T> {
+    /// List metadata (`resourceVersion`, `continue`, `remainingItemCount`).
+    pub metadata: ListMeta,
+    /// The objects.
+    pub items: Vec<T>,
+}
+
+impl<T> Default for ObjectList<T> {
+    fn default() -> Self {
+        Self { metadata: ListMeta::default(), items: Vec::new() }
+    }
+}
+
+impl<T: Resource + Serialize> Serialize for ObjectList<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut list = serializer.serialize_struct("ObjectList", 4)?;
+        list.serialize_field("apiVersion", T::API_VERSION)?;
+        list.serialize_field("kind", T::LIST_KIND)?;
+        list.serialize_field("metadata", &self.metadata)?;
+        list.serialize_field("items", &self.items)?;
+        list.end()
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectList<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(bound = "T: Deserialize<'de>")]
+        struct Raw<T> {
+            #[serde(default)]
+            metadata: ListMeta,
+            #[serde(default, deserialize_with = "null_as_default")]
+            items: Vec<T>,
+        }
+        let raw = Raw::<T>::deserialize(deserializer)?;
+        Ok(Self { metadata: raw.metadata, items: raw.items })
+    }
+}
+
+/// One embedded Kubernetes object (a ManifestWork `workload.manifests[]` entry), kept verbatim:
+/// the schema says `x-kubernetes-preserve-unknown-fields` and `x-kubernetes-embedded-resource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Manifest(pub serde_json::Value);
+
+impl From<serde_json::Value> for Manifest {
+    fn from(value: serde_json::Value) -> Self {
+        Self(value)
+    }
+}
+
+/// Reads `null` as the type's default: Go clients send `"conditions": null` for a nil slice.
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
