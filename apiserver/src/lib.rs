@@ -1,4 +1,17 @@
-//! The hub process: registry, REST and gRPC servers, authentication and controllers.
-//!
-//! Only the storage layer exists so far (`ocm-storage`); the registry and the servers arrive
-//! with the API machinery issue. The `ocm-hub` binary is added together with `serve`.
+//! The hub's API server: the generic registry over `ocm-storage`, its watch cache, the REST
+//! layer with discovery and Kubernetes errors, the PKI, the API-machinery controllers (garbage
+//! collection, namespace lifecycle) and the `serve` entry point. Read `ARCHITECTURE.md` for how
+//! the parts fit.
+
+pub mod cache;
+pub mod controllers;
+pub mod discovery;
+pub mod error;
+pub mod object;
+pub mod ocm;
+pub mod pki;
+pub mod registry;
+pub mod rest;
+pub mod scheme;
+pub mod server;
+pub mod strategy;

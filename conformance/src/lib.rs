@@ -5,10 +5,12 @@
 //!   `storage_suite!` macro turns them into tests for one backend (`tests/storage_*.rs`).
 //! * [`backends`]: fresh memory, sled and etcd stores for tests.
 //! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
+//! * [`hub`]: a real hub on a free port over real TLS, with reqwest and kube clients.
 //!
 //! Reliability tests live in `tests/` (model-based, crash-kill, watch stress); the storage
 //! benchmark is the `storage-bench` binary.
 
 pub mod backends;
 pub mod etcd;
+pub mod hub;
 pub mod storage_suite;

@@ -33,6 +33,7 @@ macro_rules! storage_suite {
             guaranteed_update_checks_preconditions,
             list_prefix_does_not_leak_into_siblings,
             list_pages_share_one_snapshot,
+            list_start_after_a_kept_key,
             list_at_past_revision,
             list_future_revision_is_refused,
             list_at_revision_zero_is_the_empty_store,
@@ -349,6 +350,24 @@ pub async fn list_pages_share_one_snapshot(s: &Storage) {
     let exact = s.list("/p/", &ListOptions { limit: 25, ..all() }).await.unwrap();
     assert_eq!(exact.items.len(), 25);
     assert_eq!(exact.continue_token, None);
+}
+
+/// `start_after` resumes a list after a key the caller kept, at a revision it pinned; a key
+/// outside the prefix is refused.
+pub async fn list_start_after_a_kept_key(s: &Storage) {
+    for k in ["/s/a", "/s/b", "/s/c", "/s/d"] {
+        s.create(k, "v").await.unwrap();
+    }
+    let pinned = s.current_revision().await.unwrap();
+    s.delete("/s/c", &Preconditions::default()).await.unwrap();
+    let options =
+        ListOptions { limit: 2, revision: Some(pinned), start_after: Some("/s/a".into()), ..all() };
+    let page = s.list("/s/", &options).await.unwrap();
+    let keys: Vec<_> = page.items.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(keys, ["/s/b", "/s/c"], "read at the pinned revision, after the kept key");
+    assert_eq!(page.revision, pinned);
+    let outside = ListOptions { start_after: Some("/t/a".into()), ..all() };
+    assert!(matches!(s.list("/s/", &outside).await, Err(Error::InvalidContinue { .. })));
 }
 
 /// A list at a past revision inside the history shows exactly the state at that revision.

@@ -160,9 +160,18 @@ impl Storage {
             Some(t) => Some(ContinueToken::decode(t, prefix)?),
             None => None,
         };
+        if let Some(after) = &options.start_after {
+            if !after.starts_with(prefix) {
+                return Err(Error::InvalidContinue { reason: "start key outside the prefix" });
+            }
+        }
+        let start_after = match &token {
+            Some(t) => Some(t.last_key.as_str()),
+            None => options.start_after.as_deref(),
+        };
         let req = ListRequest {
             prefix,
-            start_after: token.as_ref().map(|t| t.last_key.as_str()),
+            start_after,
             limit: options.limit,
             revision: token.as_ref().map(|t| t.revision).or(options.revision),
         };

@@ -92,6 +92,9 @@ pub struct ListOptions {
     /// Read the snapshot at this revision; `None` means the current revision. Ignored when a
     /// continue token is given (the token carries its own).
     pub revision: Option<Revision>,
+    /// Start after this key (which must lie under the prefix): for callers that keep their own
+    /// position, such as the registry's continue tokens. Ignored when a continue token is given.
+    pub start_after: Option<String>,
 }
 
 /// One page of a list.

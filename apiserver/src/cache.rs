@@ -1,0 +1,471 @@
+//! The watch cache: one storage watch over every kind feeds, per kind, an in-memory snapshot, a
+//! bounded history ring and the fan-out to watchers. Each object is parsed and serialized once
+//! per event, not once per watcher; every watcher has a bounded buffer and is ended (to resume
+//! or relist) when it falls behind, so a slow client never stalls the others.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use ocm_storage::{KeyValue, ListOptions, Revision, Storage};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::error::ApiError;
+use crate::object;
+use crate::scheme::Scheme;
+
+/// The prefix every object key lives under: the cache's one storage watch covers it, so the
+/// cache sees every write and its revision is the store's.
+pub const ROOT: &str = "/registry/";
+
+/// Tuning of the cache.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheConfig {
+    /// Events kept per kind for watches that resume from a resourceVersion.
+    pub history_per_kind: usize,
+    /// Events buffered per watcher before it is ended as too slow.
+    pub watcher_buffer: usize,
+    /// How often watchers learn the cache's revision (for bookmarks).
+    pub progress_every: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> CacheConfig {
+        CacheConfig {
+            history_per_kind: 10_000,
+            watcher_buffer: 1024,
+            progress_every: Duration::from_secs(1),
+        }
+    }
+}
+
+/// One object as stored, at one revision: its parsed form (storage version, resourceVersion
+/// set) and its JSON, serialized once.
+#[derive(Debug)]
+pub struct CachedObject {
+    /// The storage key.
+    pub key: String,
+    /// The revision this state was written at.
+    pub rev: u64,
+    /// The object.
+    pub value: Value,
+    /// `value` as JSON.
+    pub json: Bytes,
+}
+
+impl CachedObject {
+    /// Parses stored bytes, stamping `rev` as the resourceVersion.
+    pub fn from_stored(key: String, bytes: &[u8], rev: u64) -> Result<CachedObject, ApiError> {
+        let mut value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::internal(format!("stored object {key} is not JSON: {e}")))?;
+        object::set_resource_version(&mut value, rev);
+        Ok(CachedObject::new(key, value, rev))
+    }
+
+    /// Wraps an object whose resourceVersion is already `rev`.
+    pub fn new(key: String, value: Value, rev: u64) -> CachedObject {
+        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        CachedObject { key, rev, value, json }
+    }
+}
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created (or, for a watch that starts from a snapshot, already there).
+    Added,
+    /// Changed.
+    Modified,
+    /// Deleted; the object is its last state with the deletion's revision.
+    Deleted,
+}
+
+/// One change of one object.
+#[derive(Debug)]
+pub struct CacheEvent {
+    /// What happened.
+    pub kind: EventType,
+    /// The revision of the change.
+    pub rev: u64,
+    /// The object after the change (for deletes: the last state, at the delete's revision).
+    pub object: Arc<CachedObject>,
+    /// The object before the change, if it existed.
+    pub prev: Option<Arc<CachedObject>>,
+}
+
+/// What a watcher receives.
+#[derive(Debug, Clone)]
+pub enum Msg {
+    /// A change.
+    Event(Arc<CacheEvent>),
+    /// Every change up to this revision has been sent before this message.
+    Progress(u64),
+}
+
+#[derive(Default)]
+struct KindState {
+    items: BTreeMap<String, Arc<CachedObject>>,
+    history: VecDeque<Arc<CacheEvent>>,
+    /// Every event with a revision above this one is in `history`.
+    history_start: u64,
+    rev: u64,
+    watchers: Vec<mpsc::Sender<Msg>>,
+}
+
+/// A watch registered with the cache: the events to replay first, then the live channel.
+#[derive(Debug)]
+pub struct Subscription {
+    /// Events to send before the live ones (history after the start revision, or the snapshot
+    /// as `Added` events).
+    pub initial: Vec<Arc<CacheEvent>>,
+    /// The revision the initial events bring the watcher to.
+    pub rev: u64,
+    /// Live events; closed when the watcher is ended for falling behind or on a relist.
+    pub live: mpsc::Receiver<Msg>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Start {
+    /// From the current state: every object as `Added`, then changes.
+    Snapshot,
+    /// Every change after this revision.
+    After(u64),
+}
+
+/// The watch cache of every kind of a scheme.
+pub struct Cache {
+    kinds: HashMap<String, Mutex<KindState>>,
+    rev: watch::Sender<u64>,
+    storage: Storage,
+    config: CacheConfig,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache").field("rev", &*self.rev.borrow()).finish_non_exhaustive()
+    }
+}
+
+fn lock(m: &Mutex<KindState>) -> MutexGuard<'_, KindState> {
+    // A panic while holding the lock leaves consistent-enough state (each step is a single
+    // insert/remove); keep serving rather than poisoning every later request.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Cache {
+    /// Loads every kind of `scheme` from `storage` and starts following it.
+    pub async fn start(
+        storage: Storage,
+        scheme: &Scheme,
+        config: CacheConfig,
+    ) -> Result<Arc<Cache>, ApiError> {
+        let kinds = scheme
+            .types()
+            .iter()
+            .map(|rt| (rt.prefix.clone(), Mutex::new(KindState::default())))
+            .collect();
+        let (rev, _) = watch::channel(0);
+        let cache = Arc::new(Cache { kinds, rev, storage, config });
+        let start = cache.relist().await?;
+        tokio::spawn(Arc::clone(&cache).follow(start));
+        tokio::spawn(Arc::clone(&cache).progress());
+        Ok(cache)
+    }
+
+    /// The revision the cache has applied every change up to.
+    pub fn revision(&self) -> u64 {
+        *self.rev.borrow()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    fn kind(&self, prefix: &str) -> Result<&Mutex<KindState>, ApiError> {
+        self.kinds.get(prefix).ok_or_else(|| ApiError::internal(format!("no cache for {prefix}")))
+    }
+
+    fn kind_of_key(&self, key: &str) -> Option<&Mutex<KindState>> {
+        let rest = key.strip_prefix(ROOT)?;
+        let mut slashes = rest.match_indices('/');
+        slashes.next()?;
+        let (end, _) = slashes.next()?;
+        self.kinds.get(&key[..ROOT.len() + end + 1])
+    }
+
+    /// Replaces every kind's state with a fresh list of the store (ending every watcher, who
+    /// must relist) and returns its revision.
+    async fn relist(&self) -> Result<u64, ApiError> {
+        let page = self
+            .storage
+            .list(ROOT, &ListOptions::default())
+            .await
+            .map_err(|e| crate::error::from_storage(e, Default::default()))?;
+        let rev = page.revision.get();
+        let mut fresh: HashMap<&str, BTreeMap<String, Arc<CachedObject>>> = HashMap::new();
+        for kv in page.items {
+            let Some((prefix, _)) = self.kinds.get_key_value(kind_prefix(&kv.key)) else {
+                continue;
+            };
+            let obj = CachedObject::from_stored(kv.key.clone(), &kv.value, kv.mod_revision.get())?;
+            fresh.entry(prefix.as_str()).or_default().insert(kv.key, Arc::new(obj));
+        }
+        for (prefix, state) in &self.kinds {
+            let mut st = lock(state);
+            st.items = fresh.remove(prefix.as_str()).unwrap_or_default();
+            st.history.clear();
+            st.history_start = rev;
+            st.rev = rev;
+            st.watchers.clear();
+        }
+        self.rev.send_replace(rev);
+        Ok(rev)
+    }
+
+    /// Follows the store from `rev` for as long as it is open.
+    async fn follow(self: Arc<Cache>, mut rev: u64) {
+        loop {
+            let mut stream = match self.storage.watch(ROOT, Revision(rev)).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, rev, "watch cache: storage watch failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    if matches!(e, ocm_storage::Error::Compacted { .. }) {
+                        rev = self.relist_until_ok().await;
+                    }
+                    continue;
+                }
+            };
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(ev) => {
+                        self.apply(&ev);
+                        rev = ev.revision.get();
+                    }
+                    Err(ocm_storage::Error::Lagged { resume_from }) => {
+                        rev = resume_from.get();
+                        break;
+                    }
+                    Err(ocm_storage::Error::Compacted { .. }) => {
+                        rev = self.relist_until_ok().await;
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, rev, "watch cache: storage watch ended");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                }
+            }
+            if self.storage_closed().await {
+                return;
+            }
+        }
+    }
+
+    async fn storage_closed(&self) -> bool {
+        matches!(self.storage.current_revision().await, Err(ocm_storage::Error::Unavailable { .. }))
+    }
+
+    async fn relist_until_ok(&self) -> u64 {
+        loop {
+            match self.relist().await {
+                Ok(rev) => return rev,
+                Err(e) => {
+                    tracing::warn!(error = %e, "watch cache: relist failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+
+    fn apply(&self, ev: &ocm_storage::WatchEvent) {
+        let rev = ev.revision.get();
+        if let Some(state) = self.kind_of_key(&ev.key) {
+            match self.event_of(ev) {
+                Ok(event) => self.publish(state, event),
+                Err(e) => {
+                    tracing::error!(error = %e, key = %ev.key, "watch cache: bad stored object")
+                }
+            }
+        }
+        self.rev.send_replace(rev);
+    }
+
+    fn event_of(&self, ev: &ocm_storage::WatchEvent) -> Result<CacheEvent, ApiError> {
+        let rev = ev.revision.get();
+        let prev = match &ev.prev {
+            Some(KeyValue { key, value, mod_revision, .. }) => {
+                Some(Arc::new(CachedObject::from_stored(key.clone(), value, mod_revision.get())?))
+            }
+            None => None,
+        };
+        Ok(match ev.kind {
+            ocm_storage::EventKind::Put => {
+                let object = Arc::new(CachedObject::from_stored(ev.key.clone(), &ev.value, rev)?);
+                let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+                CacheEvent { kind, rev, object, prev }
+            }
+            ocm_storage::EventKind::Delete => {
+                let last = prev.as_ref().ok_or_else(|| {
+                    ApiError::internal(format!("delete of {} without its last value", ev.key))
+                })?;
+                let mut value = last.value.clone();
+                object::set_resource_version(&mut value, rev);
+                let object = Arc::new(CachedObject::new(ev.key.clone(), value, rev));
+                CacheEvent { kind: EventType::Deleted, rev, object, prev }
+            }
+        })
+    }
+
+    fn publish(&self, state: &Mutex<KindState>, event: CacheEvent) {
+        let event = Arc::new(event);
+        let mut st = lock(state);
+        match event.kind {
+            EventType::Deleted => {
+                st.items.remove(&event.object.key);
+            }
+            _ => {
+                st.items.insert(event.object.key.clone(), Arc::clone(&event.object));
+            }
+        }
+        st.history.push_back(Arc::clone(&event));
+        while st.history.len() > self.config.history_per_kind {
+            if let Some(old) = st.history.pop_front() {
+                st.history_start = old.rev;
+            }
+        }
+        st.rev = event.rev;
+        // A watcher whose buffer is full is ended: dropping its sender closes its stream.
+        st.watchers.retain(|tx| tx.try_send(Msg::Event(Arc::clone(&event))).is_ok());
+    }
+
+    async fn progress(self: Arc<Cache>) {
+        let mut tick = tokio::time::interval(self.config.progress_every);
+        loop {
+            tick.tick().await;
+            let rev = self.revision();
+            for state in self.kinds.values() {
+                let mut st = lock(state);
+                // A full buffer just misses this tick; closed watchers are dropped.
+                st.watchers.retain(|tx| !tx.is_closed());
+                for tx in &st.watchers {
+                    let _ = tx.try_send(Msg::Progress(rev));
+                }
+            }
+            if Arc::strong_count(&self) == 1 {
+                return;
+            }
+        }
+    }
+
+    /// Waits until the cache has applied every change up to `rev`; false after `timeout`.
+    pub async fn wait_for(&self, rev: u64, timeout: Duration) -> bool {
+        let mut rx = self.rev.subscribe();
+        let fresh = rx.wait_for(|r| *r >= rev);
+        matches!(tokio::time::timeout(timeout, fresh).await, Ok(Ok(_)))
+    }
+
+    /// Waits until the cache is as fresh as the store is now (a consistent read).
+    pub async fn sync(&self) -> Result<u64, ApiError> {
+        let now = self
+            .storage
+            .current_revision()
+            .await
+            .map_err(|e| crate::error::from_storage(e, Default::default()))?
+            .get();
+        if self.wait_for(now, Duration::from_secs(10)).await {
+            Ok(self.revision())
+        } else {
+            Err(ApiError::too_large_resource_version(now, self.revision()))
+        }
+    }
+
+    /// The objects of a kind under `prefix` (a namespace's, or all), in key order, and the
+    /// revision of that snapshot.
+    pub fn list(
+        &self,
+        kind_prefix: &str,
+        prefix: &str,
+    ) -> Result<(Vec<Arc<CachedObject>>, u64), ApiError> {
+        let global = self.revision();
+        let st = lock(self.kind(kind_prefix)?);
+        let items = st
+            .items
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| Arc::clone(v))
+            .collect();
+        Ok((items, st.rev.max(global)))
+    }
+
+    /// One object from the cache.
+    pub fn get(&self, kind_prefix: &str, key: &str) -> Result<Option<Arc<CachedObject>>, ApiError> {
+        Ok(lock(self.kind(kind_prefix)?).items.get(key).cloned())
+    }
+
+    /// Registers a watcher of a kind.
+    pub fn subscribe(&self, kind_prefix: &str, start: Start) -> Result<Subscription, ApiError> {
+        let global = self.revision();
+        let (tx, live) = mpsc::channel(self.config.watcher_buffer);
+        let mut st = lock(self.kind(kind_prefix)?);
+        let (initial, rev) = match start {
+            Start::Snapshot => {
+                let rev = st.rev.max(global);
+                let initial = st
+                    .items
+                    .values()
+                    .map(|o| {
+                        Arc::new(CacheEvent {
+                            kind: EventType::Added,
+                            rev: o.rev,
+                            object: Arc::clone(o),
+                            prev: None,
+                        })
+                    })
+                    .collect();
+                (initial, rev)
+            }
+            Start::After(from) => {
+                if from < st.history_start {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {from} ({})",
+                        st.history_start + 1
+                    )));
+                }
+                let initial =
+                    st.history.iter().filter(|e| e.rev > from).cloned().collect::<Vec<_>>();
+                (initial, st.rev.max(global).max(from))
+            }
+        };
+        st.watchers.push(tx);
+        Ok(Subscription { initial, rev, live })
+    }
+}
+
+/// The kind prefix of a key (`/registry/<group>/<plural>/`), or the key itself when malformed.
+fn kind_prefix(key: &str) -> &str {
+    let Some(rest) = key.strip_prefix(ROOT) else { return key };
+    let mut slashes = rest.match_indices('/');
+    match (slashes.next(), slashes.next()) {
+        (Some(_), Some((end, _))) => &key[..ROOT.len() + end + 1],
+        _ => key,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_prefixes() {
+        assert_eq!(kind_prefix("/registry/core/secrets/ns/a"), "/registry/core/secrets/");
+        assert_eq!(kind_prefix("/registry/g/p/a"), "/registry/g/p/");
+        assert_eq!(kind_prefix("/other/x"), "/other/x");
+    }
+}

@@ -1,0 +1,230 @@
+//! The in-process controllers of the API machinery itself: the garbage collector (ownerReference
+//! cascades for the Background, Foreground and Orphan policies) and the namespace controller
+//! (a deleted namespace is emptied, then released). Both are level-triggered sweeps over the
+//! watch cache, woken by deletions and run every few seconds regardless.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use crate::cache::{CachedObject, Msg, Start};
+use crate::object;
+use crate::registry::{DeleteOptions, ListQuery, Patch, Registry, WriteOptions};
+use crate::scheme::ResourceType;
+
+/// How often the sweeps run when nothing wakes them.
+const RESYNC: Duration = Duration::from_secs(5);
+
+/// Starts the controllers on `registry`.
+pub fn start(registry: Registry) {
+    let wake = Arc::new(Notify::new());
+    for rt in registry.scheme.types() {
+        tokio::spawn(watch_kind(registry.clone(), Arc::clone(rt), Arc::clone(&wake)));
+    }
+    tokio::spawn(sweeper(registry, wake));
+}
+
+/// Wakes the sweeper on every delete and on every object marked for deletion.
+async fn watch_kind(registry: Registry, rt: Arc<ResourceType>, wake: Arc<Notify>) {
+    loop {
+        let from = registry.cache.revision();
+        let mut sub = match registry.cache.subscribe(&rt.prefix, Start::After(from)) {
+            Ok(s) => s,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        while let Some(msg) = sub.live.recv().await {
+            if let Msg::Event(ev) = msg {
+                if ev.kind == crate::cache::EventType::Deleted
+                    || object::is_deleting(&ev.object.value)
+                {
+                    wake.notify_one();
+                }
+            }
+        }
+        // Ended (fell behind or the cache relisted): sweep, then follow again.
+        wake.notify_one();
+    }
+}
+
+async fn sweeper(registry: Registry, wake: Arc<Notify>) {
+    loop {
+        let _ = tokio::time::timeout(RESYNC, wake.notified()).await;
+        // Let a burst of deletes settle into one sweep.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        collect_garbage(&registry).await;
+        finish_namespaces(&registry).await;
+    }
+}
+
+struct Live {
+    rt: Arc<ResourceType>,
+    obj: Arc<CachedObject>,
+}
+
+fn snapshot(registry: &Registry) -> Vec<Live> {
+    let mut out = Vec::new();
+    for rt in registry.scheme.types() {
+        if let Ok((items, _)) = registry.cache.list(&rt.prefix, &rt.prefix) {
+            out.extend(items.into_iter().map(|obj| Live { rt: Arc::clone(rt), obj }));
+        }
+    }
+    out
+}
+
+fn has_finalizer(obj: &Value, f: &str) -> bool {
+    object::finalizers(obj).contains(&f)
+}
+
+/// A merge patch removing one finalizer, conditioned on the state we saw.
+async fn remove_finalizer(registry: &Registry, live: &Live, finalizer: &str) {
+    let rest: Vec<&str> =
+        object::finalizers(&live.obj.value).into_iter().filter(|f| *f != finalizer).collect();
+    let patch = json!({"metadata": {
+        "finalizers": rest,
+        "resourceVersion": live.obj.rev.to_string(),
+    }});
+    let v = &live.obj.value;
+    let _ = registry
+        .patch(
+            &live.rt,
+            object::namespace(v),
+            object::name(v),
+            &Patch::Merge(patch),
+            None,
+            &WriteOptions::default(),
+        )
+        .await;
+}
+
+/// One garbage-collector pass over every object with ownerReferences.
+async fn collect_garbage(registry: &Registry) {
+    let all = snapshot(registry);
+    let by_uid: HashMap<&str, &Live> = all.iter().map(|l| (object::uid(&l.obj.value), l)).collect();
+    let mut referenced: HashSet<&str> = HashSet::new();
+    for dep in &all {
+        let v = &dep.obj.value;
+        let owners = object::owner_uids(v);
+        if owners.is_empty() {
+            continue;
+        }
+        let mut gone_or_foreground = 0;
+        let mut drop_refs: Vec<&str> = Vec::new();
+        for uid in &owners {
+            match by_uid.get(uid) {
+                None => {
+                    gone_or_foreground += 1;
+                    drop_refs.push(uid);
+                }
+                Some(owner)
+                    if object::is_deleting(&owner.obj.value)
+                        && has_finalizer(&owner.obj.value, "orphan") =>
+                {
+                    drop_refs.push(uid);
+                    referenced.insert(uid);
+                }
+                Some(owner)
+                    if object::is_deleting(&owner.obj.value)
+                        && has_finalizer(&owner.obj.value, "foregroundDeletion") =>
+                {
+                    gone_or_foreground += 1;
+                    referenced.insert(uid);
+                }
+                Some(_) => {
+                    referenced.insert(uid);
+                }
+            }
+        }
+        if gone_or_foreground == owners.len() {
+            if !object::is_deleting(v) {
+                let opts = DeleteOptions {
+                    uid: Some(object::uid(v).to_owned()),
+                    propagation: Some("Background".into()),
+                    ..DeleteOptions::default()
+                };
+                let _ =
+                    registry.delete(&dep.rt, object::namespace(v), object::name(v), &opts).await;
+            }
+        } else if !drop_refs.is_empty() {
+            let keep: Vec<Value> = v
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .map(|refs| {
+                    refs.iter()
+                        .filter(|r| {
+                            !r.get("uid")
+                                .and_then(Value::as_str)
+                                .is_some_and(|u| drop_refs.contains(&u))
+                        })
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            let patch = json!({"metadata": {"ownerReferences": keep, "resourceVersion": dep.obj.rev.to_string()}});
+            let _ = registry
+                .patch(
+                    &dep.rt,
+                    object::namespace(v),
+                    object::name(v),
+                    &Patch::Merge(patch),
+                    None,
+                    &WriteOptions::default(),
+                )
+                .await;
+        }
+    }
+    for owner in &all {
+        let v = &owner.obj.value;
+        if !object::is_deleting(v) || referenced.contains(object::uid(v)) {
+            continue;
+        }
+        for f in ["orphan", "foregroundDeletion"] {
+            if has_finalizer(v, f) {
+                remove_finalizer(registry, owner, f).await;
+                break;
+            }
+        }
+    }
+}
+
+/// Empties every namespace being deleted and releases it (its `kubernetes` finalizer) once
+/// nothing is left in it.
+async fn finish_namespaces(registry: &Registry) {
+    let Some(ns_rt) = registry.scheme.lookup("", "v1", "namespaces").cloned() else { return };
+    let Ok((namespaces, _)) = registry.cache.list(&ns_rt.prefix, &ns_rt.prefix) else { return };
+    for ns in namespaces.iter().filter(|n| object::is_deleting(&n.value)) {
+        let name = object::name(&ns.value).to_owned();
+        let mut left = 0;
+        for rt in registry.scheme.types().iter().filter(|rt| rt.namespaced) {
+            let opts = DeleteOptions {
+                propagation: Some("Background".into()),
+                ..DeleteOptions::default()
+            };
+            let _ = registry.delete_collection(rt, &name, &ListQuery::default(), &opts).await;
+            if let Ok((items, _)) = registry.cache.list(&rt.prefix, &rt.namespace_prefix(&name)) {
+                left += items.len();
+            }
+        }
+        let finalizers = ns
+            .value
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if left == 0 && !finalizers.is_empty() {
+            let rest: Vec<Value> =
+                finalizers.into_iter().filter(|f| f.as_str() != Some("kubernetes")).collect();
+            let mut body = ns.value.clone();
+            body["spec"]["finalizers"] = Value::Array(rest);
+            let finalize = ns_rt.subresource("finalize").cloned();
+            let _ = registry
+                .update(&ns_rt, "", &name, body, finalize.as_ref(), &WriteOptions::default())
+                .await;
+        }
+    }
+}

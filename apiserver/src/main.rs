@@ -1,0 +1,145 @@
+//! `ocm-hub`: the command line of the hub (design §6). Only this file reads flags and installs
+//! the tracing subscriber.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use ocm_apiserver::scheme::Profile;
+use ocm_apiserver::server::{ServeConfig, StorageChoice, run};
+
+#[derive(Parser)]
+#[command(
+    name = "ocm-hub",
+    version,
+    about = "The Open Cluster Management hub: one binary, its own API server and storage."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the hub.
+    Serve(ServeArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum StorageArg {
+    Sled,
+    Etcd,
+    Memory,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    Hub,
+    Cluster,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Data directory: PKI, admin.kubeconfig, endpoints.json and the embedded database.
+    #[arg(long, default_value = "./ocm-data")]
+    data_dir: PathBuf,
+    /// HTTPS listen address (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// gRPC listen address (the CloudEvents server arrives with its issue; the address is
+    /// checked now so scripts keep working).
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    grpc_listen: SocketAddr,
+    /// Storage backend.
+    #[arg(long, value_enum, default_value = "sled")]
+    storage: StorageArg,
+    /// etcd endpoints, comma-separated (with --storage etcd).
+    #[arg(long, value_delimiter = ',')]
+    etcd_endpoints: Vec<String>,
+    /// What to serve: the OCM hub, or a plain Kubernetes API for agent tests.
+    #[arg(long, value_enum, default_value = "hub")]
+    profile: ProfileArg,
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("ocm-hub: {message}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("invalid arguments");
+            return usage_error(line.trim_start_matches("error: "));
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+    };
+    let Command::Serve(args) = cli.command;
+    let storage = match args.storage {
+        StorageArg::Sled => StorageChoice::Sled,
+        StorageArg::Memory => StorageChoice::Memory,
+        StorageArg::Etcd if args.etcd_endpoints.is_empty() => {
+            return usage_error("--storage etcd needs --etcd-endpoints");
+        }
+        StorageArg::Etcd => StorageChoice::Etcd(args.etcd_endpoints),
+    };
+    let _ = args.grpc_listen;
+    let mut config = ServeConfig::new(args.data_dir);
+    config.listen = args.listen;
+    config.storage = storage;
+    config.profile = match args.profile {
+        ProfileArg::Hub => Profile::Hub,
+        ProfileArg::Cluster => Profile::Cluster,
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ocm-hub: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(config, shutdown_signal(), |running| {
+        tracing::info!(https = %running.https, "ready");
+    }));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ocm-hub: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

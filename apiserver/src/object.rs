@@ -1,0 +1,205 @@
+//! Objects as the registry handles them: JSON values with Kubernetes metadata, and the small
+//! accessors and rules every kind shares (names, labels, finalizers, timestamps, paths).
+
+use serde_json::{Map, Value};
+
+/// The longest object name (DNS subdomain).
+pub const MAX_NAME: usize = 253;
+
+/// `metadata` of an object, if it has one.
+pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata")?.as_object()
+}
+
+/// `metadata`, created empty when absent or not an object.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    let root = obj.as_object_mut().expect("made an object above");
+    let m = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if !m.is_object() {
+        *m = Value::Object(Map::new());
+    }
+    m.as_object_mut().expect("made an object above")
+}
+
+/// A string field of `metadata` (`""` when absent).
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `metadata.name`.
+pub fn name(obj: &Value) -> &str {
+    meta_str(obj, "name")
+}
+
+/// `metadata.namespace`.
+pub fn namespace(obj: &Value) -> &str {
+    meta_str(obj, "namespace")
+}
+
+/// `metadata.uid`.
+pub fn uid(obj: &Value) -> &str {
+    meta_str(obj, "uid")
+}
+
+/// A label's value.
+pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    meta(obj)?.get("labels")?.get(key)?.as_str()
+}
+
+/// `metadata.finalizers` (strings only).
+pub fn finalizers(obj: &Value) -> Vec<&str> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// Replaces `metadata.finalizers` (removing the field when empty).
+pub fn set_finalizers(obj: &mut Value, list: &[String]) {
+    let m = meta_mut(obj);
+    if list.is_empty() {
+        m.remove("finalizers");
+    } else {
+        m.insert("finalizers".into(), Value::from(list.to_vec()));
+    }
+}
+
+/// Whether `metadata.deletionTimestamp` is set.
+pub fn is_deleting(obj: &Value) -> bool {
+    meta(obj).and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
+}
+
+/// `metadata.generation` (0 when absent).
+pub fn generation(obj: &Value) -> i64 {
+    meta(obj).and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// `metadata.ownerReferences` as (uid, kind, name) triples.
+pub fn owner_uids(obj: &Value) -> Vec<&str> {
+    meta(obj)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|r| r.get("uid")?.as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// Sets `metadata.resourceVersion` to the decimal revision.
+pub fn set_resource_version(obj: &mut Value, rev: u64) {
+    meta_mut(obj).insert("resourceVersion".into(), Value::String(rev.to_string()));
+}
+
+/// The value at a dotted path (`spec.signerName`), if every step is an object field.
+pub fn at_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').filter(|s| !s.is_empty()).try_fold(obj, |v, step| v.get(step))
+}
+
+/// A selectable field's value as a field selector compares it: strings as they are, numbers
+/// and booleans printed, anything else (or absence) as `""`.
+pub fn field_string(obj: &Value, path: &str) -> String {
+    match at_path(obj, path) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Now as Kubernetes writes times: RFC 3339, UTC, whole seconds.
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    )
+}
+
+/// Checks a DNS-1123 subdomain (names of most kinds): lowercase alphanumerics, `-` and `.`,
+/// alphanumeric at both ends of every dot-separated part, at most 253 characters. Returns the
+/// apimachinery message on failure.
+pub fn check_dns_subdomain(s: &str) -> Result<(), String> {
+    const MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
+                       characters, '-' or '.', and must start and end with an alphanumeric \
+                       character (e.g. 'example.com', regex used for validation is \
+                       '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    if s.len() > MAX_NAME {
+        return Err(format!("must be no more than {MAX_NAME} characters"));
+    }
+    if s.is_empty() || !s.split('.').all(dns_label_ok) {
+        return Err(MSG.to_owned());
+    }
+    Ok(())
+}
+
+/// Checks a DNS-1123 label (names of namespaces and managed clusters): at most 63 characters of
+/// lowercase alphanumerics and `-`, alphanumeric at both ends.
+pub fn check_dns_label(s: &str) -> Result<(), String> {
+    if s.len() > 63 {
+        return Err("must be no more than 63 characters".to_owned());
+    }
+    if !dns_label_ok(s) {
+        return Err("a lowercase RFC 1123 label must consist of lower case alphanumeric \
+                    characters or '-', and must start and end with an alphanumeric character \
+                    (e.g. 'my-name',  or '123-abc', regex used for validation is \
+                    '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            .to_owned());
+    }
+    Ok(())
+}
+
+fn dns_label_ok(part: &str) -> bool {
+    let b = part.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A name from `generateName`: the prefix (cut to 58 characters) plus five characters from
+/// Kubernetes' alphabet.
+pub fn generate_name(prefix: &str) -> String {
+    use rand::Rng as _;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut cut = prefix.len().min(58);
+    while !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut rng = rand::rng();
+    let suffix: String =
+        (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect();
+    format!("{}{}", &prefix[..cut], suffix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(check_dns_subdomain("a.b-c.d1").is_ok());
+        for bad in ["", "A", "-a", "a-", "a..b", "a_b", &"a".repeat(254)] {
+            assert!(check_dns_subdomain(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_dns_label("c1").is_ok());
+        assert!(check_dns_label("c.1").is_err());
+        let g = generate_name(&"x".repeat(80));
+        assert_eq!(g.len(), 63);
+        assert!(check_dns_subdomain(&g).is_ok());
+    }
+
+    #[test]
+    fn timestamps_are_whole_seconds_utc() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20);
+        assert!(t.ends_with('Z'));
+    }
+}

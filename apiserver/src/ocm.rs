@@ -1,0 +1,134 @@
+//! The OCM kinds as rows of the scheme, built from the real OCM CRDs (`ocm_proto::crd`): names,
+//! scope, versions, subresources and selectable fields from the CRD, validation, defaulting and
+//! pruning from its structural schema, plus the few rules OCM's webhooks add on top.
+
+use std::sync::Arc;
+
+use ocm_proto::crd::{Crd, ocm_crds};
+use ocm_proto::schema::Schema;
+use ocm_proto::validation::FieldError;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::scheme::{ResourceType, Subresource, prefix_of, version_priority};
+use crate::strategy::{NameRule, Strategy};
+
+/// Every OCM kind the hub serves (spoke-only kinds are left to the agent's cluster).
+pub fn ocm_types() -> Vec<ResourceType> {
+    ocm_crds()
+        .iter()
+        .filter(|crd| !matches!(crd.kind.as_str(), "ClusterClaim" | "AppliedManifestWork"))
+        .map(resource_type)
+        .collect()
+}
+
+fn resource_type(crd: &'static Crd) -> ResourceType {
+    let storage = crd.storage_version();
+    let mut versions: Vec<String> = crd
+        .versions
+        .iter()
+        .filter(|v| v.served && (v.storage || converts(&crd.kind)))
+        .map(|v| v.name.clone())
+        .collect();
+    versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    let mut subresources = Vec::new();
+    if storage.status_subresource {
+        subresources.push(Subresource { name: "status", owns: &["status"] });
+    }
+    ResourceType {
+        group: crd.group.clone(),
+        kind: crd.kind.clone(),
+        list_kind: crd.list_kind.clone(),
+        plural: crd.plural.clone(),
+        singular: crd.singular.clone(),
+        short_names: crd.short_names.clone(),
+        categories: crd.categories.clone(),
+        namespaced: crd.namespaced,
+        versions,
+        storage_version: storage.name.clone(),
+        subresources,
+        selectable_fields: storage
+            .selectable_fields
+            .iter()
+            .map(|p| p.trim_start_matches('.').to_owned())
+            .collect(),
+        strategy: Arc::new(CrdStrategy { crd, schema: &storage.schema }),
+        prefix: prefix_of(&crd.group, &crd.plural),
+    }
+}
+
+/// Kinds whose served versions differ in shape and so need a conversion (not yet wired: until
+/// then only their storage version is served).
+fn converts(_kind: &str) -> bool {
+    false
+}
+
+/// An OCM kind: the CRD's structural schema prunes, defaults and validates; OCM's webhook rules
+/// come on top.
+struct CrdStrategy {
+    crd: &'static Crd,
+    schema: &'static Schema,
+}
+
+impl Strategy for CrdStrategy {
+    fn prune(&self, obj: &mut Value) -> Vec<String> {
+        self.schema.prune(obj)
+    }
+
+    fn default(&self, obj: &mut Value) {
+        self.schema.apply_defaults(obj);
+    }
+
+    fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
+        let mut errs = self.schema.validate(obj);
+        errs.extend(webhook_rules(&self.crd.kind, obj));
+        Ok(errs)
+    }
+
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
+    fn name_rule(&self) -> NameRule {
+        // A cluster name is also its namespace's name (OCM's webhook enforces a DNS label).
+        if self.crd.kind == "ManagedCluster" { NameRule::Label } else { NameRule::Subdomain }
+    }
+}
+
+/// The largest total size of a ManifestWork's manifests (OCM's webhook limit).
+pub const MAX_MANIFESTS_BYTES: usize = 500 * 1024;
+
+/// The checks OCM's validating webhooks make that the schema cannot express.
+fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    match kind {
+        "ManagedClusterSetBinding" => {
+            let name = crate::object::name(obj);
+            let set = obj.pointer("/spec/clusterSet").and_then(Value::as_str).unwrap_or("");
+            if !set.is_empty() && set != name {
+                errs.push(FieldError::invalid(
+                    "spec.clusterSet",
+                    set,
+                    "must match the ManagedClusterSetBinding's name",
+                ));
+            }
+        }
+        "ManifestWork" => {
+            if let Some(manifests) = obj.pointer("/spec/workload/manifests") {
+                let size = serde_json::to_vec(manifests).map(|v| v.len()).unwrap_or(0);
+                if size > MAX_MANIFESTS_BYTES {
+                    errs.push(FieldError::new(
+                        ocm_proto::validation::FieldErrorKind::TooLong,
+                        "spec.workload.manifests",
+                        None,
+                        format!(
+                            "the size of manifests is {size} bytes which exceeds the {MAX_MANIFESTS_BYTES} limit"
+                        ),
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    errs
+}

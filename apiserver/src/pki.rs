@@ -1,0 +1,288 @@
+//! The hub's PKI under its data dir: a CA kept across restarts, a serving certificate re-issued
+//! at every start for the addresses it listens on, the admin client certificate, the
+//! `admin.kubeconfig` that carries them, and the rustls server configuration built from them.
+
+use std::fs;
+use std::io;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use time::{Duration, OffsetDateTime};
+
+/// The user the admin certificate names; its group is `system:masters`.
+pub const ADMIN_USER: &str = "ocm-admin";
+/// The group of the admin certificate (Kubernetes' superuser group).
+pub const ADMIN_GROUP: &str = "system:masters";
+
+/// A PKI failure.
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    /// Reading or writing a file under the data dir failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Generating, parsing or signing a certificate or key failed.
+    #[error("certificate {what}: {source}")]
+    Cert {
+        /// Which certificate.
+        what: &'static str,
+        /// Why.
+        source: rcgen::Error,
+    },
+    /// A stored PEM file does not hold what it should.
+    #[error("{path}: {detail}")]
+    BadPem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// rustls refused the material.
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+    /// The client verifier could not be built.
+    #[error("TLS client verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+}
+
+/// The hub's certificates, loaded or created under `DIR/pki`.
+pub struct Pki {
+    dir: PathBuf,
+    /// The CA certificate (PEM), which clients trust and which signs client certificates.
+    pub ca_pem: String,
+    ca_key: KeyPair,
+    /// The serving certificate (PEM) and its key.
+    serving: (String, String),
+}
+
+impl std::fmt::Debug for Pki {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pki").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PkiError + '_ {
+    move |source| PkiError::Io { path: path.to_owned(), source }
+}
+
+fn cert_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
+    move |source| PkiError::Cert { what, source }
+}
+
+/// Writes `contents` to `path` atomically (temp file + rename), private when `secret`.
+fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), PkiError> {
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write as _;
+        let mut opts = fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        if secret {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            opts.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = secret;
+        let mut f = opts.open(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(contents.as_bytes()).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+    }
+    fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+fn validity(params: &mut CertificateParams, days: i64) {
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - Duration::minutes(5);
+    params.not_after = now + Duration::days(days);
+}
+
+fn ca_params() -> CertificateParams {
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "ocm-hub-ca");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    validity(&mut params, 3650);
+    params
+}
+
+impl Pki {
+    /// Loads the CA from `data_dir/pki` (creating it on first start), issues a fresh serving
+    /// certificate for `hosts` (DNS names or IP addresses) and makes sure the admin client
+    /// certificate exists.
+    pub fn load_or_create(data_dir: &Path, hosts: &[String]) -> Result<Pki, PkiError> {
+        let dir = data_dir.join("pki");
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let ca_crt = dir.join("ca.crt");
+        let ca_key_path = dir.join("ca.key");
+        let (ca_pem, ca_key) = if ca_crt.exists() && ca_key_path.exists() {
+            let pem = fs::read_to_string(&ca_crt).map_err(io_err(&ca_crt))?;
+            let key_pem = fs::read_to_string(&ca_key_path).map_err(io_err(&ca_key_path))?;
+            let key = KeyPair::from_pem(&key_pem).map_err(cert_err("CA key"))?;
+            (pem, key)
+        } else {
+            let key = KeyPair::generate().map_err(cert_err("CA key"))?;
+            let cert = ca_params().self_signed(&key).map_err(cert_err("CA"))?;
+            write_file(&ca_key_path, &key.serialize_pem(), true)?;
+            write_file(&ca_crt, &cert.pem(), false)?;
+            (cert.pem(), key)
+        };
+        let mut pki = Pki { dir, ca_pem, ca_key, serving: (String::new(), String::new()) };
+        pki.serving = pki.issue_serving(hosts)?;
+        write_file(&pki.dir.join("serving.crt"), &pki.serving.0, false)?;
+        write_file(&pki.dir.join("serving.key"), &pki.serving.1, true)?;
+        if !pki.dir.join("admin.crt").exists() || !pki.dir.join("admin.key").exists() {
+            let (crt, key) = pki.issue_client(ADMIN_USER, &[ADMIN_GROUP], 365)?;
+            write_file(&pki.dir.join("admin.key"), &key, true)?;
+            write_file(&pki.dir.join("admin.crt"), &crt, false)?;
+        }
+        Ok(pki)
+    }
+
+    /// The CA as an issuer: same subject and key as the stored CA certificate, which is all a
+    /// signature and its issuer name depend on.
+    fn issuer(&self) -> Result<Issuer<'_, &KeyPair>, PkiError> {
+        Ok(Issuer::new(ca_params(), &self.ca_key))
+    }
+
+    fn issue_serving(&self, hosts: &[String]) -> Result<(String, String), PkiError> {
+        let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        for h in hosts {
+            if !h.is_empty() && !names.contains(h) {
+                names.push(h.clone());
+            }
+        }
+        let mut params = CertificateParams::default();
+        params.subject_alt_names = names
+            .iter()
+            .map(|n| match n.parse::<IpAddr>() {
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => n.clone().try_into().map(SanType::DnsName),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(cert_err("serving SAN"))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "ocm-hub");
+        params.distinguished_name = dn;
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        validity(&mut params, 365);
+        let key = KeyPair::generate().map_err(cert_err("serving key"))?;
+        let cert = params.signed_by(&key, &self.issuer()?).map_err(cert_err("serving"))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// Issues a client certificate (`CN=user`, `O=group` per group), returning (cert, key) PEM.
+    pub fn issue_client(
+        &self,
+        user: &str,
+        groups: &[&str],
+        days: i64,
+    ) -> Result<(String, String), PkiError> {
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, user);
+        for g in groups {
+            dn.push(DnType::OrganizationName, *g);
+        }
+        params.distinguished_name = dn;
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        validity(&mut params, days);
+        let key = KeyPair::generate().map_err(cert_err("client key"))?;
+        let cert = params.signed_by(&key, &self.issuer()?).map_err(cert_err("client"))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// Writes `path` as a kubeconfig for `server` with the admin certificate embedded.
+    pub fn write_admin_kubeconfig(&self, path: &Path, server: &str) -> Result<(), PkiError> {
+        let read = |name: &str| {
+            let p = self.dir.join(name);
+            fs::read_to_string(&p).map_err(io_err(&p))
+        };
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: ocm-hub\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {ADMIN_USER}\n  user:\n    client-certificate-data: {crt}\n    client-key-data: {key}\ncontexts:\n- name: ocm-hub\n  context:\n    cluster: ocm-hub\n    user: {ADMIN_USER}\ncurrent-context: ocm-hub\n",
+            ca = b64(&self.ca_pem),
+            crt = b64(&read("admin.crt")?),
+            key = b64(&read("admin.key")?),
+        );
+        write_file(path, &config, true)
+    }
+
+    /// The rustls server configuration: the serving certificate, ALPN `h2` and `http/1.1`, and
+    /// client certificates verified against the hub CA when offered (requests without one are
+    /// left to the authentication layer).
+    pub fn server_config(&self) -> Result<rustls::ServerConfig, PkiError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in pem_certs(&self.ca_pem, &self.dir.join("ca.crt"))? {
+            roots.add(ca)?;
+        }
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .allow_unauthenticated()
+                .build()?;
+        let certs = pem_certs(&self.serving.0, &self.dir.join("serving.crt"))?;
+        let key = pem_key(&self.serving.1, &self.dir.join("serving.key"))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+}
+
+fn pem_certs(pem: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiError> {
+    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PkiError::BadPem { path: path.to_owned(), detail: e.to_string() })?;
+    if certs.is_empty() {
+        return Err(PkiError::BadPem { path: path.to_owned(), detail: "no certificate".into() });
+    }
+    Ok(certs)
+}
+
+fn pem_key(pem: &str, path: &Path) -> Result<PrivateKeyDer<'static>, PkiError> {
+    PrivateKeyDer::from_pem_slice(pem.as_bytes())
+        .map_err(|e| PkiError::BadPem { path: path.to_owned(), detail: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ca_survives_restarts_and_configs_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Pki::load_or_create(dir.path(), &["hub.example".into()]).unwrap();
+        let b = Pki::load_or_create(dir.path(), &[]).unwrap();
+        assert_eq!(a.ca_pem, b.ca_pem, "the CA must be kept");
+        b.server_config().unwrap();
+        let kc = dir.path().join("admin.kubeconfig");
+        b.write_admin_kubeconfig(&kc, "https://127.0.0.1:1").unwrap();
+        let text = fs::read_to_string(kc).unwrap();
+        assert!(text.contains("client-certificate-data"));
+    }
+}

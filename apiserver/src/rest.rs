@@ -1,0 +1,1033 @@
+//! The REST layer: parses a Kubernetes API path into request info, negotiates content, reads
+//! bodies under the size limit, calls the one generic registry recipe and writes JSON answers,
+//! watch streams and `Status` errors. No kind has its own handler.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt as _;
+use ocm_proto::selector::{FieldSelector, LabelSelector};
+use ocm_proto::validation::FieldError;
+use serde_json::{Value, json};
+
+use crate::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
+use crate::discovery::Discovery;
+use crate::error::{ApiError, Subject};
+use crate::object;
+use crate::registry::{
+    DeleteOptions, DeleteOutcome, FieldValidation, ListQuery, Patch, Registry, WriteOptions,
+    parse_rv, selectors_match,
+};
+use crate::scheme::ResourceType;
+
+/// The largest request body (kube-apiserver's default, 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Who sent a request, as the TLS layer established it.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// The user name (certificate CN).
+    pub user: String,
+    /// Whether the client presented a certificate the hub CA signed.
+    pub authenticated: bool,
+}
+
+/// Everything a request handler needs.
+#[derive(Debug)]
+pub struct ApiState {
+    /// The registry.
+    pub registry: Registry,
+    /// Discovery documents.
+    pub discovery: Discovery,
+    /// Whether the server is ready (storage open, cache loaded, listening).
+    pub ready: AtomicBool,
+    /// Interval of watch bookmarks.
+    pub bookmark_every: Duration,
+}
+
+/// The router: every path goes through [`handle`].
+pub fn router(state: Arc<ApiState>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(state)
+}
+
+fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .expect("static headers are valid")
+}
+
+fn error_response(err: &ApiError) -> Response {
+    let mut resp = json_response(
+        StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        serde_json::to_vec(&err.to_status()).unwrap_or_default(),
+    );
+    if let Some(secs) = err.details.retry_after {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Body::from(body))
+        .expect("static headers are valid")
+}
+
+/// Query parameters (empty pairs ignored, last value wins).
+#[derive(Debug, Default)]
+struct Query(HashMap<String, String>);
+
+impl Query {
+    fn parse(raw: Option<&str>) -> Query {
+        let mut map = HashMap::new();
+        if let Some(raw) = raw {
+            for (k, v) in form_urlencoded::parse(raw.as_bytes()) {
+                if !k.is_empty() {
+                    map.insert(k.into_owned(), v.into_owned());
+                }
+            }
+        }
+        Query(map)
+    }
+
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str)
+    }
+
+    fn flag(&self, k: &str) -> Result<bool, ApiError> {
+        match self.get(k) {
+            None | Some("") | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") => Ok(true),
+            Some(other) => {
+                Err(ApiError::bad_request(format!("invalid boolean for {k}: {other:?}")))
+            }
+        }
+    }
+
+    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        let dry_run = dry_run(self.get("dryRun"))?;
+        let field_validation = match self.get("fieldValidation") {
+            None | Some("") | Some("Warn") => FieldValidation::Warn,
+            Some("Strict") => FieldValidation::Strict,
+            Some("Ignore") => FieldValidation::Ignore,
+            Some(other) => {
+                let err = FieldError::new(
+                    ocm_proto::validation::FieldErrorKind::NotSupported,
+                    "fieldValidation",
+                    Some(Value::String(other.into())),
+                    r#"supported values: "Ignore", "Strict", "Warn""#,
+                );
+                return Err(ApiError::invalid_options("CreateOptions", &[err]));
+            }
+        };
+        if let Some(fm) = self.get("fieldManager") {
+            if fm.len() > 128 || fm.chars().any(|c| c.is_control()) {
+                let err = FieldError::invalid(
+                    "fieldManager",
+                    fm,
+                    "must be at most 128 printable characters",
+                );
+                return Err(ApiError::invalid_options("CreateOptions", &[err]));
+            }
+        }
+        Ok(WriteOptions { dry_run, field_validation })
+    }
+}
+
+fn dry_run(v: Option<&str>) -> Result<bool, ApiError> {
+    match v {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => {
+            let err = FieldError::new(
+                ocm_proto::validation::FieldErrorKind::NotSupported,
+                "dryRun",
+                Some(Value::String(other.into())),
+                r#"supported values: "All""#,
+            );
+            Err(ApiError::invalid_options("CreateOptions", &[err]))
+        }
+    }
+}
+
+/// What a resource path names.
+#[derive(Debug)]
+struct Target {
+    rt: Arc<ResourceType>,
+    version: String,
+    namespace: String,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+/// Parses `/api/v1/...` or `/apis/<g>/<v>/...` after the group-version.
+fn resolve(
+    state: &ApiState,
+    group: &str,
+    version: &str,
+    parts: &[&str],
+) -> Result<Target, ApiError> {
+    let scheme = &state.registry.scheme;
+    let mut namespace = String::new();
+    let mut rest = parts;
+    if parts[0] == "namespaces" && parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
+        namespace = parts[1].to_owned();
+        rest = &parts[2..];
+    }
+    let rt = scheme.lookup(group, version, rest[0]).ok_or_else(ApiError::path_not_found)?;
+    if !namespace.is_empty() && !rt.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    if rest.len() > 3 {
+        return Err(ApiError::path_not_found());
+    }
+    if rt.namespaced && namespace.is_empty() && rest.len() > 1 {
+        return Err(ApiError::path_not_found());
+    }
+    let sub = rest.get(2).map(|s| (*s).to_owned());
+    if let Some(s) = &sub {
+        if rt.subresource(s).is_none() {
+            return Err(ApiError::path_not_found());
+        }
+    }
+    Ok(Target {
+        rt: Arc::clone(rt),
+        version: version.to_owned(),
+        namespace,
+        name: rest.get(1).map(|s| (*s).to_owned()),
+        sub,
+    })
+}
+
+/// The media types of an `Accept` header, in order, without quality sorting (clients list their
+/// preference first).
+fn accepts(headers: &HeaderMap) -> Vec<(String, HashMap<String, String>)> {
+    let Some(raw) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return vec![("application/json".into(), HashMap::new())];
+    };
+    raw.split(',')
+        .map(|part| {
+            let mut pieces = part.split(';');
+            let media = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+            let params = pieces
+                .filter_map(|p| {
+                    let (k, v) = p.split_once('=')?;
+                    Some((k.trim().to_owned(), v.trim().to_owned()))
+                })
+                .collect();
+            (media, params)
+        })
+        .filter(|(m, _)| !m.is_empty())
+        .collect()
+}
+
+/// Whether plain JSON objects may be answered.
+fn check_json_accepted(headers: &HeaderMap) -> Result<(), ApiError> {
+    let list = accepts(headers);
+    let ok = list.is_empty()
+        || list.iter().any(|(m, p)| {
+            matches!(m.as_str(), "application/json" | "*/*" | "application/*")
+                && (!p.contains_key("as") || p.get("as").is_some_and(|a| a.is_empty()))
+        });
+    if ok {
+        Ok(())
+    } else {
+        let raw = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+        Err(ApiError::not_acceptable(raw))
+    }
+}
+
+/// Which aggregated discovery version the client asked for first, if any.
+fn aggregated_wanted(headers: &HeaderMap) -> Option<usize> {
+    for (media, params) in accepts(headers) {
+        if media != "application/json" {
+            continue;
+        }
+        match (
+            params.get("g").map(String::as_str),
+            params.get("v").map(String::as_str),
+            params.get("as").map(String::as_str),
+        ) {
+            (Some("apidiscovery.k8s.io"), Some("v2"), Some("APIGroupDiscoveryList")) => {
+                return Some(0);
+            }
+            (Some("apidiscovery.k8s.io"), Some("v2beta1"), Some("APIGroupDiscoveryList")) => {
+                return Some(1);
+            }
+            (None, None, None) => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The one entry point of every request.
+pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Response {
+    match serve(&state, req).await {
+        Ok(resp) => resp,
+        Err(err) => error_response(&err),
+    }
+}
+
+async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError> {
+    let path = req.uri().path().to_owned();
+    match path.as_str() {
+        "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => {
+            return Ok(text(StatusCode::OK, "ok"));
+        }
+        "/readyz" => {
+            return Ok(if state.ready.load(Ordering::Acquire) {
+                text(StatusCode::OK, "ok")
+            } else {
+                text(StatusCode::INTERNAL_SERVER_ERROR, "[-]storage not ready\nreadyz check failed")
+            });
+        }
+        "/version" | "/version/" => {
+            return Ok(json_response(StatusCode::OK, state.discovery.version.clone()));
+        }
+        _ => {}
+    }
+    let identity = req.extensions().get::<Identity>().cloned();
+    if !identity.is_some_and(|i| i.authenticated) {
+        return Err(ApiError::unauthorized());
+    }
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
+    match segments.as_slice() {
+        ["api"] => discovery_root(state, req.headers(), true),
+        ["apis"] => discovery_root(state, req.headers(), false),
+        ["apis", group] => match state.discovery.groups.get(*group) {
+            Some(doc) => Ok(json_response(StatusCode::OK, doc.clone())),
+            None => Err(ApiError::path_not_found()),
+        },
+        ["api", "v1"] => group_version(state, "", "v1"),
+        ["apis", group, version] => group_version(state, group, version),
+        ["api", "v1", rest @ ..] => {
+            let target = resolve(state, "", "v1", rest)?;
+            resource(state, target, req).await
+        }
+        ["apis", group, version, rest @ ..] => {
+            let target = resolve(state, group, version, rest)?;
+            resource(state, target, req).await
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+fn discovery_root(state: &ApiState, headers: &HeaderMap, core: bool) -> Result<Response, ApiError> {
+    if let Some(i) = aggregated_wanted(headers) {
+        let agg = &state.discovery.aggregated[i];
+        let (body, tag) = if core { &agg.api } else { &agg.apis };
+        let content_type = format!(
+            "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList",
+            agg.version
+        );
+        let not_modified = headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v == tag);
+        let builder = Response::builder()
+            .header(header::CONTENT_TYPE, content_type)
+            .header(header::ETAG, tag.as_str())
+            .header(header::VARY, "Accept")
+            .header(header::CACHE_CONTROL, "public");
+        let resp = if not_modified {
+            builder.status(StatusCode::NOT_MODIFIED).body(Body::empty())
+        } else {
+            builder.status(StatusCode::OK).body(Body::from(body.clone()))
+        };
+        return resp.map_err(ApiError::internal);
+    }
+    let body = if core { &state.discovery.api } else { &state.discovery.apis };
+    Ok(json_response(StatusCode::OK, body.clone()))
+}
+
+fn group_version(state: &ApiState, group: &str, version: &str) -> Result<Response, ApiError> {
+    match state.discovery.resources.get(&format!("{group}/{version}")) {
+        Some(doc) => Ok(json_response(StatusCode::OK, doc.clone())),
+        None => Err(ApiError::path_not_found()),
+    }
+}
+
+/// Reads the body under the limit and decodes JSON (or YAML).
+async fn read_body(req: Request) -> Result<Value, ApiError> {
+    let content_type = media_type(req.headers());
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
+    let bytes = match limited.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(ApiError::too_large(format!(
+                "the request body is over {MAX_BODY_BYTES} bytes"
+            )));
+        }
+        Err(e) => return Err(ApiError::bad_request(format!("reading the body: {e}"))),
+    };
+    decode(&content_type, &bytes)
+}
+
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+fn decode(content_type: &str, bytes: &Bytes) -> Result<Value, ApiError> {
+    match content_type {
+        ""
+        | "application/json"
+        | "application/json-patch+json"
+        | "application/merge-patch+json" => serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}"))),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
+            serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))
+        }
+        other => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml (got {other:?})"
+        ))),
+    }
+}
+
+/// Checks the body's apiVersion and kind against the endpoint.
+fn check_type(target: &Target, body: &Value) -> Result<(), ApiError> {
+    let expected = target.rt.api_version(&target.version);
+    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+    if !api_version.is_empty() && api_version != expected {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({expected})"
+        )));
+    }
+    if !kind.is_empty() && kind != target.rt.kind {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            target.rt.kind
+        )));
+    }
+    Ok(())
+}
+
+/// Converts a body of the request's version to the storage version.
+fn to_storage(target: &Target, mut body: Value) -> Result<Value, ApiError> {
+    if let Some(map) = body.as_object_mut() {
+        map.insert("apiVersion".into(), Value::String(target.rt.api_version(&target.version)));
+        map.insert("kind".into(), Value::String(target.rt.kind.clone()));
+    }
+    let storage = target.rt.api_version(&target.rt.storage_version);
+    target.rt.strategy.version_to_storage(body, &storage)
+}
+
+/// Converts a stored object to the request's version.
+fn to_wire(target: &Target, obj: Value) -> Result<Value, ApiError> {
+    if target.version == target.rt.storage_version {
+        return Ok(obj);
+    }
+    target.rt.strategy.storage_to_version(obj, &target.rt.api_version(&target.version))
+}
+
+/// Serialized form of a cached object at the request's version.
+fn wire_bytes(target: &Target, obj: &CachedObject) -> Result<Bytes, ApiError> {
+    if target.version == target.rt.storage_version {
+        return Ok(obj.json.clone());
+    }
+    let v = to_wire(target, obj.value.clone())?;
+    Ok(Bytes::from(serde_json::to_vec(&v).map_err(ApiError::internal)?))
+}
+
+fn object_response(
+    code: StatusCode,
+    target: &Target,
+    obj: Value,
+    warnings: &[String],
+) -> Result<Response, ApiError> {
+    let obj = to_wire(target, obj)?;
+    let mut resp = json_response(code, serde_json::to_vec(&obj).map_err(ApiError::internal)?);
+    for w in warnings {
+        let value = format!("299 - {:?}", w);
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    Ok(resp)
+}
+
+fn list_query(target: &Target, q: &Query) -> Result<ListQuery, ApiError> {
+    let labels = match q.get("labelSelector").filter(|s| !s.is_empty()) {
+        Some(s) => Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+        None => None,
+    };
+    let fields = match q.get("fieldSelector").filter(|s| !s.is_empty()) {
+        Some(s) => {
+            let sel = FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            for req in &sel.requirements {
+                if !target.rt.selectable(&req.field) {
+                    return Err(ApiError::bad_request(format!(
+                        "field label not supported: {}",
+                        req.field
+                    )));
+                }
+            }
+            Some(sel)
+        }
+        None => None,
+    };
+    let limit = match q.get("limit").filter(|s| !s.is_empty()) {
+        Some(l) => l
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit: {l:?}")))?
+            .max(0) as usize,
+        None => 0,
+    };
+    let rv = q.get("resourceVersion").filter(|s| !s.is_empty()).map(str::to_owned);
+    let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty()).map(str::to_owned);
+    let cont = q.get("continue").filter(|s| !s.is_empty()).map(str::to_owned);
+    let mut errs = Vec::new();
+    if let Some(m) = &rv_match {
+        if !matches!(m.as_str(), "Exact" | "NotOlderThan") {
+            errs.push(FieldError::new(
+                ocm_proto::validation::FieldErrorKind::NotSupported,
+                "resourceVersionMatch",
+                Some(Value::String(m.clone())),
+                r#"supported values: "Exact", "NotOlderThan""#,
+            ));
+        } else if rv.is_none() {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        } else if m == "Exact" && rv.as_deref() == Some("0") {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if cont.is_some() && (rv.as_deref().is_some_and(|r| r != "0") || rv_match.is_some()) {
+        errs.push(FieldError::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden when continue is provided",
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_options("ListOptions", &errs));
+    }
+    Ok(ListQuery {
+        labels,
+        fields,
+        limit,
+        continue_token: cont,
+        resource_version: rv,
+        resource_version_match: rv_match,
+    })
+}
+
+fn delete_options(q: &Query, body: Option<Value>) -> Result<DeleteOptions, ApiError> {
+    let body = body.unwrap_or(Value::Null);
+    let pick = |k: &str| {
+        body.get(k)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| q.get(k).map(str::to_owned))
+    };
+    let mut opts = DeleteOptions {
+        uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_owned),
+        resource_version: body
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        propagation: pick("propagationPolicy"),
+        dry_run: false,
+    };
+    if opts.propagation.is_none() {
+        let orphan = body.get("orphanDependents").and_then(Value::as_bool).or(
+            match q.get("orphanDependents") {
+                Some("true") => Some(true),
+                Some("false") => Some(false),
+                _ => None,
+            },
+        );
+        if orphan == Some(true) {
+            opts.propagation = Some("Orphan".into());
+        }
+    }
+    if let Some(p) = &opts.propagation {
+        if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
+            let err = FieldError::new(
+                ocm_proto::validation::FieldErrorKind::NotSupported,
+                "propagationPolicy",
+                Some(Value::String(p.clone())),
+                r#"supported values: "Foreground", "Background", "Orphan""#,
+            );
+            return Err(ApiError::invalid_options("DeleteOptions", &[err]));
+        }
+    }
+    let dry = match body.get("dryRun").and_then(Value::as_array) {
+        Some(list) => list.first().and_then(Value::as_str).map(str::to_owned),
+        None => q.get("dryRun").map(str::to_owned),
+    };
+    opts.dry_run = dry_run(dry.as_deref())?;
+    Ok(opts)
+}
+
+fn require_json(target: &Target, headers: &HeaderMap) -> Result<(), ApiError> {
+    let _ = target;
+    check_json_accepted(headers)
+}
+
+async fn resource(
+    state: &Arc<ApiState>,
+    target: Target,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let q = Query::parse(req.uri().query());
+    let method = req.method().clone();
+    let registry = &state.registry;
+    let rt = Arc::clone(&target.rt);
+    let subject = |name: &str| Subject {
+        group: rt.group.clone(),
+        kind: rt.plural.clone(),
+        name: name.to_owned(),
+    };
+    let sub = target.sub.as_deref().and_then(|s| rt.subresource(s)).cloned();
+    match (&method, target.name.clone()) {
+        (&Method::GET, None) => {
+            if q.flag("watch")? {
+                return watch(state, target, &q);
+            }
+            require_json(&target, req.headers())?;
+            let lq = list_query(&target, &q)?;
+            if q.get("sendInitialEvents").is_some() {
+                let err = FieldError::forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                );
+                return Err(ApiError::invalid_options("ListOptions", &[err]));
+            }
+            let page = registry.list(&rt, &target.namespace, &lq).await?;
+            list_response(&target, page.items, page.rev, page.continue_token)
+        }
+        (&Method::GET, Some(name)) => {
+            require_json(&target, req.headers())?;
+            let rv = match q.get("resourceVersion").filter(|s| !s.is_empty()) {
+                Some(rv) => Some(parse_rv(rv)?),
+                None => None,
+            };
+            let obj = registry.get(&rt, &target.namespace, &name, rv).await?;
+            object_response(StatusCode::OK, &target, obj, &[])
+        }
+        (&Method::POST, None) => {
+            require_json(&target, req.headers())?;
+            let opts = q.write_options()?;
+            let body = read_body(req).await?;
+            check_type(&target, &body)?;
+            let body = to_storage(&target, body)?;
+            let written = registry.create(&rt, &target.namespace, body, &opts).await?;
+            object_response(StatusCode::CREATED, &target, written.object, &written.warnings)
+        }
+        (&Method::PUT, Some(name)) => {
+            require_json(&target, req.headers())?;
+            let opts = q.write_options()?;
+            let body = read_body(req).await?;
+            check_type(&target, &body)?;
+            let body = to_storage(&target, body)?;
+            let written =
+                registry.update(&rt, &target.namespace, &name, body, sub.as_ref(), &opts).await?;
+            object_response(StatusCode::OK, &target, written.object, &written.warnings)
+        }
+        (&Method::PATCH, Some(name)) => {
+            require_json(&target, req.headers())?;
+            let opts = q.write_options()?;
+            if q.get("force").is_some() {
+                let err =
+                    FieldError::forbidden("force", "may not be specified for non-apply patch");
+                return Err(ApiError::invalid_options("PatchOptions", &[err]));
+            }
+            let content_type = media_type(req.headers());
+            let patch = match content_type.as_str() {
+                "application/merge-patch+json" => Patch::Merge(read_body(req).await?),
+                "application/json-patch+json" => {
+                    let v = read_body(req).await?;
+                    let ops: json_patch::Patch = serde_json::from_value(v).map_err(|e| {
+                        ApiError::bad_request(format!("the JSON patch is not valid: {e}"))
+                    })?;
+                    if ops.0.len() > 10_000 {
+                        return Err(ApiError::too_large(
+                            "the JSON patch has more than 10000 operations",
+                        ));
+                    }
+                    Patch::Json(ops)
+                }
+                _ => {
+                    return Err(ApiError::unsupported_media_type(
+                        "the body of the request was in an unknown format - accepted media types \
+                         include: application/json-patch+json, application/merge-patch+json",
+                    ));
+                }
+            };
+            if target.version != rt.storage_version {
+                return Err(ApiError::unsupported_media_type(format!(
+                    "patches are accepted at {} only",
+                    rt.api_version(&rt.storage_version)
+                )));
+            }
+            let written =
+                registry.patch(&rt, &target.namespace, &name, &patch, sub.as_ref(), &opts).await?;
+            object_response(StatusCode::OK, &target, written.object, &written.warnings)
+        }
+        (&Method::DELETE, Some(name)) => {
+            require_json(&target, req.headers())?;
+            if sub.is_some() {
+                return Err(ApiError::method_not_allowed(
+                    "delete",
+                    &format!("{}/{}", rt.plural, target.sub.clone().unwrap_or_default()),
+                ));
+            }
+            let body = read_optional_body(req).await?;
+            let opts = delete_options(&q, body)?;
+            match registry.delete(&rt, &target.namespace, &name, &opts).await? {
+                DeleteOutcome::Marked(obj) => object_response(StatusCode::OK, &target, obj, &[]),
+                DeleteOutcome::Gone(obj) => {
+                    let status = json!({
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Success",
+                        "details": {
+                            "name": name,
+                            "group": rt.group,
+                            "kind": rt.plural,
+                            "uid": object::uid(&obj),
+                        },
+                    });
+                    let _ = subject;
+                    Ok(json_response(
+                        StatusCode::OK,
+                        serde_json::to_vec(&status).map_err(ApiError::internal)?,
+                    ))
+                }
+            }
+        }
+        (&Method::DELETE, None) => {
+            require_json(&target, req.headers())?;
+            let lq = list_query(&target, &q)?;
+            let body = read_optional_body(req).await?;
+            let opts = delete_options(&q, body)?;
+            let deleted = registry.delete_collection(&rt, &target.namespace, &lq, &opts).await?;
+            let items =
+                deleted.into_iter().map(|o| to_wire(&target, o)).collect::<Result<Vec<_>, _>>()?;
+            let list = json!({
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version(&target.version),
+                "metadata": {},
+                "items": items,
+            });
+            Ok(json_response(
+                StatusCode::OK,
+                serde_json::to_vec(&list).map_err(ApiError::internal)?,
+            ))
+        }
+        (m, name) => {
+            let verb = match (m.as_str(), name.is_some()) {
+                ("POST", true) => "create",
+                ("PUT", false) => "update",
+                ("PATCH", false) => "patch",
+                (other, _) => other,
+            };
+            Err(ApiError::method_not_allowed(verb, &rt.plural))
+        }
+    }
+}
+
+async fn read_optional_body(req: Request) -> Result<Option<Value>, ApiError> {
+    let content_type = media_type(req.headers());
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
+    let bytes = limited
+        .collect()
+        .await
+        .map_err(|_| {
+            ApiError::too_large(format!("the request body is over {MAX_BODY_BYTES} bytes"))
+        })?
+        .to_bytes();
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    decode(&content_type, &bytes).map(Some)
+}
+
+fn list_response(
+    target: &Target,
+    items: Vec<Arc<CachedObject>>,
+    rev: u64,
+    cont: Option<String>,
+) -> Result<Response, ApiError> {
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = Value::String(c);
+    }
+    let head = json!({
+        "kind": target.rt.list_kind,
+        "apiVersion": target.rt.api_version(&target.version),
+        "metadata": meta,
+    });
+    let mut out = serde_json::to_vec(&head).map_err(ApiError::internal)?;
+    out.pop(); // the closing brace
+    out.extend_from_slice(b",\"items\":[");
+    for (i, obj) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&wire_bytes(target, obj)?);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_response(StatusCode::OK, out))
+}
+
+/// A watch request after validation.
+struct WatchRequest {
+    target: Target,
+    query: ListQuery,
+    start: WatchStart,
+    bookmarks: bool,
+    send_initial: bool,
+    timeout: Duration,
+}
+
+enum WatchStart {
+    Consistent,
+    Any,
+    After(u64),
+    NotOlderThan(u64),
+}
+
+fn watch(state: &Arc<ApiState>, target: Target, q: &Query) -> Result<Response, ApiError> {
+    let mut query = list_query(&target, q).or_else(|e| {
+        // resourceVersionMatch on a watch is checked below against sendInitialEvents.
+        if e.code == 422 { Ok(ListQuery::default()) } else { Err(e) }
+    })?;
+    if query.labels.is_none() && query.fields.is_none() {
+        query = list_query_selectors_only(&target, q)?;
+    }
+    let send_initial = q.flag("sendInitialEvents")?;
+    let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let mut errs = Vec::new();
+    if q.get("sendInitialEvents").is_some() && rv_match != Some("NotOlderThan") {
+        errs.push(FieldError::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+        ));
+    }
+    if rv_match.is_some() && q.get("sendInitialEvents").is_none() {
+        errs.push(FieldError::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    if let Some(m) = rv_match {
+        if m != "NotOlderThan" {
+            errs.push(FieldError::new(
+                ocm_proto::validation::FieldErrorKind::NotSupported,
+                "resourceVersionMatch",
+                Some(Value::String(m.to_owned())),
+                r#"supported values: "NotOlderThan""#,
+            ));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_options("ListOptions", &errs));
+    }
+    let rv = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let start = match (rv, send_initial) {
+        (None, _) => WatchStart::Consistent,
+        (Some("0"), _) => WatchStart::Any,
+        (Some(rv), true) => WatchStart::NotOlderThan(parse_rv(rv)?),
+        (Some(rv), false) => WatchStart::After(parse_rv(rv)?),
+    };
+    let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
+        Some(t) => Duration::from_secs(
+            t.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t:?}")))?,
+        ),
+        None => {
+            use rand::Rng as _;
+            Duration::from_secs(rand::rng().random_range(1800..3600))
+        }
+    };
+    let wr = WatchRequest {
+        target,
+        query,
+        start,
+        bookmarks: q.flag("allowWatchBookmarks")?,
+        send_initial,
+        timeout,
+    };
+    let body = Body::from_stream(watch_stream(Arc::clone(state), wr));
+    Ok(json_response(StatusCode::OK, body))
+}
+
+fn list_query_selectors_only(target: &Target, q: &Query) -> Result<ListQuery, ApiError> {
+    let mut only = Query::default();
+    for k in ["labelSelector", "fieldSelector"] {
+        if let Some(v) = q.get(k) {
+            only.0.insert(k.to_owned(), v.to_owned());
+        }
+    }
+    list_query(target, &only)
+}
+
+fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(object.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+fn bookmark_line(target: &Target, rev: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rev.to_string(), "creationTimestamp": null});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({
+        "kind": target.rt.kind,
+        "apiVersion": target.rt.api_version(&target.version),
+        "metadata": meta,
+    });
+    event_line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+}
+
+fn error_line(err: &ApiError) -> Bytes {
+    event_line("ERROR", &serde_json::to_vec(&err.to_status()).unwrap_or_default())
+}
+
+/// Turns one cache event into this watcher's line, applying its namespace and selectors:
+/// an object that stops matching is sent as DELETED (its previous state at the new revision).
+fn filter_event(wr: &WatchRequest, ev: &CacheEvent) -> Result<Option<Bytes>, ApiError> {
+    let rt = &wr.target.rt;
+    let prefix = rt.namespace_prefix(&wr.target.namespace);
+    if !ev.object.key.starts_with(&prefix) {
+        return Ok(None);
+    }
+    let labels = wr.query.labels.as_ref();
+    let fields = wr.query.fields.as_ref();
+    let now = selectors_match(rt, &ev.object.value, labels, fields);
+    let before = ev.prev.as_ref().is_some_and(|p| selectors_match(rt, &p.value, labels, fields));
+    let line = match ev.kind {
+        EventType::Added if now => Some(event_line("ADDED", &wire_bytes(&wr.target, &ev.object)?)),
+        EventType::Modified if now && before => {
+            Some(event_line("MODIFIED", &wire_bytes(&wr.target, &ev.object)?))
+        }
+        EventType::Modified if now => {
+            Some(event_line("ADDED", &wire_bytes(&wr.target, &ev.object)?))
+        }
+        EventType::Modified if before => {
+            let prev = ev.prev.as_ref().expect("before implies prev");
+            let mut value = prev.value.clone();
+            object::set_resource_version(&mut value, ev.rev);
+            let gone = CachedObject::new(ev.object.key.clone(), value, ev.rev);
+            Some(event_line("DELETED", &wire_bytes(&wr.target, &gone)?))
+        }
+        EventType::Deleted if now || before => {
+            Some(event_line("DELETED", &wire_bytes(&wr.target, &ev.object)?))
+        }
+        _ => None,
+    };
+    Ok(line)
+}
+
+fn watch_stream(
+    state: Arc<ApiState>,
+    wr: WatchRequest,
+) -> impl Stream<Item = Result<Bytes, Infallible>> {
+    async_stream::stream! {
+        let cache = &state.registry.cache;
+        let deadline = tokio::time::Instant::now() + wr.timeout;
+        let start = match wr.start {
+            WatchStart::Consistent => match cache.sync().await {
+                Ok(_) => Start::Snapshot,
+                Err(e) => { yield Ok(error_line(&e)); return; }
+            },
+            WatchStart::Any => Start::Snapshot,
+            WatchStart::NotOlderThan(n) => {
+                if !cache.wait_for(n, Duration::from_secs(3)).await {
+                    yield Ok(error_line(&ApiError::too_large_resource_version(n, cache.revision())));
+                    return;
+                }
+                Start::Snapshot
+            }
+            WatchStart::After(n) => {
+                if !cache.wait_for(n, Duration::from_secs(3)).await {
+                    yield Ok(error_line(&ApiError::too_large_resource_version(n, cache.revision())));
+                    return;
+                }
+                Start::After(n)
+            }
+        };
+        let mut sub = match cache.subscribe(&wr.target.rt.prefix, start) {
+            Ok(s) => s,
+            Err(e) => { yield Ok(error_line(&e)); return; }
+        };
+        let mut rev = sub.rev;
+        for ev in std::mem::take(&mut sub.initial) {
+            match filter_event(&wr, &ev) {
+                Ok(Some(line)) => yield Ok(line),
+                Ok(None) => {}
+                Err(e) => { yield Ok(error_line(&e)); return; }
+            }
+        }
+        if wr.send_initial {
+            yield Ok(bookmark_line(&wr.target, rev, true));
+        }
+        let mut last_bookmark = tokio::time::Instant::now();
+        let final_bookmark = deadline.checked_sub(Duration::from_secs(2));
+        let mut final_sent = false;
+        loop {
+            let final_at = final_bookmark.filter(|_| wr.bookmarks && !final_sent).unwrap_or(deadline);
+            tokio::select! {
+                msg = sub.live.recv() => match msg {
+                    None => return,
+                    Some(Msg::Event(ev)) => {
+                        if ev.rev <= rev { continue; }
+                        rev = ev.rev;
+                        match filter_event(&wr, &ev) {
+                            Ok(Some(line)) => yield Ok(line),
+                            Ok(None) => {}
+                            Err(e) => { yield Ok(error_line(&e)); return; }
+                        }
+                    }
+                    Some(Msg::Progress(r)) => {
+                        if r > rev { rev = r; }
+                        if wr.bookmarks && last_bookmark.elapsed() >= state.bookmark_every {
+                            last_bookmark = tokio::time::Instant::now();
+                            yield Ok(bookmark_line(&wr.target, rev, false));
+                        }
+                    }
+                },
+                _ = tokio::time::sleep_until(final_at) => {
+                    if final_at >= deadline { return; }
+                    final_sent = true;
+                    yield Ok(bookmark_line(&wr.target, rev, false));
+                }
+            }
+        }
+    }
+}

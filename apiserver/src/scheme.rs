@@ -1,0 +1,512 @@
+//! The scheme: the one table of every kind the hub serves (group, versions, names, scope,
+//! subresources, selectable fields and its [`Strategy`]), built per profile. Adding a kind means
+//! adding a row here; nothing else in the hub is kind-specific.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::{certificates, coordination, core, events, rbac};
+use ocm_proto::validation::FieldError;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::object;
+use crate::strategy::{NameRule, Schemaless, Strategy, Typed, require};
+
+/// A subresource and the parts of the object it writes.
+#[derive(Debug, Clone)]
+pub struct Subresource {
+    /// `status`, `approval`, `finalize`.
+    pub name: &'static str,
+    /// The paths a write to this subresource replaces; everything else is kept from the stored
+    /// object. The main resource keeps the stored value of every path of `status`.
+    pub owns: &'static [&'static str],
+}
+
+const STATUS: Subresource = Subresource { name: "status", owns: &["status"] };
+
+/// Which kinds a hub serves (design §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// The OCM hub: OCM kinds plus the core kinds they need.
+    Hub,
+    /// A plain Kubernetes API with workload kinds, stored schemaless (for the agent's tests).
+    Cluster,
+}
+
+/// One served resource (all its versions).
+pub struct ResourceType {
+    /// API group (`""` = core).
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Kind of its lists.
+    pub list_kind: String,
+    /// Plural resource name (URL segment).
+    pub plural: String,
+    /// Singular resource name.
+    pub singular: String,
+    /// Short names (`mcl`).
+    pub short_names: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Served versions, preferred first.
+    pub versions: Vec<String>,
+    /// The version objects are stored at.
+    pub storage_version: String,
+    /// Subresources (`status`, ...).
+    pub subresources: Vec<Subresource>,
+    /// Field-selector paths beyond `metadata.name` and `metadata.namespace`.
+    pub selectable_fields: Vec<String>,
+    /// The per-kind rules.
+    pub strategy: Arc<dyn Strategy>,
+    /// Storage prefix of every object of the kind (`/registry/<group>/<plural>/`).
+    pub prefix: String,
+}
+
+impl std::fmt::Debug for ResourceType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ResourceType({}/{})", self.group, self.plural)
+    }
+}
+
+impl ResourceType {
+    /// `group/version` (or `version` for core) of a version.
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() { version.to_owned() } else { format!("{}/{version}", self.group) }
+    }
+
+    /// The storage key of an object.
+    pub fn key(&self, namespace: &str, name: &str) -> String {
+        if self.namespaced {
+            format!("{}{namespace}/{name}", self.prefix)
+        } else {
+            format!("{}{name}", self.prefix)
+        }
+    }
+
+    /// The storage prefix of one namespace's objects (or of all, for `""`).
+    pub fn namespace_prefix(&self, namespace: &str) -> String {
+        if self.namespaced && !namespace.is_empty() {
+            format!("{}{namespace}/", self.prefix)
+        } else {
+            self.prefix.clone()
+        }
+    }
+
+    /// The subresource of this name.
+    pub fn subresource(&self, name: &str) -> Option<&Subresource> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
+    /// Whether the kind has a status subresource.
+    pub fn has_status(&self) -> bool {
+        self.subresource("status").is_some()
+    }
+
+    /// Whether `field` may be used in a field selector.
+    pub fn selectable(&self, field: &str) -> bool {
+        field == "metadata.name"
+            || (field == "metadata.namespace")
+            || self.selectable_fields.iter().any(|f| f == field)
+    }
+}
+
+/// The kinds a hub serves, looked up by group/version/plural and by kind.
+#[derive(Debug, Default)]
+pub struct Scheme {
+    types: Vec<Arc<ResourceType>>,
+    by_resource: HashMap<(String, String), usize>,
+}
+
+impl Scheme {
+    /// The scheme of a profile.
+    pub fn new(profile: Profile) -> Scheme {
+        let mut scheme = Scheme::default();
+        for rt in core_types(profile) {
+            scheme.add(rt);
+        }
+        if profile == Profile::Hub {
+            for rt in crate::ocm::ocm_types() {
+                scheme.add(rt);
+            }
+        }
+        scheme
+    }
+
+    fn add(&mut self, rt: ResourceType) {
+        let idx = self.types.len();
+        self.by_resource.insert((rt.group.clone(), rt.plural.clone()), idx);
+        self.types.push(Arc::new(rt));
+    }
+
+    /// Every served kind.
+    pub fn types(&self) -> &[Arc<ResourceType>] {
+        &self.types
+    }
+
+    /// The kind served at `group/version/plural`, if that version is served.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceType>> {
+        let rt = &self.types[*self.by_resource.get(&(group.to_owned(), plural.to_owned()))?];
+        rt.versions.iter().any(|v| v == version).then_some(rt)
+    }
+
+    /// The kind whose storage prefix starts `key`.
+    pub fn for_key(&self, key: &str) -> Option<&Arc<ResourceType>> {
+        let rest = key.strip_prefix("/registry/")?;
+        let mut parts = rest.splitn(3, '/');
+        let group = parts.next()?;
+        let plural = parts.next()?;
+        let group = if group == "core" { "" } else { group };
+        Some(&self.types[*self.by_resource.get(&(group.to_owned(), plural.to_owned()))?])
+    }
+
+    /// Every group with its versions (preferred first), in a stable order: core first.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for rt in &self.types {
+            let entry = match out.iter_mut().find(|(g, _)| *g == rt.group) {
+                Some(e) => e,
+                None => {
+                    out.push((rt.group.clone(), Vec::new()));
+                    out.last_mut().expect("pushed")
+                }
+            };
+            for v in &rt.versions {
+                if !entry.1.contains(v) {
+                    entry.1.push(v.clone());
+                }
+            }
+        }
+        for (_, versions) in &mut out {
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        }
+        out
+    }
+}
+
+/// Kubernetes' version ordering: GA over beta over alpha, higher numbers first.
+pub fn version_priority(v: &str) -> (u8, u32, u32) {
+    let Some(rest) = v.strip_prefix('v') else { return (0, 0, 0) };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (level, minor) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(n) = tail.strip_prefix("beta") {
+        (2, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    (level, major, minor)
+}
+
+/// A row of the table, with the defaults most kinds share.
+pub struct Row {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    subresources: Vec<Subresource>,
+    selectable: &'static [&'static str],
+    strategy: Arc<dyn Strategy>,
+}
+
+impl Row {
+    fn new(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        plural: &'static str,
+        namespaced: bool,
+        strategy: Arc<dyn Strategy>,
+    ) -> Row {
+        Row {
+            group,
+            version,
+            kind,
+            plural,
+            namespaced,
+            short_names: &[],
+            subresources: Vec::new(),
+            selectable: &[],
+            strategy,
+        }
+    }
+
+    fn short(mut self, names: &'static [&'static str]) -> Row {
+        self.short_names = names;
+        self
+    }
+
+    fn sub(mut self, sub: Subresource) -> Row {
+        self.subresources.push(sub);
+        self
+    }
+
+    fn fields(mut self, fields: &'static [&'static str]) -> Row {
+        self.selectable = fields;
+        self
+    }
+
+    fn build(self) -> ResourceType {
+        let group_dir = if self.group.is_empty() { "core" } else { self.group };
+        ResourceType {
+            group: self.group.to_owned(),
+            kind: self.kind.to_owned(),
+            list_kind: format!("{}List", self.kind),
+            plural: self.plural.to_owned(),
+            singular: self.kind.to_lowercase(),
+            short_names: self.short_names.iter().map(|s| (*s).to_owned()).collect(),
+            categories: Vec::new(),
+            namespaced: self.namespaced,
+            versions: vec![self.version.to_owned()],
+            storage_version: self.version.to_owned(),
+            subresources: self.subresources,
+            selectable_fields: self.selectable.iter().map(|s| (*s).to_owned()).collect(),
+            strategy: self.strategy,
+            prefix: format!("/registry/{group_dir}/{}/", self.plural),
+        }
+    }
+}
+
+/// The storage prefix of a kind, for kinds built outside this file.
+pub fn prefix_of(group: &str, plural: &str) -> String {
+    let group_dir = if group.is_empty() { "core" } else { group };
+    format!("/registry/{group_dir}/{plural}/")
+}
+
+fn core_types(profile: Profile) -> Vec<ResourceType> {
+    let mut rows = vec![
+        Row::new("", "v1", "Namespace", "namespaces", false, Arc::new(NamespaceStrategy))
+            .short(&["ns"])
+            .sub(STATUS)
+            .sub(Subresource { name: "finalize", owns: &["spec.finalizers"] })
+            .fields(&["status.phase"]),
+        Row::new(
+            "",
+            "v1",
+            "Secret",
+            "secrets",
+            true,
+            Arc::new(Typed::<core::v1::Secret>::new("Secret", None)),
+        )
+        .fields(&["type"]),
+        Row::new(
+            "",
+            "v1",
+            "ConfigMap",
+            "configmaps",
+            true,
+            Arc::new(Typed::<core::v1::ConfigMap>::new("ConfigMap", None)),
+        )
+        .short(&["cm"]),
+        Row::new(
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            Arc::new(Typed::<core::v1::ServiceAccount>::new("ServiceAccount", None)),
+        )
+        .short(&["sa"]),
+        Row::new(
+            "",
+            "v1",
+            "Event",
+            "events",
+            true,
+            Arc::new(Typed::<core::v1::Event>::new("Event", Some(check_core_event))),
+        )
+        .short(&["ev"])
+        .fields(&[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ]),
+    ];
+    match profile {
+        Profile::Hub => rows.extend([
+            Row::new(
+                "events.k8s.io",
+                "v1",
+                "Event",
+                "events",
+                true,
+                Arc::new(Typed::<events::v1::Event>::new("Event", Some(check_events_event))),
+            )
+            .short(&["ev"])
+            .fields(&[
+                "regarding.kind",
+                "regarding.name",
+                "regarding.namespace",
+                "reason",
+                "type",
+            ]),
+            Row::new(
+                "coordination.k8s.io",
+                "v1",
+                "Lease",
+                "leases",
+                true,
+                Arc::new(Typed::<coordination::v1::Lease>::new("Lease", None)),
+            ),
+            Row::new(
+                "certificates.k8s.io",
+                "v1",
+                "CertificateSigningRequest",
+                "certificatesigningrequests",
+                false,
+                Arc::new(CsrStrategy),
+            )
+            .short(&["csr"])
+            .sub(STATUS)
+            .sub(Subresource { name: "approval", owns: &["status.conditions"] })
+            .fields(&["spec.signerName"]),
+            rbac_row("Role", "roles", true, Arc::new(Typed::<rbac::v1::Role>::new("Role", None))),
+            rbac_row(
+                "RoleBinding",
+                "rolebindings",
+                true,
+                Arc::new(Typed::<rbac::v1::RoleBinding>::new("RoleBinding", Some(check_binding))),
+            ),
+            rbac_row(
+                "ClusterRole",
+                "clusterroles",
+                false,
+                Arc::new(Typed::<rbac::v1::ClusterRole>::new("ClusterRole", None)),
+            ),
+            rbac_row(
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                false,
+                Arc::new(Typed::<rbac::v1::ClusterRoleBinding>::new(
+                    "ClusterRoleBinding",
+                    Some(check_binding),
+                )),
+            ),
+        ]),
+        Profile::Cluster => {
+            let schemaless = || -> Arc<dyn Strategy> { Arc::new(Schemaless) };
+            rows.extend([
+                Row::new("", "v1", "Service", "services", true, schemaless())
+                    .short(&["svc"])
+                    .sub(STATUS),
+                Row::new("", "v1", "Node", "nodes", false, schemaless()).short(&["no"]).sub(STATUS),
+                Row::new("", "v1", "Pod", "pods", true, schemaless()).short(&["po"]).sub(STATUS),
+                Row::new("apps", "v1", "Deployment", "deployments", true, schemaless())
+                    .short(&["deploy"])
+                    .sub(STATUS),
+                Row::new("apps", "v1", "StatefulSet", "statefulsets", true, schemaless())
+                    .short(&["sts"])
+                    .sub(STATUS),
+                Row::new("apps", "v1", "DaemonSet", "daemonsets", true, schemaless())
+                    .short(&["ds"])
+                    .sub(STATUS),
+                Row::new("batch", "v1", "Job", "jobs", true, schemaless()).sub(STATUS),
+                Row::new(
+                    "apiextensions.k8s.io",
+                    "v1",
+                    "CustomResourceDefinition",
+                    "customresourcedefinitions",
+                    false,
+                    schemaless(),
+                )
+                .short(&["crd", "crds"])
+                .sub(STATUS),
+            ]);
+        }
+    }
+    rows.into_iter().map(Row::build).collect()
+}
+
+fn rbac_row(kind: &'static str, plural: &'static str, ns: bool, s: Arc<dyn Strategy>) -> Row {
+    Row::new("rbac.authorization.k8s.io", "v1", kind, plural, ns, s)
+}
+
+fn check_core_event(obj: &Value) -> Vec<FieldError> {
+    require(obj, &["involvedObject.name"])
+}
+
+fn check_events_event(obj: &Value) -> Vec<FieldError> {
+    require(obj, &["reportingController", "reportingInstance", "action", "reason"])
+}
+
+fn check_binding(obj: &Value) -> Vec<FieldError> {
+    require(obj, &["roleRef.kind", "roleRef.name"])
+}
+
+/// Namespaces: `spec.finalizers` holds `kubernetes` until the namespace controller has emptied
+/// the namespace; deletion turns the phase `Terminating`.
+struct NamespaceStrategy;
+
+impl Strategy for NamespaceStrategy {
+    fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
+        Typed::<core::v1::Namespace>::new("Namespace", None).validate(obj)
+    }
+
+    fn prepare_create(&self, obj: &mut Value) {
+        obj["spec"]["finalizers"] = serde_json::json!(["kubernetes"]);
+        obj["status"] = serde_json::json!({"phase": "Active"});
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::Label
+    }
+
+    fn on_delete_mark(&self, obj: &mut Value) {
+        obj["status"]["phase"] = Value::String("Terminating".into());
+    }
+
+    fn ready_to_remove(&self, obj: &Value) -> bool {
+        object::at_path(obj, "spec.finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+    }
+}
+
+/// CertificateSigningRequests: a new request has no status; `spec.request` and
+/// `spec.signerName` are required.
+struct CsrStrategy;
+
+impl Strategy for CsrStrategy {
+    fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
+        let mut errs = Typed::<certificates::v1::CertificateSigningRequest>::new(
+            "CertificateSigningRequest",
+            None,
+        )
+        .validate(obj)?;
+        errs.extend(require(obj, &["spec.request", "spec.signerName"]));
+        Ok(errs)
+    }
+
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(map) = obj.as_object_mut() {
+            map.remove("status");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_order() {
+        let mut v = vec!["v1alpha1", "v1beta1", "v1", "v2beta2", "v1beta2", "v2"];
+        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(v, ["v2", "v1", "v2beta2", "v1beta2", "v1beta1", "v1alpha1"]);
+    }
+}

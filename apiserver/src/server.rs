@@ -1,0 +1,224 @@
+//! Running the hub: opens storage, starts the registry and its controllers, creates the PKI and
+//! `admin.kubeconfig`, binds the HTTPS listener, writes `endpoints.json` and serves every
+//! connection over rustls until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use ocm_storage::{Engine, EtcdOptions, SledOptions, Storage};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
+
+use crate::cache::CacheConfig;
+use crate::discovery::Discovery;
+use crate::error::ApiError;
+use crate::pki::{Pki, PkiError};
+use crate::registry::{Registry, WriteOptions};
+use crate::rest::{ApiState, Identity};
+use crate::scheme::{Profile, Scheme};
+
+/// Which store backs the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageChoice {
+    /// The embedded default, under `DATA_DIR/db`.
+    Sled,
+    /// Several replicas over etcd.
+    Etcd(Vec<String>),
+    /// In memory (tests, demos): nothing survives a restart.
+    Memory,
+}
+
+/// How to run the hub.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Data directory (PKI, kubeconfig, endpoints, sled database).
+    pub data_dir: PathBuf,
+    /// HTTPS listen address (port 0 picks one).
+    pub listen: SocketAddr,
+    /// The store.
+    pub storage: StorageChoice,
+    /// What to serve.
+    pub profile: Profile,
+    /// Watch cache tuning.
+    pub cache: CacheConfig,
+    /// Interval of watch bookmarks.
+    pub bookmark_every: Duration,
+}
+
+impl ServeConfig {
+    /// The defaults of the command-line contract, for a data dir.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServeConfig {
+        ServeConfig {
+            data_dir: data_dir.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            storage: StorageChoice::Sled,
+            profile: Profile::Hub,
+            cache: CacheConfig::default(),
+            bookmark_every: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why the hub could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The data dir or a file in it.
+    #[error("{path}: {source}")]
+    Io {
+        /// What.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Binding the listener.
+    #[error("listening on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Opening storage.
+    #[error("storage: {0}")]
+    Storage(#[from] ocm_storage::Error),
+    /// Certificates.
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    /// Loading the registry.
+    #[error("registry: {0}")]
+    Registry(#[from] ApiError),
+}
+
+/// A running hub's addresses.
+#[derive(Debug, Clone)]
+pub struct Running {
+    /// The HTTPS address it listens on.
+    pub https: SocketAddr,
+}
+
+/// Opens the store a configuration names.
+pub async fn open_storage(config: &ServeConfig) -> Result<Storage, ServeError> {
+    let engine = match &config.storage {
+        StorageChoice::Sled => Engine::Sled(SledOptions::new(config.data_dir.join("db"))),
+        StorageChoice::Memory => Engine::Memory(Default::default()),
+        StorageChoice::Etcd(endpoints) => Engine::Etcd(EtcdOptions::new(endpoints.clone(), "/ocm")),
+    };
+    Ok(Storage::open(engine).await?)
+}
+
+/// Runs the hub until `shutdown` resolves. `on_ready` is called once it serves.
+pub async fn run(
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+    on_ready: impl FnOnce(Running),
+) -> Result<(), ServeError> {
+    let io = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| ServeError::Io { path, source }
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
+    let storage = open_storage(&config).await?;
+    let scheme = Arc::new(Scheme::new(config.profile));
+    let registry = Registry::new(storage, scheme, config.cache).await?;
+    ensure_namespaces(&registry).await?;
+    crate::controllers::start(registry.clone());
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+    let addr =
+        listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+    let reach = if addr.ip().is_unspecified() {
+        SocketAddr::from(([127, 0, 0, 1], addr.port()))
+    } else {
+        addr
+    };
+    let pki = Pki::load_or_create(&config.data_dir, &[addr.ip().to_string()])?;
+    let server_url = format!("https://{reach}");
+    pki.write_admin_kubeconfig(&config.data_dir.join("admin.kubeconfig"), &server_url)?;
+    let acceptor = TlsAcceptor::from(Arc::new(pki.server_config()?));
+
+    let state = Arc::new(ApiState {
+        discovery: Discovery::new(&registry.scheme, &reach.to_string()),
+        registry,
+        ready: AtomicBool::new(false),
+        bookmark_every: config.bookmark_every,
+    });
+    let router = crate::rest::router(Arc::clone(&state));
+    let endpoints = config.data_dir.join("endpoints.json");
+    let body = json!({"https": server_url}).to_string();
+    std::fs::write(&endpoints, body).map_err(io(&endpoints))?;
+    state.ready.store(true, Ordering::Release);
+    tracing::info!(%server_url, "serving");
+    on_ready(Running { https: addr });
+
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        tokio::spawn(async move {
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => return,
+                };
+            let authenticated = tls.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+            // Until the security issue lands, any client certificate the hub CA signed is the
+            // admin (the TLS layer has already verified the chain).
+            let identity = Identity { user: crate::pki::ADMIN_USER.to_owned(), authenticated };
+            let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(identity.clone());
+                req
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            if let Err(e) =
+                builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(svc)).await
+            {
+                tracing::debug!(%peer, error = %e, "connection ended");
+            }
+        });
+    }
+    state.ready.store(false, Ordering::Release);
+    Ok(())
+}
+
+/// Creates the namespaces every Kubernetes API has (`default`, `kube-system`, `kube-public`).
+async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
+    let Some(rt) = registry.scheme.lookup("", "v1", "namespaces").cloned() else {
+        return Ok(());
+    };
+    for name in ["default", "kube-system", "kube-public"] {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match registry.create(&rt, "", obj, &WriteOptions::default()).await {
+            Ok(_) => {}
+            Err(e) if e.reason == "AlreadyExists" => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

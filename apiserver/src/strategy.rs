@@ -1,0 +1,150 @@
+//! What makes one kind different from another: the `Strategy` trait the generic registry calls
+//! (pruning, defaulting, validation, per-kind preparation, version conversion), and the few
+//! strategies every kind is built from: typed core kinds, schema-checked OCM kinds and
+//! schemaless workload kinds.
+
+use std::marker::PhantomData;
+
+use ocm_proto::validation::FieldError;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// How names of a kind are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// DNS-1123 subdomain (most kinds).
+    Subdomain,
+    /// DNS-1123 label (namespaces, managed clusters: a cluster name is a namespace name).
+    Label,
+}
+
+/// The per-kind part of the registry's recipe. Every method has a neutral default, so a kind
+/// states only what differs.
+pub trait Strategy: Send + Sync {
+    /// Drops fields the kind does not know, returning their paths (for `fieldValidation`).
+    fn prune(&self, _obj: &mut Value) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Fills defaults (after pruning, before validation).
+    fn default(&self, _obj: &mut Value) {}
+
+    /// Checks the whole object (metadata is checked by the registry) and returns every error
+    /// at once. A body whose types do not fit the kind at all may instead be a 400 `BadRequest`.
+    fn validate(&self, _obj: &Value) -> Result<Vec<FieldError>, ApiError> {
+        Ok(Vec::new())
+    }
+
+    /// Checks an update against the stored object; by default the same as [`Strategy::validate`].
+    fn validate_update(&self, obj: &Value, _old: &Value) -> Result<Vec<FieldError>, ApiError> {
+        self.validate(obj)
+    }
+
+    /// Adjusts a new object before validation (status reset to its initial state, ...).
+    fn prepare_create(&self, _obj: &mut Value) {}
+
+    /// How names are checked.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
+    }
+
+    /// Whether a marked-for-deletion object may go now that `metadata.finalizers` is empty
+    /// (namespaces also wait for `spec.finalizers`).
+    fn ready_to_remove(&self, _obj: &Value) -> bool {
+        true
+    }
+
+    /// Marks an object being deleted (namespaces turn `Terminating`); called once, when
+    /// `deletionTimestamp` is first set.
+    fn on_delete_mark(&self, _obj: &mut Value) {}
+
+    /// Whether an update may omit `metadata.resourceVersion` (core kinds allow it; custom
+    /// kinds, like the OCM ones, do not).
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+
+    /// Converts a stored object (storage version) to `version` of the same kind; the default
+    /// rewrites `apiVersion` only, which is right when the versions' schemas are identical.
+    fn storage_to_version(&self, mut obj: Value, api_version: &str) -> Result<Value, ApiError> {
+        set_api_version(&mut obj, api_version);
+        Ok(obj)
+    }
+
+    /// Converts an object of some served version to the storage version.
+    fn version_to_storage(
+        &self,
+        mut obj: Value,
+        storage_api_version: &str,
+    ) -> Result<Value, ApiError> {
+        set_api_version(&mut obj, storage_api_version);
+        Ok(obj)
+    }
+}
+
+/// Rewrites `apiVersion` (keeping it right after nothing else; order is cosmetic).
+pub fn set_api_version(obj: &mut Value, api_version: &str) {
+    if let Some(map) = obj.as_object_mut() {
+        map.insert("apiVersion".into(), Value::String(api_version.to_owned()));
+    }
+}
+
+/// A kind stored as it comes: only metadata is checked (the cluster profile's workload kinds).
+#[derive(Debug, Default)]
+pub struct Schemaless;
+
+impl Strategy for Schemaless {}
+
+/// Extra checks a typed kind adds after its types fit.
+pub type Check = fn(&Value) -> Vec<FieldError>;
+
+/// A core kind from `k8s-openapi`: the body must deserialize into `T` (else 400, the way
+/// kube-apiserver refuses an undecodable body), then `check` runs.
+pub struct Typed<T> {
+    kind: &'static str,
+    check: Option<Check>,
+    name_rule: NameRule,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Typed<T> {
+    /// A typed strategy for `kind` with optional extra checks.
+    pub fn new(kind: &'static str, check: Option<Check>) -> Typed<T> {
+        Typed { kind, check, name_rule: NameRule::Subdomain, _t: PhantomData }
+    }
+
+    /// Names must be DNS labels.
+    pub fn label_names(mut self) -> Typed<T> {
+        self.name_rule = NameRule::Label;
+        self
+    }
+}
+
+impl<T: DeserializeOwned> Strategy for Typed<T> {
+    fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
+        if let Err(e) = T::deserialize(obj) {
+            return Err(ApiError::bad_request(format!(
+                "{} in version \"v1\" cannot be handled as a {}: {e}",
+                self.kind, self.kind
+            )));
+        }
+        Ok(self.check.map(|c| c(obj)).unwrap_or_default())
+    }
+
+    fn name_rule(&self) -> NameRule {
+        self.name_rule
+    }
+}
+
+/// Required string fields: a `Required` error for each absent or empty one.
+pub fn require(obj: &Value, paths: &[&str]) -> Vec<FieldError> {
+    paths
+        .iter()
+        .filter(|p| {
+            crate::object::at_path(obj, p).and_then(Value::as_str).is_none_or(str::is_empty)
+        })
+        .map(|p| FieldError::required(*p, ""))
+        .collect()
+}

@@ -1,0 +1,181 @@
+//! A real hub for black-box tests: `ocm-hub serve` run in-process on a free loopback port with a
+//! temporary data dir and the chosen storage backend (a real etcd for `Backend::Etcd`), and the
+//! clients that talk to it over real TLS: reqwest with the admin certificate, reqwest without
+//! one, and a `kube::Client` built from the hub's own `admin.kubeconfig`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ocm_apiserver::server::{ServeConfig, StorageChoice, run};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::sync::oneshot;
+
+use crate::etcd::{EtcdServer, skip_requested};
+
+/// The storage a test hub runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// In memory.
+    Memory,
+    /// Embedded sled in the temporary data dir.
+    Sled,
+    /// A real etcd started for this hub.
+    Etcd,
+}
+
+impl Backend {
+    /// Every backend; etcd is left out when `OCM_SKIP_ETCD=1`.
+    pub fn all() -> Vec<Backend> {
+        let mut out = vec![Backend::Memory, Backend::Sled];
+        if !skip_requested() {
+            out.push(Backend::Etcd);
+        }
+        out
+    }
+}
+
+/// A running hub and how to reach it.
+pub struct TestHub {
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// The data dir (PKI, kubeconfig, database).
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _etcd: Option<EtcdServer>,
+}
+
+impl std::fmt::Debug for TestHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestHub").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+impl TestHub {
+    /// Starts a hub (hub profile) on `backend`.
+    pub async fn start(backend: Backend) -> anyhow::Result<TestHub> {
+        TestHub::start_with(backend, |_| {}).await
+    }
+
+    /// Starts a hub after `tune` adjusted its configuration.
+    pub async fn start_with(
+        backend: Backend,
+        tune: impl FnOnce(&mut ServeConfig),
+    ) -> anyhow::Result<TestHub> {
+        let dir = tempfile::tempdir()?;
+        let mut config = ServeConfig::new(dir.path());
+        config.listen = "127.0.0.1:0".parse()?;
+        let etcd = match backend {
+            Backend::Memory => {
+                config.storage = StorageChoice::Memory;
+                None
+            }
+            Backend::Sled => None,
+            Backend::Etcd => {
+                let server = tokio::task::spawn_blocking(EtcdServer::start).await??;
+                config.storage = StorageChoice::Etcd(vec![server.endpoint.clone()]);
+                Some(server)
+            }
+        };
+        tune(&mut config);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stop_rx.await;
+            };
+            if let Err(e) = run(config, shutdown, move |r| {
+                let _ = ready_tx.send(r.https);
+            })
+            .await
+            {
+                eprintln!("test hub stopped: {e}");
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(30), ready_rx)
+            .await
+            .context("the hub did not become ready in 30 s")?
+            .context("the hub failed to start")?;
+        Ok(TestHub {
+            url: format!("https://{addr}"),
+            dir,
+            stop: Some(stop_tx),
+            task: Some(task),
+            _etcd: etcd,
+        })
+    }
+
+    /// The data dir.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `DIR/admin.kubeconfig`.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.path().join("admin.kubeconfig")
+    }
+
+    fn tls(&self, with_client_cert: bool) -> anyhow::Result<rustls::ClientConfig> {
+        let pki = self.path().join("pki");
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(pki.join("ca.crt"))? {
+            roots.add(cert?)?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots);
+        let mut config = if with_client_cert {
+            let certs = CertificateDer::pem_file_iter(pki.join("admin.crt"))?
+                .collect::<Result<Vec<_>, _>>()?;
+            let key = PrivateKeyDer::from_pem_file(pki.join("admin.key"))?;
+            builder.with_client_auth_cert(certs, key)?
+        } else {
+            builder.with_no_client_auth()
+        };
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
+    /// An HTTPS client presenting the admin certificate.
+    pub fn http(&self) -> anyhow::Result<reqwest::Client> {
+        Ok(reqwest::Client::builder().use_preconfigured_tls(self.tls(true)?).build()?)
+    }
+
+    /// An HTTPS client without a client certificate.
+    pub fn anonymous(&self) -> anyhow::Result<reqwest::Client> {
+        Ok(reqwest::Client::builder().use_preconfigured_tls(self.tls(false)?).build()?)
+    }
+
+    /// A `kube::Client` from the hub's `admin.kubeconfig`.
+    pub async fn kube(&self) -> anyhow::Result<kube::Client> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig())?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Stops the hub and waits for it to finish.
+    pub async fn stop(mut self) {
+        self.shutdown().await;
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+}
+
+impl Drop for TestHub {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
