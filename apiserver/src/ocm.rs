@@ -7,6 +7,8 @@ use std::sync::Arc;
 use ocm_proto::crd::{Crd, ocm_crds};
 use ocm_proto::schema::Schema;
 use ocm_proto::validation::FieldError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -27,7 +29,7 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
     let mut versions: Vec<String> = crd
         .versions
         .iter()
-        .filter(|v| v.served && (v.storage || converts(&crd.kind)))
+        .filter(|v| v.served && (v.storage || conversion(&crd.kind).is_some()))
         .map(|v| v.name.clone())
         .collect();
     versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
@@ -52,15 +54,52 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
             .iter()
             .map(|p| p.trim_start_matches('.').to_owned())
             .collect(),
-        strategy: Arc::new(CrdStrategy { crd, schema: &storage.schema }),
+        strategy: Arc::new(CrdStrategy {
+            crd,
+            schema: &storage.schema,
+            conversion: conversion(&crd.kind),
+        }),
         prefix: prefix_of(&crd.group, &crd.plural),
     }
 }
 
-/// Kinds whose served versions differ in shape and so need a conversion (not yet wired: until
-/// then only their storage version is served).
-fn converts(_kind: &str) -> bool {
-    false
+/// How a kind served at two versions converts between its storage version and the other one
+/// (OCM does this in a conversion webhook; the hub does it in-process with the typed structs of
+/// `ocm_proto::api`).
+#[derive(Clone, Copy)]
+struct Conversion {
+    to_other: fn(Value) -> Result<Value, String>,
+    to_storage: fn(Value) -> Result<Value, String>,
+}
+
+fn convert<A, B>(v: Value) -> Result<Value, String>
+where
+    A: DeserializeOwned,
+    B: Serialize + From<A>,
+{
+    let a: A = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    serde_json::to_value(B::from(a)).map_err(|e| e.to_string())
+}
+
+/// The kinds whose versions differ in shape: the add-on kinds, stored at v1alpha1 and also
+/// served at v1beta1.
+fn conversion(kind: &str) -> Option<Conversion> {
+    use ocm_proto::api::addon::{v1alpha1 as a, v1beta1 as b};
+    Some(match kind {
+        "ClusterManagementAddOn" => Conversion {
+            to_other: convert::<a::ClusterManagementAddOn, b::ClusterManagementAddOn>,
+            to_storage: convert::<b::ClusterManagementAddOn, a::ClusterManagementAddOn>,
+        },
+        "ManagedClusterAddOn" => Conversion {
+            to_other: convert::<a::ManagedClusterAddOn, b::ManagedClusterAddOn>,
+            to_storage: convert::<b::ManagedClusterAddOn, a::ManagedClusterAddOn>,
+        },
+        "AddOnDeploymentConfig" => Conversion {
+            to_other: convert::<a::AddOnDeploymentConfig, b::AddOnDeploymentConfig>,
+            to_storage: convert::<b::AddOnDeploymentConfig, a::AddOnDeploymentConfig>,
+        },
+        _ => return None,
+    })
 }
 
 /// An OCM kind: the CRD's structural schema prunes, defaults and validates; OCM's webhook rules
@@ -68,6 +107,22 @@ fn converts(_kind: &str) -> bool {
 struct CrdStrategy {
     crd: &'static Crd,
     schema: &'static Schema,
+    conversion: Option<Conversion>,
+}
+
+impl CrdStrategy {
+    fn converted(
+        &self,
+        f: fn(Value) -> Result<Value, String>,
+        obj: Value,
+    ) -> Result<Value, ApiError> {
+        f(obj).map_err(|e| {
+            ApiError::bad_request(format!(
+                "{kind} cannot be converted between versions: {e}",
+                kind = self.crd.kind
+            ))
+        })
+    }
 }
 
 impl Strategy for CrdStrategy {
@@ -87,6 +142,30 @@ impl Strategy for CrdStrategy {
 
     fn allow_unconditional_update(&self) -> bool {
         false
+    }
+
+    fn storage_to_version(&self, obj: Value, api_version: &str) -> Result<Value, ApiError> {
+        match self.conversion {
+            Some(c) => self.converted(c.to_other, obj),
+            None => {
+                let mut obj = obj;
+                crate::strategy::set_api_version(&mut obj, api_version);
+                Ok(obj)
+            }
+        }
+    }
+
+    fn version_to_storage(&self, obj: Value, storage_api_version: &str) -> Result<Value, ApiError> {
+        let stored_already =
+            obj.get("apiVersion").and_then(Value::as_str) == Some(storage_api_version);
+        match self.conversion {
+            Some(c) if !stored_already => self.converted(c.to_storage, obj),
+            _ => {
+                let mut obj = obj;
+                crate::strategy::set_api_version(&mut obj, storage_api_version);
+                Ok(obj)
+            }
+        }
     }
 
     fn name_rule(&self) -> NameRule {

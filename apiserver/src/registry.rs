@@ -123,11 +123,11 @@ fn subject(rt: &ResourceType, name: &str) -> Subject {
     Subject { group: rt.group.clone(), kind: rt.plural.clone(), name: name.to_owned() }
 }
 
-/// The JSON the store keeps: the object without its resourceVersion.
-fn to_stored(obj: &Value) -> Result<Vec<u8>, ApiError> {
-    let mut copy = obj.clone();
-    meta_mut(&mut copy).remove("resourceVersion");
-    serde_json::to_vec(&copy).map_err(ApiError::internal)
+/// The JSON the store keeps: the object without its resourceVersion (removed in place; the
+/// caller stamps the new one after the write).
+fn to_stored(obj: &mut Value) -> Result<Vec<u8>, ApiError> {
+    meta_mut(obj).remove("resourceVersion");
+    serde_json::to_vec(obj).map_err(ApiError::internal)
 }
 
 fn parse_stored(rt: &ResourceType, kv: &ocm_storage::KeyValue) -> Result<Value, ApiError> {
@@ -484,7 +484,7 @@ impl Registry {
             if opts.dry_run {
                 return Ok(Written { object: obj, warnings });
             }
-            let bytes = to_stored(&obj)?;
+            let bytes = to_stored(&mut obj)?;
             match self.storage.create(&rt.key(namespace, &name), bytes).await {
                 Ok(kv) => {
                     object::set_resource_version(&mut obj, kv.mod_revision.get());
@@ -701,7 +701,7 @@ impl Registry {
                 self.storage.delete(&key, &pre).await.map(|d| d.revision)
             } else {
                 self.storage
-                    .update(&key, to_stored(&next)?, expected)
+                    .update(&key, to_stored(&mut next)?, expected)
                     .await
                     .map(|kv| kv.mod_revision)
             };
@@ -893,7 +893,7 @@ impl Registry {
                 if marked == current || opts.dry_run {
                     return Ok(DeleteOutcome::Marked(marked));
                 }
-                self.storage.update(&key, to_stored(&marked)?, expected).await.map(|kv| {
+                self.storage.update(&key, to_stored(&mut marked)?, expected).await.map(|kv| {
                     DeleteOutcome::Marked({
                         object::set_resource_version(&mut marked, kv.mod_revision.get());
                         marked
