@@ -17,10 +17,9 @@
 //!   `multipleOf`, string `format`s `date-time`, `date` and `byte`, `x-kubernetes-int-or-string`,
 //!   `x-kubernetes-embedded-resource` (`apiVersion` and `kind` required and well formed),
 //!   `x-kubernetes-list-type: set|map` uniqueness (with `x-kubernetes-list-map-keys`),
-//!   `allOf`/`anyOf`/`oneOf`/`not`.
-//! - Kept but not enforced: `pattern` (the OCM CRDs carry some twenty distinct regular
-//!   expressions with groups, alternation and counted repetition; matching them needs a real
-//!   regex engine, see [`Schema::pattern`]), `x-kubernetes-validations` (CEL is not evaluated;
+//!   `allOf`/`anyOf`/`oneOf`/`not`, `pattern` (compiled once with the `regex` crate, whose syntax
+//!   is RE2's like Go's; matched unanchored like `regexp.MatchString`).
+//! - Kept but not enforced: `x-kubernetes-validations` (CEL is not evaluated;
 //!   the rules are available through [`Schema::cel_rules`]), `x-kubernetes-map-type` (merge
 //!   semantics only), numeric `format`s such as `int32` (kube does not range-check them either)
 //!   and string formats other than the three above (kube knows more; OCM uses none of them).
@@ -33,6 +32,19 @@ use std::fmt::Write as _;
 use serde_json::{Map, Number, Value};
 
 use crate::validation::{FieldError, FieldErrorKind};
+
+/// A compiled `pattern` (RE2 syntax, which the `regex` crate shares); compared by its source.
+#[derive(Debug, Clone)]
+struct Pattern {
+    source: String,
+    re: regex::Regex,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        self.source == other.source
+    }
+}
 
 /// Why a JSON value is not a schema this module can work with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -203,7 +215,7 @@ pub struct Schema {
     default: Option<Value>,
     nullable: bool,
     format: Option<String>,
-    pattern: Option<String>,
+    pattern: Option<Pattern>,
     bounds: Bounds,
     preserve_unknown_fields: bool,
     int_or_string: bool,
@@ -395,7 +407,13 @@ fn parse_node(v: &Value, path: &mut String) -> Result<Schema, SchemaError> {
             "default" => s.default = Some(value.clone()),
             "nullable" => s.nullable = want_bool(value, p, keyword)?,
             "format" => s.format = Some(want_str(value, p, keyword)?),
-            "pattern" => s.pattern = Some(want_str(value, p, keyword)?),
+            "pattern" => {
+                let source = want_str(value, p, keyword)?;
+                let re = regex::Regex::new(&source).map_err(|e| {
+                    keyword_error(p, keyword, &format!("not a regular expression: {e}"))
+                })?;
+                s.pattern = Some(Pattern { source, re });
+            }
             "maxLength" => s.bounds.max_length = Some(want_count(value, p, keyword)?),
             "minLength" => s.bounds.min_length = Some(want_count(value, p, keyword)?),
             "maxItems" => s.bounds.max_items = Some(want_count(value, p, keyword)?),
@@ -540,7 +558,7 @@ impl Schema {
     /// The `pattern` (an RE2 expression, matched unanchored like Go's `regexp.MatchString`).
     /// It is kept, not enforced: see the module docs.
     pub fn pattern(&self) -> Option<&str> {
-        self.pattern.as_deref()
+        self.pattern.as_ref().map(|p| p.source.as_str())
     }
 
     /// Length, size and range constraints.
@@ -871,6 +889,17 @@ fn validate_string(s: &Schema, text: &str, path: &FieldPath, errors: &mut Errors
                 path,
                 Value::String(text.to_owned()),
                 &format!("should be at least {min} chars long"),
+            ));
+        }
+    }
+    if let Some(p) = &s.pattern {
+        // Unanchored, like Go's `regexp.MatchString` (the patterns anchor themselves);
+        // after the length checks, in kube-openapi's order.
+        if !p.re.is_match(text) {
+            errors.schema.push(invalid(
+                path,
+                Value::String(text.to_owned()),
+                &format!("should match '{}'", p.source),
             ));
         }
     }

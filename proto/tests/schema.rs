@@ -384,6 +384,8 @@ fn a_bad_managed_cluster_reports_every_error_at_once() {
             (FieldErrorKind::NotSupported, "status.conditions[0].status"),
             (FieldErrorKind::Invalid, "status.conditions[0].observedGeneration"),
             (FieldErrorKind::Invalid, "status.conditions[1].reason"),
+            // minLength and pattern both refuse an empty reason, as kube-openapi reports them.
+            (FieldErrorKind::Invalid, "status.conditions[1].reason"),
             (FieldErrorKind::Duplicate, "status.conditions[1]"),
         ]
     );
@@ -402,6 +404,7 @@ fn a_bad_managed_cluster_reports_every_error_at_once() {
             r#"status.conditions[0].status: Unsupported value: "Maybe": supported values: "True", "False", "Unknown""#,
             "status.conditions[0].observedGeneration: Invalid value: -1: status.conditions[0].observedGeneration in body should be greater than or equal to 0",
             r#"status.conditions[1].reason: Invalid value: "": status.conditions[1].reason in body should be at least 1 chars long"#,
+            r#"status.conditions[1].reason: Invalid value: "": status.conditions[1].reason in body should match '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$'"#,
             r#"status.conditions[1]: Duplicate value: {"type":"Joined"}"#,
         ]
     );
