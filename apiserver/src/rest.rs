@@ -818,13 +818,7 @@ enum WatchStart {
 }
 
 fn watch(state: &Arc<ApiState>, target: Target, q: &Query) -> Result<Response, ApiError> {
-    let mut query = list_query(&target, q).or_else(|e| {
-        // resourceVersionMatch on a watch is checked below against sendInitialEvents.
-        if e.code == 422 { Ok(ListQuery::default()) } else { Err(e) }
-    })?;
-    if query.labels.is_none() && query.fields.is_none() {
-        query = list_query_selectors_only(&target, q)?;
-    }
+    let query = list_query_selectors_only(&target, q)?;
     let send_initial = q.flag("sendInitialEvents")?;
     let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
     let mut errs = Vec::new();
