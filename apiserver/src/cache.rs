@@ -191,11 +191,7 @@ impl Cache {
     }
 
     fn kind_of_key(&self, key: &str) -> Option<&Mutex<KindState>> {
-        let rest = key.strip_prefix(ROOT)?;
-        let mut slashes = rest.match_indices('/');
-        slashes.next()?;
-        let (end, _) = slashes.next()?;
-        self.kinds.get(&key[..ROOT.len() + end + 1])
+        self.kinds.get(kind_prefix(key))
     }
 
     /// Replaces every kind's state with a fresh list of the store (ending every watcher, who
@@ -287,7 +283,10 @@ impl Cache {
     fn apply(&self, ev: &ocm_storage::WatchEvent) {
         let rev = ev.revision.get();
         if let Some(state) = self.kind_of_key(&ev.key) {
-            match self.event_of(ev) {
+            // Only this task changes `items`, so the cached state is the event's previous value:
+            // reuse it rather than parse `ev.prev` again.
+            let cached = lock(state).items.get(&ev.key).cloned();
+            match self.event_of(ev, cached) {
                 Ok(event) => self.publish(state, event),
                 Err(e) => {
                     tracing::error!(error = %e, key = %ev.key, "watch cache: bad stored object")
@@ -297,13 +296,18 @@ impl Cache {
         self.rev.send_replace(rev);
     }
 
-    fn event_of(&self, ev: &ocm_storage::WatchEvent) -> Result<CacheEvent, ApiError> {
+    fn event_of(
+        &self,
+        ev: &ocm_storage::WatchEvent,
+        cached: Option<Arc<CachedObject>>,
+    ) -> Result<CacheEvent, ApiError> {
         let rev = ev.revision.get();
-        let prev = match &ev.prev {
-            Some(KeyValue { key, value, mod_revision, .. }) => {
+        let prev = match (&ev.prev, cached) {
+            (Some(p), Some(c)) if c.rev == p.mod_revision.get() => Some(c),
+            (Some(KeyValue { key, value, mod_revision, .. }), _) => {
                 Some(Arc::new(CachedObject::from_stored(key.clone(), value, mod_revision.get())?))
             }
-            None => None,
+            (None, _) => None,
         };
         Ok(match ev.kind {
             ocm_storage::EventKind::Put => {
