@@ -610,7 +610,7 @@ async fn resource(
     match (&method, target.name.clone()) {
         (&Method::GET, None) => {
             if q.flag("watch")? {
-                return watch(state, target, &q);
+                return watch(state, target, &q).await;
             }
             require_json(&target, req.headers())?;
             let lq = list_query(&target, &q)?;
@@ -817,7 +817,7 @@ enum WatchStart {
     NotOlderThan(u64),
 }
 
-fn watch(state: &Arc<ApiState>, target: Target, q: &Query) -> Result<Response, ApiError> {
+async fn watch(state: &Arc<ApiState>, target: Target, q: &Query) -> Result<Response, ApiError> {
     let query = list_query_selectors_only(&target, q)?;
     let send_initial = q.flag("sendInitialEvents")?;
     let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
@@ -872,7 +872,8 @@ fn watch(state: &Arc<ApiState>, target: Target, q: &Query) -> Result<Response, A
         send_initial,
         timeout,
     };
-    let body = Body::from_stream(watch_stream(Arc::clone(state), wr));
+    let subscription = subscribe(state, &wr).await?;
+    let body = Body::from_stream(watch_stream(Arc::clone(state), wr, subscription));
     Ok(json_response(StatusCode::OK, body))
 }
 
@@ -948,35 +949,38 @@ fn filter_event(wr: &WatchRequest, ev: &CacheEvent) -> Result<Option<Bytes>, Api
     Ok(line)
 }
 
+/// Waits until the cache can serve the watch's start (a future resourceVersion is an HTTP 504
+/// before any byte is streamed, as kube-apiserver answers), then registers it. A start older
+/// than the kept history is not an HTTP error: it becomes the stream's one ERROR event.
+async fn subscribe(
+    state: &ApiState,
+    wr: &WatchRequest,
+) -> Result<Result<crate::cache::Subscription, ApiError>, ApiError> {
+    let cache = &state.registry.cache;
+    let start = match wr.start {
+        WatchStart::Consistent => {
+            cache.sync().await?;
+            Start::Snapshot
+        }
+        WatchStart::Any => Start::Snapshot,
+        WatchStart::NotOlderThan(n) | WatchStart::After(n) => {
+            if !cache.wait_for(n, Duration::from_secs(3)).await {
+                return Err(ApiError::too_large_resource_version(n, cache.revision()));
+            }
+            if matches!(wr.start, WatchStart::After(_)) { Start::After(n) } else { Start::Snapshot }
+        }
+    };
+    Ok(cache.subscribe(&wr.target.rt.prefix, start))
+}
+
 fn watch_stream(
     state: Arc<ApiState>,
     wr: WatchRequest,
+    subscription: Result<crate::cache::Subscription, ApiError>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
-        let cache = &state.registry.cache;
         let deadline = tokio::time::Instant::now() + wr.timeout;
-        let start = match wr.start {
-            WatchStart::Consistent => match cache.sync().await {
-                Ok(_) => Start::Snapshot,
-                Err(e) => { yield Ok(error_line(&e)); return; }
-            },
-            WatchStart::Any => Start::Snapshot,
-            WatchStart::NotOlderThan(n) => {
-                if !cache.wait_for(n, Duration::from_secs(3)).await {
-                    yield Ok(error_line(&ApiError::too_large_resource_version(n, cache.revision())));
-                    return;
-                }
-                Start::Snapshot
-            }
-            WatchStart::After(n) => {
-                if !cache.wait_for(n, Duration::from_secs(3)).await {
-                    yield Ok(error_line(&ApiError::too_large_resource_version(n, cache.revision())));
-                    return;
-                }
-                Start::After(n)
-            }
-        };
-        let mut sub = match cache.subscribe(&wr.target.rt.prefix, start) {
+        let mut sub = match subscription {
             Ok(s) => s,
             Err(e) => { yield Ok(error_line(&e)); return; }
         };
