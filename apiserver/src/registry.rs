@@ -38,6 +38,9 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `fieldValidation`.
     pub field_validation: FieldValidation,
+    /// The apiVersion a patch is written against, when it is not the storage version: the
+    /// current object is converted to it, patched, and converted back.
+    pub patch_version: Option<String>,
 }
 
 /// The result of a write.
@@ -629,8 +632,12 @@ impl Registry {
             Some(rv) if !rv.is_empty() => Some(parse_rv(rv)?),
             _ => None,
         };
+        let storage_version = rt.api_version(&rt.storage_version);
         self.write_loop(rt, namespace, name, sub, opts, precondition, |current| {
-            let mut doc = current.clone();
+            let mut doc = match &opts.patch_version {
+                Some(v) => rt.strategy.storage_to_version(current.clone(), v)?,
+                None => current.clone(),
+            };
             match patch {
                 Patch::Merge(p) => {
                     if !p.is_object() {
@@ -653,7 +660,10 @@ impl Registry {
                     })?;
                 }
             }
-            Ok(doc)
+            match &opts.patch_version {
+                Some(_) => rt.strategy.version_to_storage(doc, &storage_version),
+                None => Ok(doc),
+            }
         })
         .await
     }

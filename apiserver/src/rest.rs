@@ -143,7 +143,7 @@ impl Query {
                 return Err(ApiError::invalid_options("CreateOptions", &[err]));
             }
         }
-        Ok(WriteOptions { dry_run, field_validation })
+        Ok(WriteOptions { dry_run, field_validation, patch_version: None })
     }
 }
 
@@ -682,11 +682,9 @@ async fn resource(
                     ));
                 }
             };
+            let mut opts = opts;
             if target.version != rt.storage_version {
-                return Err(ApiError::unsupported_media_type(format!(
-                    "patches are accepted at {} only",
-                    rt.api_version(&rt.storage_version)
-                )));
+                opts.patch_version = Some(rt.api_version(&target.version));
             }
             let written =
                 registry.patch(&rt, &target.namespace, &name, &patch, sub.as_ref(), &opts).await?;
