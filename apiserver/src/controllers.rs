@@ -69,7 +69,8 @@ struct Live {
 
 fn snapshot(registry: &Registry) -> Vec<Live> {
     let mut out = Vec::new();
-    for rt in registry.scheme.types() {
+    // A kind stored as another kind's (events.k8s.io Events) is the same objects: list once.
+    for rt in registry.scheme.types().iter().filter(|rt| rt.stored_as.is_none()) {
         if let Ok((items, _)) = registry.cache.list(&rt.prefix, &rt.prefix) {
             out.extend(items.into_iter().map(|obj| Live { rt: Arc::clone(rt), obj }));
         }
@@ -200,7 +201,9 @@ async fn finish_namespaces(registry: &Registry) {
     for ns in namespaces.iter().filter(|n| object::is_deleting(&n.value)) {
         let name = object::name(&ns.value).to_owned();
         let mut left = 0;
-        for rt in registry.scheme.types().iter().filter(|rt| rt.namespaced) {
+        for rt in
+            registry.scheme.types().iter().filter(|rt| rt.namespaced && rt.stored_as.is_none())
+        {
             let opts = DeleteOptions {
                 propagation: Some("Background".into()),
                 ..DeleteOptions::default()

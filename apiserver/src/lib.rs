@@ -7,6 +7,7 @@ pub mod cache;
 pub mod controllers;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod object;
 pub mod ocm;
 pub mod pki;

@@ -48,6 +48,7 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
         namespaced: crd.namespaced,
         versions,
         storage_version: storage.name.clone(),
+        stored_as: None,
         subresources,
         selectable_fields: storage
             .selectable_fields

@@ -632,7 +632,7 @@ impl Registry {
             Some(rv) if !rv.is_empty() => Some(parse_rv(rv)?),
             _ => None,
         };
-        let storage_version = rt.api_version(&rt.storage_version);
+        let storage_version = rt.storage_api_version();
         self.write_loop(rt, namespace, name, sub, opts, precondition, |current| {
             let mut doc = match &opts.patch_version {
                 Some(v) => rt.strategy.storage_to_version(current.clone(), v)?,
@@ -975,7 +975,7 @@ pub fn selectors_match(
                 let v = match f {
                     "metadata.name" => object::name(obj).to_owned(),
                     "metadata.namespace" => object::namespace(obj).to_owned(),
-                    other => object::field_string(obj, other),
+                    other => object::field_string(obj, rt.strategy.field_path(other)),
                 };
                 (f.to_owned(), v)
             })

@@ -431,21 +431,22 @@ fn to_storage(target: &Target, mut body: Value) -> Result<Value, ApiError> {
         map.insert("apiVersion".into(), Value::String(target.rt.api_version(&target.version)));
         map.insert("kind".into(), Value::String(target.rt.kind.clone()));
     }
-    let storage = target.rt.api_version(&target.rt.storage_version);
+    let storage = target.rt.storage_api_version();
     target.rt.strategy.version_to_storage(body, &storage)
 }
 
 /// Converts a stored object to the request's version.
 fn to_wire(target: &Target, obj: Value) -> Result<Value, ApiError> {
-    if target.version == target.rt.storage_version {
+    let wanted = target.rt.api_version(&target.version);
+    if obj.get("apiVersion").and_then(Value::as_str) == Some(wanted.as_str()) {
         return Ok(obj);
     }
-    target.rt.strategy.storage_to_version(obj, &target.rt.api_version(&target.version))
+    target.rt.strategy.storage_to_version(obj, &wanted)
 }
 
 /// Serialized form of a cached object at the request's version.
 fn wire_bytes(target: &Target, obj: &CachedObject) -> Result<Bytes, ApiError> {
-    if target.version == target.rt.storage_version {
+    if target.rt.stored_as.is_none() && target.version == target.rt.storage_version {
         return Ok(obj.json.clone());
     }
     let v = to_wire(target, obj.value.clone())?;
@@ -683,7 +684,7 @@ async fn resource(
                 }
             };
             let mut opts = opts;
-            if target.version != rt.storage_version {
+            if rt.api_version(&target.version) != rt.storage_api_version() {
                 opts.patch_version = Some(rt.api_version(&target.version));
             }
             let written =

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::{certificates, coordination, core, events, rbac};
+use k8s_openapi::api::{certificates, coordination, core, rbac};
 use ocm_proto::validation::FieldError;
 use serde_json::Value;
 
@@ -56,6 +56,9 @@ pub struct ResourceType {
     pub versions: Vec<String>,
     /// The version objects are stored at.
     pub storage_version: String,
+    /// The apiVersion objects are stored as when it belongs to another group: events.k8s.io
+    /// Events are core Events underneath (one store, two views), as in Kubernetes.
+    pub stored_as: Option<String>,
     /// Subresources (`status`, ...).
     pub subresources: Vec<Subresource>,
     /// Field-selector paths beyond `metadata.name` and `metadata.namespace`.
@@ -76,6 +79,11 @@ impl ResourceType {
     /// `group/version` (or `version` for core) of a version.
     pub fn api_version(&self, version: &str) -> String {
         if self.group.is_empty() { version.to_owned() } else { format!("{}/{version}", self.group) }
+    }
+
+    /// The apiVersion stored objects carry.
+    pub fn storage_api_version(&self) -> String {
+        self.stored_as.clone().unwrap_or_else(|| self.api_version(&self.storage_version))
     }
 
     /// The storage key of an object.
@@ -216,6 +224,8 @@ pub struct Row {
     subresources: Vec<Subresource>,
     selectable: &'static [&'static str],
     strategy: Arc<dyn Strategy>,
+    stored_as: Option<&'static str>,
+    store_with: Option<&'static str>,
 }
 
 impl Row {
@@ -237,7 +247,16 @@ impl Row {
             subresources: Vec::new(),
             selectable: &[],
             strategy,
+            stored_as: None,
+            store_with: None,
         }
+    }
+
+    /// Stores the kind's objects as another kind's (`plural` of the core group at `api_version`).
+    fn stored_with(mut self, plural: &'static str, api_version: &'static str) -> Row {
+        self.store_with = Some(plural);
+        self.stored_as = Some(api_version);
+        self
     }
 
     fn short(mut self, names: &'static [&'static str]) -> Row {
@@ -268,10 +287,14 @@ impl Row {
             namespaced: self.namespaced,
             versions: vec![self.version.to_owned()],
             storage_version: self.version.to_owned(),
+            stored_as: self.stored_as.map(str::to_owned),
             subresources: self.subresources,
             selectable_fields: self.selectable.iter().map(|s| (*s).to_owned()).collect(),
             strategy: self.strategy,
-            prefix: format!("/registry/{group_dir}/{}/", self.plural),
+            prefix: match self.store_with {
+                Some(plural) => prefix_of("", plural),
+                None => format!("/registry/{group_dir}/{}/", self.plural),
+            },
         }
     }
 }
@@ -347,8 +370,9 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                 "Event",
                 "events",
                 true,
-                Arc::new(Typed::<events::v1::Event>::new("Event", Some(check_events_event))),
+                Arc::new(crate::events::EventsV1),
             )
+            .stored_with("events", "v1")
             .short(&["ev"])
             .fields(&[
                 "regarding.kind",
@@ -440,10 +464,6 @@ fn rbac_row(kind: &'static str, plural: &'static str, ns: bool, s: Arc<dyn Strat
 
 fn check_core_event(obj: &Value) -> Vec<FieldError> {
     require(obj, &["involvedObject.name"])
-}
-
-fn check_events_event(obj: &Value) -> Vec<FieldError> {
-    require(obj, &["reportingController", "reportingInstance", "action", "reason"])
 }
 
 fn check_binding(obj: &Value) -> Vec<FieldError> {

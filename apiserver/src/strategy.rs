@@ -66,6 +66,12 @@ pub trait Strategy: Send + Sync {
         true
     }
 
+    /// Where a selectable field lives in the stored object (a kind stored as another kind's
+    /// names some fields differently).
+    fn field_path<'a>(&self, field: &'a str) -> &'a str {
+        field
+    }
+
     /// Converts a stored object (storage version) to `version` of the same kind; the default
     /// rewrites `apiVersion` only, which is right when the versions' schemas are identical.
     fn storage_to_version(&self, mut obj: Value, api_version: &str) -> Result<Value, ApiError> {
