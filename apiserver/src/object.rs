@@ -133,7 +133,8 @@ pub fn check_dns_subdomain(s: &str) -> Result<(), String> {
     if s.len() > MAX_NAME {
         return Err(format!("must be no more than {MAX_NAME} characters"));
     }
-    if s.is_empty() || !s.split('.').all(dns_label_ok) {
+    // Kubernetes checks the whole name against the regex: no per-part length limit.
+    if s.is_empty() || !s.split('.').all(dns_label_chars_ok) {
         return Err(MSG.to_owned());
     }
     Ok(())
@@ -156,9 +157,13 @@ pub fn check_dns_label(s: &str) -> Result<(), String> {
 }
 
 fn dns_label_ok(part: &str) -> bool {
+    part.len() <= 63 && dns_label_chars_ok(part)
+}
+
+/// Lowercase alphanumerics and `-`, alphanumeric at both ends (no length limit).
+fn dns_label_chars_ok(part: &str) -> bool {
     let b = part.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
