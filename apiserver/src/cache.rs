@@ -13,6 +13,7 @@ use ocm_storage::{KeyValue, ListOptions, Revision, Storage};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use crate::background::Background;
 use crate::error::ApiError;
 use crate::object;
 use crate::scheme::Scheme;
@@ -162,6 +163,7 @@ impl Cache {
         storage: Storage,
         scheme: &Scheme,
         config: CacheConfig,
+        background: &Background,
     ) -> Result<Arc<Cache>, ApiError> {
         let kinds = scheme
             .types()
@@ -171,8 +173,8 @@ impl Cache {
         let (rev, _) = watch::channel(0);
         let cache = Arc::new(Cache { kinds, rev, storage, config });
         let start = cache.relist().await?;
-        tokio::spawn(Arc::clone(&cache).follow(start));
-        tokio::spawn(Arc::clone(&cache).progress());
+        background.spawn(Arc::clone(&cache).follow(start));
+        background.spawn(Arc::clone(&cache).progress());
         Ok(cache)
     }
 

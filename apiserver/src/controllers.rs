@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use crate::background::Background;
 use crate::cache::{CachedObject, Msg, Start};
 use crate::object;
 use crate::registry::{DeleteOptions, ListQuery, Patch, Registry, WriteOptions};
@@ -19,12 +20,12 @@ use crate::scheme::ResourceType;
 const RESYNC: Duration = Duration::from_secs(5);
 
 /// Starts the controllers on `registry`.
-pub fn start(registry: Registry) {
+pub fn start(registry: Registry, background: &Background) {
     let wake = Arc::new(Notify::new());
     for rt in registry.scheme.types() {
-        tokio::spawn(watch_kind(registry.clone(), Arc::clone(rt), Arc::clone(&wake)));
+        background.spawn(watch_kind(registry.clone(), Arc::clone(rt), Arc::clone(&wake)));
     }
-    tokio::spawn(sweeper(registry, wake));
+    background.spawn(sweeper(registry, wake));
 }
 
 /// Wakes the sweeper on every delete and on every object marked for deletion.

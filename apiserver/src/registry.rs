@@ -274,8 +274,9 @@ impl Registry {
         storage: Storage,
         scheme: Arc<Scheme>,
         config: crate::cache::CacheConfig,
+        background: &crate::background::Background,
     ) -> Result<Registry, ApiError> {
-        let cache = Cache::start(storage.clone(), &scheme, config).await?;
+        let cache = Cache::start(storage.clone(), &scheme, config, background).await?;
         Ok(Registry { storage, scheme, cache })
     }
 

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
+use crate::background::Background;
 use crate::cache::CacheConfig;
 use crate::discovery::Discovery;
 use crate::error::ApiError;
@@ -128,9 +129,10 @@ pub async fn run(
     std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
     let storage = open_storage(&config).await?;
     let scheme = Arc::new(Scheme::new(config.profile));
-    let registry = Registry::new(storage, scheme, config.cache).await?;
+    let background = Background::new();
+    let registry = Registry::new(storage, scheme, config.cache, &background).await?;
     ensure_namespaces(&registry).await?;
-    crate::controllers::start(registry.clone());
+    crate::controllers::start(registry.clone(), &background);
 
     let listener = TcpListener::bind(config.listen)
         .await
@@ -177,7 +179,7 @@ pub async fn run(
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let router = router.clone();
-        tokio::spawn(async move {
+        background.spawn(async move {
             let tls =
                 match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => tls,
@@ -204,6 +206,9 @@ pub async fn run(
         });
     }
     state.ready.store(false, Ordering::Release);
+    // Connections, controllers and cache followers go before the storage closes (the last
+    // reference to it is dropped as `run` returns).
+    background.stop().await;
     Ok(())
 }
 

@@ -41,8 +41,9 @@ impl Backend {
 pub struct TestHub {
     /// `https://127.0.0.1:PORT`.
     pub url: String,
-    /// The data dir (PKI, kubeconfig, database).
-    pub dir: tempfile::TempDir,
+    /// The data dir (PKI, kubeconfig, database): a temporary dir owned by the hub's task, so it
+    /// is removed only after the hub and its storage have stopped.
+    dir: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
     _etcd: Option<EtcdServer>,
@@ -83,7 +84,9 @@ impl TestHub {
         tune(&mut config);
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let path = dir.path().to_path_buf();
         let task = tokio::spawn(async move {
+            let _dir = dir;
             let shutdown = async {
                 let _ = stop_rx.await;
             };
@@ -101,7 +104,7 @@ impl TestHub {
             .context("the hub failed to start")?;
         Ok(TestHub {
             url: format!("https://{addr}"),
-            dir,
+            dir: path,
             stop: Some(stop_tx),
             task: Some(task),
             _etcd: etcd,
@@ -110,7 +113,7 @@ impl TestHub {
 
     /// The data dir.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 
     /// `DIR/admin.kubeconfig`.

@@ -52,7 +52,12 @@ where
             .await
             .with_context(|| format!("starting a hub on {backend:?}"))?;
         match tokio::time::timeout(LIMIT, case(hub)).await {
-            Ok(result) => result.with_context(|| format!("on the {backend:?} backend"))?,
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                // Printed at once: the runtime's shutdown may take a while before the harness reports.
+                eprintln!("on the {backend:?} backend: {e:#}");
+                return Err(e.context(format!("on the {backend:?} backend")));
+            }
             Err(_) => bail!("on the {backend:?} backend: no result within {LIMIT:?}"),
         }
     }
@@ -898,6 +903,9 @@ async fn watcher_flow(
     // Noise elsewhere must not reach a namespaced watcher.
     let other: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     other.create(&pp, &config_map("elsewhere", "1", &[])).await?;
+    // A streaming list starts at resourceVersion 0: whatever the watch cache holds, with no
+    // wait (Kubernetes semantics). A consistent list first makes the cache hold the creates.
+    api.list(&ListParams::default()).await?;
 
     let mut stream: EventStream = watcher(api.clone(), config).boxed();
     let initial = initial_phase(&mut stream).await?;
