@@ -28,6 +28,7 @@ impl Background {
         let cancel = self.cancel.clone();
         self.tracker.spawn(async move {
             tokio::select! {
+                biased;
                 _ = cancel.cancelled() => {}
                 _ = task => {}
             }
