@@ -9,6 +9,7 @@ pub mod controllers;
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod limits;
 pub mod object;
 pub mod ocm;
 pub mod pki;

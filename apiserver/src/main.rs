@@ -60,6 +60,14 @@ struct ServeArgs {
     /// What to serve: the OCM hub, or a plain Kubernetes API for agent tests.
     #[arg(long, value_enum, default_value = "hub")]
     profile: ProfileArg,
+    /// Most non-watch read requests served at once; more are answered 429 (kube-apiserver's flag).
+    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_READONLY,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_requests_inflight: usize,
+    /// Most mutating requests served at once; more are answered 429 (kube-apiserver's flag).
+    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_MUTATING,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_mutating_requests_inflight: usize,
 }
 
 fn usage_error(message: &str) -> ExitCode {
@@ -93,6 +101,8 @@ fn main() -> ExitCode {
     let mut config = ServeConfig::new(args.data_dir);
     config.listen = args.listen;
     config.storage = storage;
+    config.max_requests_inflight = args.max_requests_inflight;
+    config.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.profile = match args.profile {
         ProfileArg::Hub => Profile::Hub,
         ProfileArg::Cluster => Profile::Cluster,

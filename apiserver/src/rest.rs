@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
 use crate::discovery::Discovery;
 use crate::error::{ApiError, Subject};
+use crate::limits::Inflight;
 use crate::object;
 use crate::registry::{
     DeleteOptions, DeleteOutcome, FieldValidation, ListQuery, Patch, Registry, WriteOptions,
@@ -52,6 +53,8 @@ pub struct ApiState {
     pub ready: AtomicBool,
     /// Interval of watch bookmarks.
     pub bookmark_every: Duration,
+    /// The in-flight request limits.
+    pub inflight: Inflight,
 }
 
 /// The router: every path goes through [`handle`].
@@ -304,6 +307,8 @@ async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError
     if !identity.is_some_and(|i| i.authenticated) {
         return Err(ApiError::unauthorized());
     }
+    let watching = Query::parse(req.uri().query()).flag("watch").unwrap_or(false);
+    let _seat = state.inflight.admit(req.method(), watching)?;
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
     match segments.as_slice() {

@@ -22,6 +22,7 @@ use crate::background::Background;
 use crate::cache::CacheConfig;
 use crate::discovery::Discovery;
 use crate::error::ApiError;
+use crate::limits::Inflight;
 use crate::pki::{Pki, PkiError};
 use crate::registry::{Registry, WriteOptions};
 use crate::rest::{ApiState, Identity};
@@ -53,6 +54,10 @@ pub struct ServeConfig {
     pub cache: CacheConfig,
     /// Interval of watch bookmarks.
     pub bookmark_every: Duration,
+    /// Non-watch read requests served at once (`--max-requests-inflight`).
+    pub max_requests_inflight: usize,
+    /// Mutating requests served at once (`--max-mutating-requests-inflight`).
+    pub max_mutating_requests_inflight: usize,
 }
 
 impl ServeConfig {
@@ -65,6 +70,8 @@ impl ServeConfig {
             profile: Profile::Hub,
             cache: CacheConfig::default(),
             bookmark_every: Duration::from_secs(60),
+            max_requests_inflight: crate::limits::DEFAULT_READONLY,
+            max_mutating_requests_inflight: crate::limits::DEFAULT_MUTATING,
         }
     }
 }
@@ -111,10 +118,15 @@ pub async fn open_storage(config: &ServeConfig) -> Result<Storage, ServeError> {
     let engine = match &config.storage {
         StorageChoice::Sled => Engine::Sled(SledOptions::new(config.data_dir.join("db"))),
         StorageChoice::Memory => Engine::Memory(Default::default()),
-        StorageChoice::Etcd(endpoints) => Engine::Etcd(EtcdOptions::new(endpoints.clone(), "/ocm")),
+        StorageChoice::Etcd(endpoints) => {
+            Engine::Etcd(EtcdOptions::new(endpoints.clone(), ETCD_PREFIX))
+        }
     };
     Ok(Storage::open(engine).await?)
 }
+
+/// The prefix of every key the hub stores in etcd.
+pub const ETCD_PREFIX: &str = "/ocm";
 
 /// Runs the hub until `shutdown` resolves. `on_ready` is called once it serves.
 pub async fn run(
@@ -154,6 +166,10 @@ pub async fn run(
         registry,
         ready: AtomicBool::new(false),
         bookmark_every: config.bookmark_every,
+        inflight: Inflight::new(
+            config.max_requests_inflight,
+            config.max_mutating_requests_inflight,
+        ),
     });
     let router = crate::rest::router(Arc::clone(&state));
     let endpoints = config.data_dir.join("endpoints.json");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ocm_apiserver::server::{ServeConfig, StorageChoice, run};
+use ocm_apiserver::server::{ETCD_PREFIX, ServeConfig, StorageChoice, run};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::oneshot;
@@ -114,6 +114,16 @@ impl TestHub {
     /// The data dir.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// The etcd the hub stores into (`Backend::Etcd` only) and the key prefix it uses there.
+    pub fn etcd(&self) -> Option<(&str, &str)> {
+        self._etcd.as_ref().map(|e| (e.endpoint.as_str(), ETCD_PREFIX))
+    }
+
+    /// Kills the hub's etcd (`Backend::Etcd`); the hub keeps running without its store.
+    pub fn kill_etcd(&mut self) {
+        self._etcd = None;
     }
 
     /// `DIR/admin.kubeconfig`.

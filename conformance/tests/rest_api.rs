@@ -354,7 +354,7 @@ impl Watch {
     }
 }
 
-/// One `#[tokio::test]` per (behaviour, backend): `memory::x`, `sled::x`, `etcd::x`.
+/// One `#[tokio::test]` per (behaviour, backend), in one module per backend (`memory`, `sled`, `etcd`).
 macro_rules! per_backend {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -422,6 +422,7 @@ per_backend!(
     field_validation,
     content_negotiation,
     future_resource_versions,
+    inflight_limit_is_too_many_requests,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -2131,5 +2132,115 @@ async fn future_resource_versions(b: Backend) -> anyhow::Result<()> {
     // A resourceVersion already reached is served.
     let got = api.get(&format!("{}/x?resourceVersion=0", cms("default"))).await?.ok(200)?;
     ensure!(name(&got) == "x");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overload and failures of the store (the remaining reasons of kube-api.md §5.8)
+// ---------------------------------------------------------------------------------------------
+
+/// With one read seat, a read beside a slow read (a GET waiting for a future resourceVersion)
+/// answers 429 `TooManyRequests` with `Retry-After`; mutating requests and watches do not
+/// compete for that seat, and the seat comes back.
+async fn inflight_limit_is_too_many_requests(b: Backend) -> anyhow::Result<()> {
+    let api = Api::with(TestHub::start_with(b, |c| c.max_requests_inflight = 1).await?)?;
+    api.create(&cms("default"), &cm("x")).await?;
+    let slow = format!("{}/x?resourceVersion={}", cms("default"), 1u64 << 50);
+    let list = cms("default");
+    let mut rejected = None;
+    // The slow read holds the seat for about 3 s; try again if the probes never met it.
+    for _ in 0..5 {
+        let held = api.get(&slow);
+        tokio::pin!(held);
+        loop {
+            tokio::select! {
+                r = &mut held => {
+                    // The probe may have had the seat when the slow read arrived: try again.
+                    let r = r?;
+                    if r.code != 429 {
+                        r.failure(504, "Timeout")?;
+                    }
+                    break;
+                }
+                r = api.get(&list) => {
+                    let r = r?;
+                    if r.code == 429 {
+                        // A write and a watch are admitted while the read seat is taken.
+                        api.create(&cms("default"), &cm("written-meanwhile")).await?;
+                        let mut w = api.watch(&format!("{}?watch=true", cms("default"))).await?;
+                        w.event().await?;
+                        rejected = Some(r);
+                        held.await?.failure(504, "Timeout")?;
+                        break;
+                    }
+                    r.ok(200)?;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        if rejected.is_some() {
+            break;
+        }
+    }
+    let r = rejected.context("no read was ever refused while the only read seat was taken")?;
+    let s = r.failure(429, "TooManyRequests")?;
+    ensure!(s["details"]["retryAfterSeconds"].as_u64().is_some_and(|n| n > 0), "{s}");
+    ensure!(r.header("retry-after").is_some(), "no Retry-After header: {:?}", r.headers);
+    ensure!(r.message().starts_with("Too many requests"), "{}", r.raw);
+    ensure!(
+        sorted(api.names(&cms("default")).await?) == strs(&["written-meanwhile", "x"]),
+        "the seat did not come back or the write was lost"
+    );
+    Ok(())
+}
+
+/// A store that stops answering makes requests that need it 503 `ServiceUnavailable`; reads
+/// the watch cache can serve (`resourceVersion=0`) keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_outage_is_service_unavailable() -> anyhow::Result<()> {
+    if !Backend::all().contains(&Backend::Etcd) {
+        eprintln!("OCM_SKIP_ETCD=1: etcd run skipped");
+        return Ok(());
+    }
+    let mut api = Api::start(Backend::Etcd).await?;
+    api.create(&cms("default"), &cm("x")).await?;
+    api.get(&cms("default")).await?.ok(200)?;
+    api.hub.kill_etcd();
+    let r = api.post(&cms("default"), &cm("y")).await?;
+    r.failure(503, "ServiceUnavailable")?;
+    api.get(&format!("{}/x", cms("default"))).await?.failure(503, "ServiceUnavailable")?;
+    let cached = api.get(&format!("{}?resourceVersion=0", cms("default"))).await?.ok(200)?;
+    ensure!(names_of(&cached)? == strs(&["x"]), "{cached}");
+    Ok(())
+}
+
+/// An object in the store that does not decode answers 500 `InternalError` and does not hide
+/// its neighbours (kube-apiserver answers the same for an undecodable object in etcd).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_stored_object_is_internal_error() -> anyhow::Result<()> {
+    if !Backend::all().contains(&Backend::Etcd) {
+        eprintln!("OCM_SKIP_ETCD=1: etcd run skipped");
+        return Ok(());
+    }
+    let api = Api::start(Backend::Etcd).await?;
+    api.create(&cms("default"), &cm("victim")).await?;
+    api.create(&cms("default"), &cm("neighbour")).await?;
+    let (endpoint, prefix) = api.hub.etcd().context("an etcd hub has an etcd")?;
+    let raw = ocm_storage::Storage::open(ocm_storage::Engine::Etcd(ocm_storage::EtcdOptions::new(
+        vec![endpoint.to_owned()],
+        prefix,
+    )))
+    .await?;
+    let page = raw.list("/", &ocm_storage::ListOptions::default()).await?;
+    let kv = page
+        .items
+        .iter()
+        .find(|kv| kv.key.contains("configmaps") && kv.key.ends_with("/default/victim"))
+        .with_context(|| format!("no stored key for the victim among {} keys", page.items.len()))?;
+    raw.update(&kv.key, &b"\x00not json"[..], kv.mod_revision).await?;
+    let r = api.get(&format!("{}/victim", cms("default"))).await?;
+    r.failure(500, "InternalError")?;
+    ensure!(r.message().starts_with("Internal error occurred"), "{}", r.raw);
+    api.get(&format!("{}/neighbour", cms("default"))).await?.ok(200)?;
     Ok(())
 }
