@@ -429,7 +429,14 @@ fn ratio(api: f64, storage: f64) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let hub = TestHub::start(Backend::Sled).await?;
+    // In-flight limits above the largest client count (as large kube-apiserver deployments
+    // raise them): the defaults (400 reads, 200 writes) would answer 429 to 256 writers.
+    let seats = args.clients.iter().copied().max().unwrap_or(0) * 2;
+    let hub = TestHub::start_with(Backend::Sled, |c| {
+        c.max_requests_inflight = c.max_requests_inflight.max(seats);
+        c.max_mutating_requests_inflight = c.max_mutating_requests_inflight.max(seats);
+    })
+    .await?;
     let raw_dir = tempfile::tempdir()?;
     let raw = Storage::open(Engine::Sled(SledOptions::new(raw_dir.path()))).await?;
     let http = hub.http()?;
