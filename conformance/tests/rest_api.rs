@@ -1290,20 +1290,19 @@ async fn list_resource_versions(b: Backend) -> anyhow::Result<()> {
     ensure!(names_of(&l2)? == strs(&["second"]) && rv(&l2)? == n2, "{l2}");
 
     // Invalid ListOptions.
-    for q in [
-        "resourceVersionMatch=NotOlderThan",
-        "resourceVersionMatch=Exact",
-        "resourceVersion=0&resourceVersionMatch=Exact",
-        "resourceVersion=1&resourceVersionMatch=Sometime",
-        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
-    ] {
-        let r = api.get(&format!("{path}?{q}")).await?;
-        r.failure(422, "Invalid").with_context(|| q.to_owned())?;
-        ensure!(r.message().starts_with(r#"ListOptions.meta.k8s.io "" is invalid: "#), "{}", r.raw);
-    }
-    let r = api.get(&format!("{path}?resourceVersionMatch=NotOlderThan")).await?;
-    let s = r.failure(422, "Invalid")?;
-    ensure!(s["details"]["causes"][0]["field"] == "resourceVersionMatch", "{s}");
+    invalid_list_options(
+        &api,
+        &path,
+        &[
+            "resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch=Exact",
+            "resourceVersion=0&resourceVersionMatch=Exact",
+            "resourceVersion=1&resourceVersionMatch=Sometime",
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+        ],
+        "resourceVersionMatch",
+    )
+    .await?;
     api.get(&format!("{path}?resourceVersion=abc")).await?.failure(400, "BadRequest")?;
     api.get(&format!("{path}?limit=many")).await?.failure(400, "BadRequest")?;
     // Odd but valid query strings (kube-rs).
@@ -1525,18 +1524,34 @@ async fn watch_initial_events(b: Backend) -> anyhow::Result<()> {
         expected.sort();
     }
     // Validation.
-    for q in [
-        "watch=true&sendInitialEvents=true",
-        "watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=1",
-        "watch=true&resourceVersionMatch=NotOlderThan",
-    ] {
+    invalid_list_options(
+        &api,
+        &path,
+        &[
+            "watch=true&sendInitialEvents=true",
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=1",
+            "watch=true&resourceVersionMatch=NotOlderThan",
+        ],
+        "sendInitialEvents",
+    )
+    .await
+}
+
+/// Each query answers 422 Invalid for `ListOptions`; the first one's first cause is `field`.
+async fn invalid_list_options(
+    api: &Api,
+    path: &str,
+    queries: &[&str],
+    field: &str,
+) -> anyhow::Result<()> {
+    for (i, q) in queries.iter().enumerate() {
         let r = api.get(&format!("{path}?{q}")).await?;
-        r.failure(422, "Invalid").with_context(|| q.to_owned())?;
+        let s = r.failure(422, "Invalid").with_context(|| (*q).to_owned())?;
         ensure!(r.message().starts_with(r#"ListOptions.meta.k8s.io "" is invalid: "#), "{}", r.raw);
+        if i == 0 {
+            ensure!(s["details"]["causes"][0]["field"] == field, "{q}: {s}");
+        }
     }
-    let r = api.get(&format!("{path}?watch=true&sendInitialEvents=true")).await?;
-    let s = r.failure(422, "Invalid")?;
-    ensure!(s["details"]["causes"][0]["field"] == "sendInitialEvents", "{s}");
     Ok(())
 }
 
