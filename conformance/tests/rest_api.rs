@@ -2164,9 +2164,13 @@ async fn inflight_limit_is_too_many_requests(b: Backend) -> anyhow::Result<()> {
     let list = cms("default");
     let mut rejected = None;
     // The slow read holds the seat for about 3 s; try again if the probes never met it.
-    for _ in 0..5 {
+    for _ in 0..20 {
         let held = api.get(&slow);
         tokio::pin!(held);
+        // Give the slow read a head start so that it, not a probe, takes the seat.
+        if tokio::time::timeout(Duration::from_millis(200), &mut held).await.is_ok() {
+            continue; // it was refused or ended at once: try again
+        }
         loop {
             tokio::select! {
                 r = &mut held => {
