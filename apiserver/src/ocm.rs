@@ -59,6 +59,11 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
             crd,
             schema: &storage.schema,
             conversion: conversion(&crd.kind),
+            columns: crd
+                .versions
+                .iter()
+                .map(|v| (v.name.clone(), crate::table::crd_columns(&v.printer_columns)))
+                .collect(),
         }),
         prefix: prefix_of(&crd.group, &crd.plural),
     }
@@ -109,6 +114,8 @@ struct CrdStrategy {
     crd: &'static Crd,
     schema: &'static Schema,
     conversion: Option<Conversion>,
+    /// Table columns per version, from the CRD's printer columns.
+    columns: std::collections::HashMap<String, Arc<[crate::table::Column]>>,
 }
 
 impl CrdStrategy {
@@ -127,6 +134,10 @@ impl CrdStrategy {
 }
 
 impl Strategy for CrdStrategy {
+    fn columns(&self, version: &str) -> Arc<[crate::table::Column]> {
+        self.columns.get(version).cloned().unwrap_or_else(|| crate::table::crd_columns(&[]))
+    }
+
     fn prune(&self, obj: &mut Value) -> Vec<String> {
         self.schema.prune(obj)
     }

@@ -29,6 +29,7 @@ use crate::registry::{
     parse_rv, selectors_match,
 };
 use crate::scheme::ResourceType;
+use crate::table::{self, Include, TableRequest};
 
 /// The largest request body (kube-apiserver's default, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -235,22 +236,6 @@ fn accepts(headers: &HeaderMap) -> Vec<(String, HashMap<String, String>)> {
         })
         .filter(|(m, _)| !m.is_empty())
         .collect()
-}
-
-/// Whether plain JSON objects may be answered.
-fn check_json_accepted(headers: &HeaderMap) -> Result<(), ApiError> {
-    let list = accepts(headers);
-    let ok = list.is_empty()
-        || list.iter().any(|(m, p)| {
-            matches!(m.as_str(), "application/json" | "*/*" | "application/*")
-                && (!p.contains_key("as") || p.get("as").is_some_and(|a| a.is_empty()))
-        });
-    if ok {
-        Ok(())
-    } else {
-        let raw = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-        Err(ApiError::not_acceptable(raw))
-    }
 }
 
 /// Which aggregated discovery version the client asked for first, if any.
@@ -463,8 +448,13 @@ fn object_response(
     target: &Target,
     obj: Value,
     warnings: &[String],
+    out: Output,
 ) -> Result<Response, ApiError> {
-    let obj = to_wire(target, obj)?;
+    let mut obj = to_wire(target, obj)?;
+    if let Output::Table(req) = out {
+        let meta = table::object_metadata(&obj);
+        obj = table::build(&target.rt.strategy.columns(&target.version), &[obj], meta, req, true);
+    }
     let mut resp = json_response(code, serde_json::to_vec(&obj).map_err(ApiError::internal)?);
     for w in warnings {
         let value = format!("299 - {:?}", w);
@@ -593,9 +583,41 @@ fn delete_options(q: &Query, body: Option<Value>) -> Result<DeleteOptions, ApiEr
     Ok(opts)
 }
 
-fn require_json(target: &Target, headers: &HeaderMap) -> Result<(), ApiError> {
-    let _ = target;
-    check_json_accepted(headers)
+/// What a resource response carries: the objects as JSON, or a `meta.k8s.io` Table of them.
+#[derive(Debug, Clone, Copy)]
+enum Output {
+    Json,
+    Table(TableRequest),
+}
+
+/// Picks the first `Accept` entry the resource can answer (kube-api.md §4.1): plain JSON, or a
+/// Table (`as=Table;g=meta.k8s.io;v=v1|v1beta1`, main resources only); none is 406.
+fn negotiate(target: &Target, headers: &HeaderMap, q: &Query) -> Result<Output, ApiError> {
+    let list = accepts(headers);
+    if list.is_empty() {
+        return Ok(Output::Json);
+    }
+    for (media, params) in list {
+        if !matches!(media.as_str(), "application/json" | "*/*" | "application/*") {
+            continue;
+        }
+        let param = |k: &str| params.get(k).map(String::as_str);
+        match param("as") {
+            None | Some("") => return Ok(Output::Json),
+            Some("Table") if target.sub.is_none() && param("g") == Some("meta.k8s.io") => {
+                let version = match param("v") {
+                    Some("v1") => "v1",
+                    Some("v1beta1") => "v1beta1",
+                    _ => continue,
+                };
+                let include = Include::parse(q.get("includeObject"))?;
+                return Ok(Output::Table(TableRequest { version, include }));
+            }
+            _ => {}
+        }
+    }
+    let raw = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    Err(ApiError::not_acceptable(raw))
 }
 
 async fn resource(
@@ -613,12 +635,12 @@ async fn resource(
         name: name.to_owned(),
     };
     let sub = target.sub.as_deref().and_then(|s| rt.subresource(s)).cloned();
+    let out = negotiate(&target, req.headers(), &q)?;
     match (&method, target.name.clone()) {
         (&Method::GET, None) => {
             if q.flag("watch")? {
-                return watch(state, target, &q).await;
+                return watch(state, target, &q, out).await;
             }
-            require_json(&target, req.headers())?;
             let lq = list_query(&target, &q)?;
             if q.get("sendInitialEvents").is_some() {
                 let err = FieldError::forbidden(
@@ -628,38 +650,34 @@ async fn resource(
                 return Err(ApiError::invalid_options("ListOptions", &[err]));
             }
             let page = registry.list(&rt, &target.namespace, &lq).await?;
-            list_response(&target, page.items, page.rev, page.continue_token)
+            list_response(&target, page.items, page.rev, page.continue_token, out)
         }
         (&Method::GET, Some(name)) => {
-            require_json(&target, req.headers())?;
             let rv = match q.get("resourceVersion").filter(|s| !s.is_empty()) {
                 Some(rv) => Some(parse_rv(rv)?),
                 None => None,
             };
             let obj = registry.get(&rt, &target.namespace, &name, rv).await?;
-            object_response(StatusCode::OK, &target, obj, &[])
+            object_response(StatusCode::OK, &target, obj, &[], out)
         }
         (&Method::POST, None) => {
-            require_json(&target, req.headers())?;
             let opts = q.write_options()?;
             let body = read_body(req).await?;
             check_type(&target, &body)?;
             let body = to_storage(&target, body)?;
             let written = registry.create(&rt, &target.namespace, body, &opts).await?;
-            object_response(StatusCode::CREATED, &target, written.object, &written.warnings)
+            object_response(StatusCode::CREATED, &target, written.object, &written.warnings, out)
         }
         (&Method::PUT, Some(name)) => {
-            require_json(&target, req.headers())?;
             let opts = q.write_options()?;
             let body = read_body(req).await?;
             check_type(&target, &body)?;
             let body = to_storage(&target, body)?;
             let written =
                 registry.update(&rt, &target.namespace, &name, body, sub.as_ref(), &opts).await?;
-            object_response(StatusCode::OK, &target, written.object, &written.warnings)
+            object_response(StatusCode::OK, &target, written.object, &written.warnings, out)
         }
         (&Method::PATCH, Some(name)) => {
-            require_json(&target, req.headers())?;
             let opts = q.write_options()?;
             if q.get("force").is_some() {
                 let err =
@@ -694,10 +712,9 @@ async fn resource(
             }
             let written =
                 registry.patch(&rt, &target.namespace, &name, &patch, sub.as_ref(), &opts).await?;
-            object_response(StatusCode::OK, &target, written.object, &written.warnings)
+            object_response(StatusCode::OK, &target, written.object, &written.warnings, out)
         }
         (&Method::DELETE, Some(name)) => {
-            require_json(&target, req.headers())?;
             if sub.is_some() {
                 return Err(ApiError::method_not_allowed(
                     "delete",
@@ -707,7 +724,9 @@ async fn resource(
             let body = read_optional_body(req).await?;
             let opts = delete_options(&q, body)?;
             match registry.delete(&rt, &target.namespace, &name, &opts).await? {
-                DeleteOutcome::Marked(obj) => object_response(StatusCode::OK, &target, obj, &[]),
+                DeleteOutcome::Marked(obj) => {
+                    object_response(StatusCode::OK, &target, obj, &[], out)
+                }
                 DeleteOutcome::Gone(obj) => {
                     let status = json!({
                         "kind": "Status",
@@ -730,7 +749,6 @@ async fn resource(
             }
         }
         (&Method::DELETE, None) => {
-            require_json(&target, req.headers())?;
             let lq = list_query(&target, &q)?;
             let body = read_optional_body(req).await?;
             let opts = delete_options(&q, body)?;
@@ -781,10 +799,23 @@ fn list_response(
     items: Vec<Arc<CachedObject>>,
     rev: u64,
     cont: Option<String>,
+    out: Output,
 ) -> Result<Response, ApiError> {
     let mut meta = json!({"resourceVersion": rev.to_string()});
     if let Some(c) = cont {
         meta["continue"] = Value::String(c);
+    }
+    if let Output::Table(req) = out {
+        let objects = items
+            .iter()
+            .map(|o| to_wire(target, o.value.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let columns = target.rt.strategy.columns(&target.version);
+        let t = table::build(&columns, &objects, meta, req, true);
+        return Ok(json_response(
+            StatusCode::OK,
+            serde_json::to_vec(&t).map_err(ApiError::internal)?,
+        ));
     }
     let head = json!({
         "kind": target.rt.list_kind,
@@ -807,6 +838,7 @@ fn list_response(
 /// A watch request after validation.
 struct WatchRequest {
     target: Target,
+    output: Output,
     query: ListQuery,
     start: WatchStart,
     bookmarks: bool,
@@ -821,7 +853,12 @@ enum WatchStart {
     NotOlderThan(u64),
 }
 
-async fn watch(state: &Arc<ApiState>, target: Target, q: &Query) -> Result<Response, ApiError> {
+async fn watch(
+    state: &Arc<ApiState>,
+    target: Target,
+    q: &Query,
+    output: Output,
+) -> Result<Response, ApiError> {
     let query = list_query_selectors_only(&target, q)?;
     let send_initial = q.flag("sendInitialEvents")?;
     let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
@@ -870,6 +907,7 @@ async fn watch(state: &Arc<ApiState>, target: Target, q: &Query) -> Result<Respo
     };
     let wr = WatchRequest {
         target,
+        output,
         query,
         start,
         bookmarks: q.flag("allowWatchBookmarks")?,
@@ -901,7 +939,8 @@ fn event_line(kind: &str, object: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-fn bookmark_line(target: &Target, rev: u64, initial_end: bool) -> Bytes {
+fn bookmark_line(wr: &WatchRequest, rev: u64, initial_end: bool, headers: &mut bool) -> Bytes {
+    let target = &wr.target;
     let mut meta = json!({"resourceVersion": rev.to_string(), "creationTimestamp": null});
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -911,7 +950,38 @@ fn bookmark_line(target: &Target, rev: u64, initial_end: bool) -> Bytes {
         "apiVersion": target.rt.api_version(&target.version),
         "metadata": meta,
     });
-    event_line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+    // A Table watch converts bookmarks too (a one-row Table), as kube-apiserver does.
+    event_line("BOOKMARK", &table_or_json(wr, obj, headers).unwrap_or_default())
+}
+
+/// An event's object as this watch sends it: JSON at the request's version, or a one-row Table
+/// whose `columnDefinitions` only the stream's first event carries.
+fn event_object(
+    wr: &WatchRequest,
+    obj: &CachedObject,
+    headers: &mut bool,
+) -> Result<Bytes, ApiError> {
+    match wr.output {
+        Output::Json => wire_bytes(&wr.target, obj),
+        Output::Table(_) => {
+            let value = to_wire(&wr.target, obj.value.clone())?;
+            Ok(Bytes::from(table_or_json(wr, value, headers)?))
+        }
+    }
+}
+
+fn table_or_json(wr: &WatchRequest, obj: Value, headers: &mut bool) -> Result<Vec<u8>, ApiError> {
+    let value = match wr.output {
+        Output::Json => obj,
+        Output::Table(req) => {
+            let meta = table::object_metadata(&obj);
+            let columns = wr.target.rt.strategy.columns(&wr.target.version);
+            let t = table::build(&columns, &[obj], meta, req, *headers);
+            *headers = false;
+            t
+        }
+    };
+    serde_json::to_vec(&value).map_err(ApiError::internal)
 }
 
 fn error_line(err: &ApiError) -> Bytes {
@@ -920,7 +990,11 @@ fn error_line(err: &ApiError) -> Bytes {
 
 /// Turns one cache event into this watcher's line, applying its namespace and selectors:
 /// an object that stops matching is sent as DELETED (its previous state at the new revision).
-fn filter_event(wr: &WatchRequest, ev: &CacheEvent) -> Result<Option<Bytes>, ApiError> {
+fn filter_event(
+    wr: &WatchRequest,
+    ev: &CacheEvent,
+    headers: &mut bool,
+) -> Result<Option<Bytes>, ApiError> {
     let rt = &wr.target.rt;
     let prefix = rt.namespace_prefix(&wr.target.namespace);
     if !ev.object.key.starts_with(&prefix) {
@@ -931,22 +1005,24 @@ fn filter_event(wr: &WatchRequest, ev: &CacheEvent) -> Result<Option<Bytes>, Api
     let now = selectors_match(rt, &ev.object.value, labels, fields);
     let before = ev.prev.as_ref().is_some_and(|p| selectors_match(rt, &p.value, labels, fields));
     let line = match ev.kind {
-        EventType::Added if now => Some(event_line("ADDED", &wire_bytes(&wr.target, &ev.object)?)),
+        EventType::Added if now => {
+            Some(event_line("ADDED", &event_object(wr, &ev.object, headers)?))
+        }
         EventType::Modified if now && before => {
-            Some(event_line("MODIFIED", &wire_bytes(&wr.target, &ev.object)?))
+            Some(event_line("MODIFIED", &event_object(wr, &ev.object, headers)?))
         }
         EventType::Modified if now => {
-            Some(event_line("ADDED", &wire_bytes(&wr.target, &ev.object)?))
+            Some(event_line("ADDED", &event_object(wr, &ev.object, headers)?))
         }
         EventType::Modified if before => {
             let prev = ev.prev.as_ref().expect("before implies prev");
             let mut value = prev.value.clone();
             object::set_resource_version(&mut value, ev.rev);
             let gone = CachedObject::new(ev.object.key.clone(), value, ev.rev);
-            Some(event_line("DELETED", &wire_bytes(&wr.target, &gone)?))
+            Some(event_line("DELETED", &event_object(wr, &gone, headers)?))
         }
         EventType::Deleted if now || before => {
-            Some(event_line("DELETED", &wire_bytes(&wr.target, &ev.object)?))
+            Some(event_line("DELETED", &event_object(wr, &ev.object, headers)?))
         }
         _ => None,
     };
@@ -989,15 +1065,16 @@ fn watch_stream(
             Err(e) => { yield Ok(error_line(&e)); return; }
         };
         let mut rev = sub.rev;
+        let mut headers = true;
         for ev in std::mem::take(&mut sub.initial) {
-            match filter_event(&wr, &ev) {
+            match filter_event(&wr, &ev, &mut headers) {
                 Ok(Some(line)) => yield Ok(line),
                 Ok(None) => {}
                 Err(e) => { yield Ok(error_line(&e)); return; }
             }
         }
         if wr.send_initial {
-            yield Ok(bookmark_line(&wr.target, rev, true));
+            yield Ok(bookmark_line(&wr, rev, true, &mut headers));
         }
         let mut last_bookmark = tokio::time::Instant::now();
         let final_bookmark = deadline.checked_sub(Duration::from_secs(2));
@@ -1010,7 +1087,7 @@ fn watch_stream(
                     Some(Msg::Event(ev)) => {
                         if ev.rev <= rev { continue; }
                         rev = ev.rev;
-                        match filter_event(&wr, &ev) {
+                        match filter_event(&wr, &ev, &mut headers) {
                             Ok(Some(line)) => yield Ok(line),
                             Ok(None) => {}
                             Err(e) => { yield Ok(error_line(&e)); return; }
@@ -1020,14 +1097,14 @@ fn watch_stream(
                         if r > rev { rev = r; }
                         if wr.bookmarks && last_bookmark.elapsed() >= state.bookmark_every {
                             last_bookmark = tokio::time::Instant::now();
-                            yield Ok(bookmark_line(&wr.target, rev, false));
+                            yield Ok(bookmark_line(&wr, rev, false, &mut headers));
                         }
                     }
                 },
                 _ = tokio::time::sleep_until(final_at) => {
                     if final_at >= deadline { return; }
                     final_sent = true;
-                    yield Ok(bookmark_line(&wr.target, rev, false));
+                    yield Ok(bookmark_line(&wr, rev, false, &mut headers));
                 }
             }
         }

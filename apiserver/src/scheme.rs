@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::object;
 use crate::strategy::{NameRule, Schemaless, Strategy, Typed, require};
+use crate::table;
 
 /// A subresource and the parts of the object it writes.
 #[derive(Debug, Clone)]
@@ -318,7 +319,9 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "Secret",
             "secrets",
             true,
-            Arc::new(Typed::<core::v1::Secret>::new("Secret", None)),
+            Arc::new(
+                Typed::<core::v1::Secret>::new("Secret", None).columns(table::secret_columns()),
+            ),
         )
         .fields(&["type"]),
         Row::new(
@@ -327,7 +330,10 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "ConfigMap",
             "configmaps",
             true,
-            Arc::new(Typed::<core::v1::ConfigMap>::new("ConfigMap", None)),
+            Arc::new(
+                Typed::<core::v1::ConfigMap>::new("ConfigMap", None)
+                    .columns(table::config_map_columns()),
+            ),
         )
         .short(&["cm"]),
         Row::new(
@@ -336,7 +342,10 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "ServiceAccount",
             "serviceaccounts",
             true,
-            Arc::new(Typed::<core::v1::ServiceAccount>::new("ServiceAccount", None)),
+            Arc::new(
+                Typed::<core::v1::ServiceAccount>::new("ServiceAccount", None)
+                    .columns(table::service_account_columns()),
+            ),
         )
         .short(&["sa"]),
         Row::new(
@@ -345,7 +354,10 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "Event",
             "events",
             true,
-            Arc::new(Typed::<core::v1::Event>::new("Event", Some(check_core_event))),
+            Arc::new(
+                Typed::<core::v1::Event>::new("Event", Some(check_core_event))
+                    .columns(table::event_columns()),
+            ),
         )
         .short(&["ev"])
         .fields(&[
@@ -387,7 +399,10 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                 "Lease",
                 "leases",
                 true,
-                Arc::new(Typed::<coordination::v1::Lease>::new("Lease", None)),
+                Arc::new(
+                    Typed::<coordination::v1::Lease>::new("Lease", None)
+                        .columns(table::lease_columns()),
+                ),
             ),
             Row::new(
                 "certificates.k8s.io",
@@ -406,7 +421,10 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                 "RoleBinding",
                 "rolebindings",
                 true,
-                Arc::new(Typed::<rbac::v1::RoleBinding>::new("RoleBinding", Some(check_binding))),
+                Arc::new(
+                    Typed::<rbac::v1::RoleBinding>::new("RoleBinding", Some(check_binding))
+                        .columns(table::binding_columns()),
+                ),
             ),
             rbac_row(
                 "ClusterRole",
@@ -418,10 +436,13 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                 "ClusterRoleBinding",
                 "clusterrolebindings",
                 false,
-                Arc::new(Typed::<rbac::v1::ClusterRoleBinding>::new(
-                    "ClusterRoleBinding",
-                    Some(check_binding),
-                )),
+                Arc::new(
+                    Typed::<rbac::v1::ClusterRoleBinding>::new(
+                        "ClusterRoleBinding",
+                        Some(check_binding),
+                    )
+                    .columns(table::binding_columns()),
+                ),
             ),
         ]),
         Profile::Cluster => {
@@ -475,6 +496,10 @@ fn check_binding(obj: &Value) -> Vec<FieldError> {
 struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
+    fn columns(&self, _version: &str) -> Arc<[table::Column]> {
+        table::namespace_columns()
+    }
+
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
         Typed::<core::v1::Namespace>::new("Namespace", None).validate(obj)
     }
@@ -502,6 +527,10 @@ impl Strategy for NamespaceStrategy {
 struct CsrStrategy;
 
 impl Strategy for CsrStrategy {
+    fn columns(&self, _version: &str) -> Arc<[table::Column]> {
+        table::csr_columns()
+    }
+
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
         let mut errs = Typed::<certificates::v1::CertificateSigningRequest>::new(
             "CertificateSigningRequest",

@@ -1,15 +1,17 @@
 //! What makes one kind different from another: the `Strategy` trait the generic registry calls
-//! (pruning, defaulting, validation, per-kind preparation, version conversion), and the few
+//! (pruning, defaulting, validation, per-kind preparation, version conversion, Table columns), and the few
 //! strategies every kind is built from: typed core kinds, schema-checked OCM kinds and
 //! schemaless workload kinds.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use ocm_proto::validation::FieldError;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::table::Column;
 
 /// How names of a kind are checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,12 @@ pub trait Strategy: Send + Sync {
         field
     }
 
+    /// The Table columns after `Name` for objects of `version` (kube-apiserver's default
+    /// convertor, `Created At`, unless the kind has a printer).
+    fn columns(&self, _version: &str) -> Arc<[Column]> {
+        crate::table::default_columns()
+    }
+
     /// Converts a stored object (storage version) to `version` of the same kind; the default
     /// rewrites `apiVersion` only, which is right when the versions' schemas are identical.
     fn storage_to_version(&self, mut obj: Value, api_version: &str) -> Result<Value, ApiError> {
@@ -112,13 +120,20 @@ pub struct Typed<T> {
     kind: &'static str,
     check: Option<Check>,
     name_rule: NameRule,
+    columns: Option<Arc<[Column]>>,
     _t: PhantomData<fn() -> T>,
 }
 
 impl<T> Typed<T> {
     /// A typed strategy for `kind` with optional extra checks.
     pub fn new(kind: &'static str, check: Option<Check>) -> Typed<T> {
-        Typed { kind, check, name_rule: NameRule::Subdomain, _t: PhantomData }
+        Typed { kind, check, name_rule: NameRule::Subdomain, columns: None, _t: PhantomData }
+    }
+
+    /// The kind's printer (its Table columns after `Name`).
+    pub fn columns(mut self, columns: Arc<[Column]>) -> Typed<T> {
+        self.columns = Some(columns);
+        self
     }
 
     /// Names must be DNS labels.
@@ -141,6 +156,10 @@ impl<T: DeserializeOwned> Strategy for Typed<T> {
 
     fn name_rule(&self) -> NameRule {
         self.name_rule
+    }
+
+    fn columns(&self, _version: &str) -> Arc<[Column]> {
+        self.columns.clone().unwrap_or_else(crate::table::default_columns)
     }
 }
 
