@@ -5,7 +5,8 @@
 # Needs two Debian packages a fresh machine lacks: protobuf-compiler (etcd-client's build
 # compiles etcd's .proto files) and etcd-server (the etcd suites start a real etcd). When they
 # are missing and this runs as root with apt-get, it installs them; otherwise it stops with the
-# command to run. OCM_SKIP_ETCD=1 skips the etcd suites for a quick local run (CI never sets it).
+# command to run. OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite
+# for a quick local run (CI sets neither).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,11 @@ need() { # need COMMAND PACKAGE
 need protoc protobuf-compiler
 if [ "${OCM_SKIP_ETCD:-}" != 1 ]; then
   need etcd etcd-server
+fi
+# The kubectl suite drives the real kubectl (1.32; not a Debian package, so not installed here).
+if [ "${OCM_SKIP_KUBECTL:-}" != 1 ] && ! command -v kubectl >/dev/null 2>&1; then
+  echo "test.sh: kubectl not found: install kubectl 1.32, or set OCM_SKIP_KUBECTL=1 to skip the kubectl suite" >&2
+  exit 2
 fi
 
 cargo test --workspace --all-targets "$@"

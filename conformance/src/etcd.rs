@@ -28,15 +28,8 @@ pub fn skip_requested() -> bool {
 
 /// The etcd binary: `$OCM_ETCD_BIN`, or `etcd` on the `PATH`.
 pub fn find_binary() -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os("OCM_ETCD_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join("etcd");
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
+    if let Some(found) = crate::programs::find("etcd", "OCM_ETCD_BIN") {
+        return Ok(found);
     }
     bail!(
         "etcd not found on PATH: install Debian's etcd-server (`apt-get install -y etcd-server`), \

@@ -6,6 +6,7 @@
 //! * [`backends`]: fresh memory, sled and etcd stores for tests.
 //! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
 //! * [`hub`]: a real hub on a free port over real TLS, with reqwest and kube clients.
+//! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
 //!
 //! Reliability tests live in `tests/` (model-based, crash-kill, watch stress); the storage
 //! benchmark is the `storage-bench` binary.
@@ -13,4 +14,6 @@
 pub mod backends;
 pub mod etcd;
 pub mod hub;
+pub mod kubectl;
+pub mod programs;
 pub mod storage_suite;

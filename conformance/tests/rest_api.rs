@@ -204,12 +204,19 @@ impl Api {
     }
 
     async fn watch(&self, path_and_query: &str) -> anyhow::Result<Watch> {
-        let resp = self
-            .http
-            .get(format!("{}{path_and_query}", self.hub.url))
-            .send()
-            .await
-            .with_context(|| format!("watch {path_and_query}"))?;
+        self.watch_with(path_and_query, &[]).await
+    }
+
+    async fn watch_with(
+        &self,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+    ) -> anyhow::Result<Watch> {
+        let mut req = self.http.get(format!("{}{path_and_query}", self.hub.url));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.with_context(|| format!("watch {path_and_query}"))?;
         let code = resp.status().as_u16();
         let content_type =
             resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -423,6 +430,7 @@ per_backend!(
     content_negotiation,
     future_resource_versions,
     inflight_limit_is_too_many_requests,
+    table_output,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -2261,5 +2269,102 @@ async fn undecodable_stored_object_is_internal_error() -> anyhow::Result<()> {
     r.failure(500, "InternalError")?;
     ensure!(r.message().starts_with("Internal error occurred"), "{}", r.raw);
     api.get(&format!("{}/neighbour", cms("default"))).await?.ok(200)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Table output (kube-api.md §4)
+// ---------------------------------------------------------------------------------------------
+
+const TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+
+/// Tables for lists, single objects, writes and watch events: columns, cells, row objects per
+/// `includeObject`, and the errors of a Table request.
+async fn table_output(b: Backend) -> anyhow::Result<()> {
+    let api = Api::start(b).await?;
+    api.create(MCL, &mcl("c1")).await?;
+    let table = [("accept", TABLE_ACCEPT)];
+    let t = api.send(Method::GET, MCL, None, &table).await?.ok(200)?;
+    ensure!(t["kind"] == "Table" && t["apiVersion"] == "meta.k8s.io/v1", "{t}");
+    ensure!(t["metadata"]["resourceVersion"].is_string(), "{t}");
+    let cols: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .context("columns")?
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    ensure!(
+        cols == ["Name", "Hub Accepted", "Managed Cluster URLs", "Joined", "Available", "Age"],
+        "{cols:?}"
+    );
+    ensure!(t["columnDefinitions"][0]["format"] == "name", "{t}");
+    ensure!(t["columnDefinitions"][5]["type"] == "date", "{t}");
+    let row = &t["rows"][0];
+    ensure!(
+        row["cells"][0] == "c1" && row["cells"][1] == true && row["cells"][3].is_null(),
+        "{row}"
+    );
+    ensure!(row["object"]["kind"] == "PartialObjectMetadata", "{row}");
+    ensure!(row["object"]["apiVersion"] == "meta.k8s.io/v1", "{row}");
+    ensure!(
+        row["object"]["metadata"]["name"] == "c1" && row["object"].get("spec").is_none(),
+        "{row}"
+    );
+
+    // includeObject=Object carries the whole object; None carries null; anything else is 400.
+    let t = api
+        .send(Method::GET, &format!("{MCL}?includeObject=Object"), None, &table)
+        .await?
+        .ok(200)?;
+    ensure!(t["rows"][0]["object"]["spec"]["hubAcceptsClient"] == true, "{t}");
+    ensure!(t["rows"][0]["object"]["kind"] == "ManagedCluster", "{t}");
+    let t =
+        api.send(Method::GET, &format!("{MCL}?includeObject=None"), None, &table).await?.ok(200)?;
+    ensure!(t["rows"][0]["object"].is_null(), "{t}");
+    let r = api.send(Method::GET, &format!("{MCL}?includeObject=Foo"), None, &table).await?;
+    r.failure(400, "BadRequest")?;
+    ensure!(r.message().contains("must be 'Metadata', 'Object', 'None', or empty"), "{}", r.raw);
+
+    // One object is a one-row Table; v1beta1 when that is the first acceptable entry.
+    let beta = [("accept", "application/json;as=Table;v=v1beta1;g=meta.k8s.io")];
+    let t = api.send(Method::GET, &format!("{MCL}/c1"), None, &beta).await?.ok(200)?;
+    ensure!(
+        t["apiVersion"] == "meta.k8s.io/v1beta1" && t["rows"].as_array().map(Vec::len) == Some(1),
+        "{t}"
+    );
+    ensure!(t["rows"][0]["object"]["apiVersion"] == "meta.k8s.io/v1beta1", "{t}");
+    // Core printers: a ConfigMap's Data counts its entries.
+    api.create(&cms("default"), &cm("x")).await?;
+    let t = api.send(Method::GET, &format!("{}/x", cms("default")), None, &table).await?.ok(200)?;
+    ensure!(t["rows"][0]["cells"][1] == 1, "{t}");
+    // A write answers a Table too.
+    let r = api
+        .send(
+            Method::POST,
+            &cms("default"),
+            Some(("application/json", serde_json::to_vec(&cm("y"))?)),
+            &table,
+        )
+        .await?;
+    let t = r.ok(201)?;
+    ensure!(t["kind"] == "Table" && t["rows"][0]["cells"][0] == "y", "{t}");
+
+    // Only a Table, where none exists (a subresource), or an unknown `as`: 406.
+    let only = [("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
+    api.send(Method::GET, &format!("{MCL}/c1/status"), None, &only)
+        .await?
+        .failure(406, "NotAcceptable")?;
+    let odd = [("accept", "application/json;as=Widget;v=v1;g=example.com")];
+    api.send(Method::GET, MCL, None, &odd).await?.failure(406, "NotAcceptable")?;
+
+    // Watch: every event a one-row Table, columns only on the first.
+    let mut w = api.watch_with(&format!("{MCL}?watch=true"), &table).await?;
+    let first = w.event().await?;
+    ensure!(first["type"] == "ADDED" && first["object"]["kind"] == "Table", "{first}");
+    ensure!(first["object"]["columnDefinitions"].is_array(), "{first}");
+    api.merge(&format!("{MCL}/c1"), &json!({"metadata": {"labels": {"a": "b"}}})).await?.ok(200)?;
+    let next = w.event().await?;
+    ensure!(next["type"] == "MODIFIED" && next["object"]["columnDefinitions"].is_null(), "{next}");
+    ensure!(next["object"]["rows"][0]["object"]["metadata"]["labels"]["a"] == "b", "{next}");
     Ok(())
 }
