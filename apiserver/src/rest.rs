@@ -451,9 +451,14 @@ fn object_response(
     out: Output,
 ) -> Result<Response, ApiError> {
     let mut obj = to_wire(target, obj)?;
-    if let Output::Table(req) = out {
-        let meta = table::object_metadata(&obj);
-        obj = table::build(&target.rt.strategy.columns(&target.version), &[obj], meta, req, true);
+    match out {
+        Output::Json => {}
+        Output::Table(req) => {
+            let meta = table::object_metadata(&obj);
+            let columns = target.rt.strategy.columns(&target.version);
+            obj = table::build(&columns, &[obj], meta, req, true);
+        }
+        Output::Metadata(version) => obj = table::partial_metadata(&obj, version),
     }
     let mut resp = json_response(code, serde_json::to_vec(&obj).map_err(ApiError::internal)?);
     for w in warnings {
@@ -583,16 +588,24 @@ fn delete_options(q: &Query, body: Option<Value>) -> Result<DeleteOptions, ApiEr
     Ok(opts)
 }
 
-/// What a resource response carries: the objects as JSON, or a `meta.k8s.io` Table of them.
+/// What a resource response carries: the objects as JSON, a `meta.k8s.io` Table of them, or
+/// only their metadata (`PartialObjectMetadata[List]` at that `meta.k8s.io` version).
 #[derive(Debug, Clone, Copy)]
 enum Output {
     Json,
     Table(TableRequest),
+    Metadata(&'static str),
 }
 
-/// Picks the first `Accept` entry the resource can answer (kube-api.md §4.1): plain JSON, or a
-/// Table (`as=Table;g=meta.k8s.io;v=v1|v1beta1`, main resources only); none is 406.
-fn negotiate(target: &Target, headers: &HeaderMap, q: &Query) -> Result<Output, ApiError> {
+/// Picks the first `Accept` entry the resource can answer (kube-api.md §4.1, §8): plain JSON, a
+/// Table (`as=Table;g=meta.k8s.io;v=v1|v1beta1`, main resources only), or metadata only
+/// (`as=PartialObjectMetadataList` for a list, `as=PartialObjectMetadata` otherwise); none is 406.
+fn negotiate(
+    target: &Target,
+    headers: &HeaderMap,
+    q: &Query,
+    is_list: bool,
+) -> Result<Output, ApiError> {
     let list = accepts(headers);
     if list.is_empty() {
         return Ok(Output::Json);
@@ -602,6 +615,11 @@ fn negotiate(target: &Target, headers: &HeaderMap, q: &Query) -> Result<Output, 
             continue;
         }
         let param = |k: &str| params.get(k).map(String::as_str);
+        let meta_version = match (param("g"), param("v")) {
+            (Some("meta.k8s.io"), Some("v1")) => Some("v1"),
+            (Some("meta.k8s.io"), Some("v1beta1")) => Some("v1beta1"),
+            _ => None,
+        };
         match param("as") {
             None | Some("") => return Ok(Output::Json),
             Some("Table") if target.sub.is_none() && param("g") == Some("meta.k8s.io") => {
@@ -612,6 +630,16 @@ fn negotiate(target: &Target, headers: &HeaderMap, q: &Query) -> Result<Output, 
                 };
                 let include = Include::parse(q.get("includeObject"))?;
                 return Ok(Output::Table(TableRequest { version, include }));
+            }
+            Some("PartialObjectMetadataList") if is_list => {
+                if let Some(v) = meta_version {
+                    return Ok(Output::Metadata(v));
+                }
+            }
+            Some("PartialObjectMetadata") if !is_list => {
+                if let Some(v) = meta_version {
+                    return Ok(Output::Metadata(v));
+                }
             }
             _ => {}
         }
@@ -635,7 +663,8 @@ async fn resource(
         name: name.to_owned(),
     };
     let sub = target.sub.as_deref().and_then(|s| rt.subresource(s)).cloned();
-    let out = negotiate(&target, req.headers(), &q)?;
+    let is_list = method == Method::GET && target.name.is_none() && !q.flag("watch")?;
+    let out = negotiate(&target, req.headers(), &q, is_list)?;
     match (&method, target.name.clone()) {
         (&Method::GET, None) => {
             if q.flag("watch")? {
@@ -805,16 +834,27 @@ fn list_response(
     if let Some(c) = cont {
         meta["continue"] = Value::String(c);
     }
-    if let Output::Table(req) = out {
-        let objects = items
-            .iter()
-            .map(|o| to_wire(target, o.value.clone()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let columns = target.rt.strategy.columns(&target.version);
-        let t = table::build(&columns, &objects, meta, req, true);
+    let converted = match out {
+        Output::Json => None,
+        Output::Table(req) => {
+            let objects = items
+                .iter()
+                .map(|o| to_wire(target, o.value.clone()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let columns = target.rt.strategy.columns(&target.version);
+            Some(table::build(&columns, &objects, meta.clone(), req, true))
+        }
+        Output::Metadata(version) => Some(json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": format!("meta.k8s.io/{version}"),
+            "metadata": meta,
+            "items": items.iter().map(|o| table::partial_metadata(&o.value, version)).collect::<Vec<_>>(),
+        })),
+    };
+    if let Some(body) = converted {
         return Ok(json_response(
             StatusCode::OK,
-            serde_json::to_vec(&t).map_err(ApiError::internal)?,
+            serde_json::to_vec(&body).map_err(ApiError::internal)?,
         ));
     }
     let head = json!({
@@ -963,7 +1003,7 @@ fn event_object(
 ) -> Result<Bytes, ApiError> {
     match wr.output {
         Output::Json => wire_bytes(&wr.target, obj),
-        Output::Table(_) => {
+        Output::Table(_) | Output::Metadata(_) => {
             let value = to_wire(&wr.target, obj.value.clone())?;
             Ok(Bytes::from(table_or_json(wr, value, headers)?))
         }
@@ -980,6 +1020,7 @@ fn table_or_json(wr: &WatchRequest, obj: Value, headers: &mut bool) -> Result<Ve
             *headers = false;
             t
         }
+        Output::Metadata(version) => table::partial_metadata(&obj, version),
     };
     serde_json::to_vec(&value).map_err(ApiError::internal)
 }

@@ -1,7 +1,7 @@
 //! Server-side `Table` output (kube-api.md §4), which `kubectl get` asks for: each kind's columns
 //! (a CRD's `additionalPrinterColumns`, kube-apiserver's printers for the core kinds, or the
 //! default convertor's `Created At`), how cells are computed, and the `meta.k8s.io` Table of a
-//! list, of one object or of one watch event.
+//! list, of one object or of one watch event; also the metadata-only `PartialObjectMetadata`.
 
 use std::sync::Arc;
 
@@ -337,11 +337,7 @@ pub fn build(
             let object = match req.include {
                 Include::Object => obj.clone(),
                 Include::None => Value::Null,
-                Include::Metadata => json!({
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": format!("meta.k8s.io/{}", req.version),
-                    "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                }),
+                Include::Metadata => partial_metadata(obj, req.version),
             };
             json!({"cells": cells, "object": object})
         })
@@ -616,6 +612,15 @@ fn last_seen(o: &Value) -> Value {
         Value::String(s) if s == "<unknown>" => first_seen(o),
         v => v,
     }
+}
+
+/// An object's `PartialObjectMetadata` at `meta.k8s.io/<version>` (its whole `metadata`).
+pub fn partial_metadata(obj: &Value, version: &str) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 /// `metadata` of a one-object Table: the object's resourceVersion.

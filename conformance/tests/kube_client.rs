@@ -1228,3 +1228,70 @@ async fn raw_watch_case(hub: TestHub) -> anyhow::Result<()> {
 async fn raw_watch_events_and_bookmarks() -> anyhow::Result<()> {
     on_every_backend(quick_bookmarks, raw_watch_case).await
 }
+
+// ---------------------------------------------------------------------------------------------
+// Metadata-only API (PartialObjectMetadata)
+
+/// kube's metadata API (`Accept: ...;as=PartialObjectMetadataList|PartialObjectMetadata`):
+/// list, get and `metadata_watcher` see names, labels and resourceVersions but no data.
+async fn metadata_case(hub: TestHub) -> anyhow::Result<()> {
+    let client = hub.kube().await?;
+    create_namespace(&client, "meta").await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "meta");
+    let pp = PostParams::default();
+    for (name, tier) in [("a", "front"), ("b", "back")] {
+        api.create(&pp, &config_map(name, "1", &[("tier", tier)])).await?;
+    }
+    let list = api.list_metadata(&ListParams::default().labels("tier=front")).await?;
+    let names: Vec<String> = list.items.iter().map(|o| o.name_any()).collect();
+    ensure!(names == ["a"], "{names:?}");
+    ensure!(
+        list.metadata.resource_version.is_some(),
+        "a metadata list carries its resourceVersion"
+    );
+    let types = list.items[0].types.clone().context("PartialObjectMetadata without types")?;
+    ensure!(
+        types.kind == "PartialObjectMetadata" && types.api_version == "meta.k8s.io/v1",
+        "{types:?}"
+    );
+    let one = api.get_metadata("b").await?;
+    ensure!(one.labels().get("tier").map(String::as_str) == Some("back"), "{one:?}");
+
+    let mut stream =
+        kube::runtime::metadata_watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut initial = BTreeSet::new();
+    loop {
+        let ev = tokio::time::timeout(WAIT, stream.next()).await.context("no metadata event")?;
+        match ev.context("the metadata watcher ended")?? {
+            Event::Init => {}
+            Event::InitApply(o) => {
+                initial.insert(o.name_any());
+            }
+            Event::InitDone => break,
+            other => bail!("unexpected {other:?} in the initial phase"),
+        }
+    }
+    ensure!(initial == BTreeSet::from(["a".to_owned(), "b".to_owned()]), "{initial:?}");
+    api.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"tier": "edge"}}})),
+    )
+    .await?;
+    let ev = tokio::time::timeout(WAIT, stream.next()).await.context("no live metadata event")?;
+    match ev.context("the metadata watcher ended")?? {
+        Event::Apply(o) => {
+            ensure!(
+                o.name_any() == "b" && o.labels().get("tier").map(String::as_str) == Some("edge")
+            )
+        }
+        other => bail!("expected the relabel, got {other:?}"),
+    }
+    hub.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_list_get_and_watch() -> anyhow::Result<()> {
+    on_every_backend(no_tuning, metadata_case).await
+}

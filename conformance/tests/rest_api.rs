@@ -2356,6 +2356,12 @@ async fn table_output(b: Backend) -> anyhow::Result<()> {
         .failure(406, "NotAcceptable")?;
     let odd = [("accept", "application/json;as=Widget;v=v1;g=example.com")];
     api.send(Method::GET, MCL, None, &odd).await?.failure(406, "NotAcceptable")?;
+    // Metadata only: a list must ask for the List form.
+    let meta = [("accept", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io")];
+    api.send(Method::GET, MCL, None, &meta).await?.failure(406, "NotAcceptable")?;
+    let m = api.send(Method::GET, &format!("{MCL}/c1"), None, &meta).await?.ok(200)?;
+    ensure!(m["kind"] == "PartialObjectMetadata" && m.get("spec").is_none(), "{m}");
+    ensure!(m["metadata"]["name"] == "c1", "{m}");
 
     // Watch: every event a one-row Table, columns only on the first.
     let mut w = api.watch_with(&format!("{MCL}?watch=true"), &table).await?;
