@@ -1257,8 +1257,10 @@ async fn metadata_case(hub: TestHub) -> anyhow::Result<()> {
     let one = api.get_metadata("b").await?;
     ensure!(one.labels().get("tier").map(String::as_str) == Some("back"), "{one:?}");
 
-    let mut stream =
-        kube::runtime::metadata_watcher(api.clone(), watcher::Config::default()).boxed();
+    // `Api<PartialObjectMeta<K>>` makes metadata-only requests (kube's metadata watcher).
+    let meta_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::namespaced(client.clone(), "meta");
+    let mut stream = watcher(meta_api, watcher::Config::default()).boxed();
     let mut initial = BTreeSet::new();
     loop {
         let ev = tokio::time::timeout(WAIT, stream.next()).await.context("no metadata event")?;
