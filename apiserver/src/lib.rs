@@ -13,6 +13,7 @@ pub mod jsonpath;
 pub mod limits;
 pub mod object;
 pub mod ocm;
+pub mod openapi;
 pub mod pki;
 pub mod registry;
 pub mod rest;

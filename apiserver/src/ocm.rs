@@ -134,6 +134,10 @@ impl CrdStrategy {
 }
 
 impl Strategy for CrdStrategy {
+    fn openapi_schema(&self, version: &str) -> Option<&Value> {
+        self.crd.versions.iter().find(|v| v.name == version).map(|v| &v.openapi_schema)
+    }
+
     fn columns(&self, version: &str) -> Arc<[crate::table::Column]> {
         self.columns.get(version).cloned().unwrap_or_else(|| crate::table::crd_columns(&[]))
     }

@@ -24,6 +24,7 @@ use crate::discovery::Discovery;
 use crate::error::{ApiError, Subject};
 use crate::limits::Inflight;
 use crate::object;
+use crate::openapi::OpenApi;
 use crate::registry::{
     DeleteOptions, DeleteOutcome, FieldValidation, ListQuery, Patch, Registry, WriteOptions,
     parse_rv, selectors_match,
@@ -50,6 +51,8 @@ pub struct ApiState {
     pub registry: Registry,
     /// Discovery documents.
     pub discovery: Discovery,
+    /// OpenAPI v3 documents.
+    pub openapi: OpenApi,
     /// Whether the server is ready (storage open, cache loaded, listening).
     pub ready: AtomicBool,
     /// Interval of watch bookmarks.
@@ -303,6 +306,8 @@ async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError
             Some(doc) => Ok(json_response(StatusCode::OK, doc.clone())),
             None => Err(ApiError::path_not_found()),
         },
+        ["openapi", "v3"] => Ok(openapi_root(state, req.headers())),
+        ["openapi", "v3", rest @ ..] => openapi_document(state, &rest.join("/"), req.uri().query()),
         ["api", "v1"] => group_version(state, "", "v1"),
         ["apis", group, version] => group_version(state, group, version),
         ["api", "v1", rest @ ..] => {
@@ -350,6 +355,71 @@ fn group_version(state: &ApiState, group: &str, version: &str) -> Result<Respons
         Some(doc) => Ok(json_response(StatusCode::OK, doc.clone())),
         None => Err(ApiError::path_not_found()),
     }
+}
+
+/// `/openapi/v3`, with an ETag kubectl can revalidate.
+fn openapi_root(state: &ApiState, headers: &HeaderMap) -> Response {
+    let api = &state.openapi;
+    let not_modified = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == api.root_etag);
+    let builder = Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ETAG, api.root_etag.as_str());
+    let resp = if not_modified {
+        builder.status(StatusCode::NOT_MODIFIED).body(Body::empty())
+    } else {
+        builder.status(StatusCode::OK).body(Body::from(api.root.clone()))
+    };
+    resp.expect("static headers are valid")
+}
+
+/// `/openapi/v3/<api/v1 | apis/g/v>`: immutable when fetched by its current hash, a redirect
+/// to the current URL for a stale hash (as kube-openapi's handler3 does).
+fn openapi_document(
+    state: &ApiState,
+    key: &str,
+    query: Option<&str>,
+) -> Result<Response, ApiError> {
+    let doc = state.openapi.documents.get(key).ok_or_else(ApiError::path_not_found)?;
+    let asked = Query::parse(query).get("hash").map(str::to_owned);
+    let current = format!("/openapi/v3/{key}?hash={}", doc.hash);
+    let builder = Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ETAG, format!("\"{}\"", doc.hash))
+        .header(header::VARY, "Accept");
+    let resp = match asked.as_deref() {
+        Some(h) if h == doc.hash => builder
+            .header(header::CACHE_CONTROL, "public, immutable")
+            .header(header::EXPIRES, httpdate_in_a_year())
+            .status(StatusCode::OK)
+            .body(Body::from(doc.body.clone())),
+        Some(_) => builder
+            .header(header::LOCATION, current)
+            .status(StatusCode::MOVED_PERMANENTLY)
+            .body(Body::empty()),
+        None => builder.status(StatusCode::OK).body(Body::from(doc.body.clone())),
+    };
+    resp.map_err(ApiError::internal)
+}
+
+/// An HTTP date one year from now (the `Expires` of an immutable OpenAPI document).
+fn httpdate_in_a_year() -> String {
+    let t = time::OffsetDateTime::now_utc() + time::Duration::days(365);
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    format!(
+        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
+        DAYS[t.weekday().number_days_from_monday() as usize],
+        t.day(),
+        MONTHS[u8::from(t.month()) as usize - 1],
+        t.year(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
 }
 
 /// Reads the body under the limit and decodes JSON (or YAML).

@@ -163,6 +163,7 @@ pub async fn run(
 
     let state = Arc::new(ApiState {
         discovery: Discovery::new(&registry.scheme, &reach.to_string()),
+        openapi: crate::openapi::OpenApi::new(&registry.scheme),
         registry,
         ready: AtomicBool::new(false),
         bookmark_every: config.bookmark_every,

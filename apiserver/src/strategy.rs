@@ -80,6 +80,12 @@ pub trait Strategy: Send + Sync {
         crate::table::default_columns()
     }
 
+    /// The OpenAPI v3 schema of objects of `version`, when the kind has one (published under
+    /// `/openapi/v3`; kinds without one are published as objects of any shape).
+    fn openapi_schema(&self, _version: &str) -> Option<&Value> {
+        None
+    }
+
     /// Converts a stored object (storage version) to `version` of the same kind; the default
     /// rewrites `apiVersion` only, which is right when the versions' schemas are identical.
     fn storage_to_version(&self, mut obj: Value, api_version: &str) -> Result<Value, ApiError> {

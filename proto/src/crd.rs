@@ -120,6 +120,8 @@ pub struct CrdVersion {
     pub storage: bool,
     /// The structural schema of objects of this version.
     pub schema: Schema,
+    /// The same schema as the CRD wrote it (`openAPIV3Schema`), for publishing in OpenAPI.
+    pub openapi_schema: serde_json::Value,
     /// Whether the `/status` subresource is enabled.
     pub status_subresource: bool,
     /// `additionalPrinterColumns`.
@@ -179,6 +181,7 @@ impl Crd {
                 })?;
                 Ok(CrdVersion {
                     schema,
+                    openapi_schema: raw_schema,
                     served: v.served,
                     storage: v.storage,
                     status_subresource: v.subresources.is_some_and(|s| s.status.is_some()),
