@@ -158,6 +158,14 @@ impl TestHub {
         Ok(reqwest::Client::builder().use_preconfigured_tls(self.tls(true)?).build()?)
     }
 
+    /// An HTTPS client presenting the admin certificate that does not follow redirects.
+    pub fn http_no_redirects(&self) -> anyhow::Result<reqwest::Client> {
+        Ok(reqwest::Client::builder()
+            .use_preconfigured_tls(self.tls(true)?)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?)
+    }
+
     /// An HTTPS client without a client certificate.
     pub fn anonymous(&self) -> anyhow::Result<reqwest::Client> {
         Ok(reqwest::Client::builder().use_preconfigured_tls(self.tls(false)?).build()?)

@@ -204,3 +204,98 @@ async fn get_watch_prints_each_change() -> anyhow::Result<()> {
     ensure!(data.first() == Some(&"1") && data.contains(&"3"), "rows {data:?}: {r:?}");
     Ok(())
 }
+
+const CLUSTER_YAML: &str = "apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata:
+  name: c9
+  labels:
+    env: dev
+spec:
+  hubAcceptsClient: true
+";
+
+/// Reads a stored object over REST.
+async fn stored(hub: &TestHub, http: &reqwest::Client, path: &str) -> anyhow::Result<Value> {
+    let resp = http.get(format!("{}{path}", hub.url)).send().await?;
+    ensure!(resp.status() == 200, "GET {path}: {}", resp.status());
+    Ok(resp.json().await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_apply_replace_and_diff_from_files() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("c9.yaml");
+    let path = file.to_str().context("utf-8 path")?;
+    std::fs::write(&file, CLUSTER_YAML)?;
+    // Default validation (Strict through OpenAPI's fieldValidation): no --validate=false.
+    let out = k.ok(&["create", "-f", path]).await?;
+    ensure!(out.trim() == "managedcluster.cluster.open-cluster-management.io/c9 created", "{out}");
+    let r = k.run(&["create", "-f", path]).await?;
+    ensure!(r.code == 1 && r.stderr.contains("already exists"), "{r:?}");
+
+    // Client-side apply: the first apply adds the last-applied annotation (with a warning),
+    // the second changes nothing, an edit is a merge patch.
+    let r = k.run(&["apply", "-f", path]).await?;
+    ensure!(r.code == 0 && r.stdout.trim().ends_with("configured"), "{r:?}");
+    ensure!(
+        r.stderr.contains("missing the kubectl.kubernetes.io/last-applied-configuration"),
+        "{r:?}"
+    );
+    let out = k.ok(&["apply", "-f", path]).await?;
+    ensure!(out.trim().ends_with("unchanged"), "{out}");
+    std::fs::write(&file, CLUSTER_YAML.replace("env: dev", "env: prod"))?;
+    let r = k.run(&["diff", "-f", path]).await?;
+    ensure!(r.code == 1 && r.stdout.contains("+    env: prod"), "diff shows the change: {r:?}");
+    let out = k.ok(&["apply", "-f", path]).await?;
+    ensure!(out.trim().ends_with("configured"), "{out}");
+    let obj = stored(&hub, &http, &format!("{MCL}/c9")).await?;
+    ensure!(obj["metadata"]["labels"]["env"] == "prod", "{obj}");
+    let last = obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .context("last-applied annotation")?;
+    ensure!(last.contains("\"env\":\"prod\""), "{last}");
+    let r = k.run(&["diff", "-f", path]).await?;
+    ensure!(r.code == 0 && r.stdout.is_empty(), "no differences left: {r:?}");
+
+    // replace -f puts the file back as a whole.
+    std::fs::write(
+        &file,
+        CLUSTER_YAML.replace("hubAcceptsClient: true", "hubAcceptsClient: false"),
+    )?;
+    let out = k.ok(&["replace", "-f", path]).await?;
+    ensure!(out.trim().ends_with("replaced"), "{out}");
+    let obj = stored(&hub, &http, &format!("{MCL}/c9")).await?;
+    ensure!(
+        obj["spec"]["hubAcceptsClient"] == false && obj["metadata"]["labels"]["env"] == "dev",
+        "{obj}"
+    );
+
+    // Strict validation server-side: an unknown field is refused and nothing is stored.
+    std::fs::write(
+        &file,
+        CLUSTER_YAML
+            .replace("c9", "c10")
+            .replace("  hubAcceptsClient: true", "  hubAcceptsClient: true\n  bogus: 1"),
+    )?;
+    let r = k.run(&["create", "-f", path]).await?;
+    ensure!(r.code != 0 && r.stderr.contains("bogus"), "{r:?}");
+    let resp = http.get(format!("{}{MCL}/c10", hub.url)).send().await?;
+    ensure!(resp.status() == 404, "a refused create stored nothing");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_reads_the_published_schemas() -> anyhow::Result<()> {
+    let Some((_hub, _http, k)) = setup().await? else { return Ok(()) };
+    let out = k.ok(&["explain", "managedclusters.spec"]).await?;
+    ensure!(out.contains("GROUP:      cluster.open-cluster-management.io"), "{out}");
+    ensure!(out.contains("KIND:       ManagedCluster") && out.contains("VERSION:    v1"), "{out}");
+    ensure!(out.contains("hubAcceptsClient\t<boolean>"), "{out}");
+    let out = k.ok(&["explain", "placements.spec.predicates"]).await?;
+    ensure!(out.contains("requiredClusterSelector"), "{out}");
+    let out = k.ok(&["explain", "manifestworks.metadata.labels"]).await?;
+    ensure!(out.contains("map[string]string"), "{out}");
+    Ok(())
+}

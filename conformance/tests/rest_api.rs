@@ -2374,3 +2374,46 @@ async fn table_output(b: Backend) -> anyhow::Result<()> {
     ensure!(next["object"]["rows"][0]["object"]["metadata"]["labels"]["a"] == "b", "{next}");
     Ok(())
 }
+
+/// `/openapi/v3`: the root names each group-version document by hash; fetched by its hash a
+/// document is immutable, by a stale hash it redirects, and the root revalidates by ETag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_v3_documents_and_caching() -> anyhow::Result<()> {
+    let api = Api::start(Backend::Memory).await?;
+    let root = api.get("/openapi/v3").await?;
+    let etag = root.header("etag").context("root ETag")?.to_owned();
+    let root = root.ok(200)?;
+    let url = root["paths"]["apis/cluster.open-cluster-management.io/v1"]["serverRelativeURL"]
+        .as_str()
+        .context("no cluster v1 document")?
+        .to_owned();
+    ensure!(root["paths"]["api/v1"].is_object(), "{root}");
+    let r = api.send(Method::GET, "/openapi/v3", None, &[("if-none-match", &etag)]).await?;
+    ensure!(r.code == 304, "the root revalidates: {}", r.code);
+    let doc = api.get(&url).await?;
+    ensure!(doc.header("cache-control") == Some("public, immutable"), "{:?}", doc.headers);
+    let doc = doc.ok(200)?;
+    ensure!(doc["openapi"] == "3.0.0", "{doc}");
+    let patch = &doc["paths"]["/apis/cluster.open-cluster-management.io/v1/managedclusters/{name}"]
+        ["patch"];
+    let params: Vec<&str> = patch["parameters"]
+        .as_array()
+        .context("patch parameters")?
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    ensure!(params.contains(&"fieldValidation") && params.contains(&"force"), "{params:?}");
+    let stale = api
+        .hub
+        .http_no_redirects()?
+        .get(format!(
+            "{}/openapi/v3/apis/cluster.open-cluster-management.io/v1?hash=0000",
+            api.hub.url
+        ))
+        .send()
+        .await?;
+    let location = stale.headers().get("location").and_then(|v| v.to_str().ok());
+    ensure!(stale.status() == 301 && location == Some(url.as_str()), "{:?}", stale.headers());
+    api.get("/openapi/v3/apis/example.com/v1").await?.failure(404, "NotFound")?;
+    Ok(())
+}
