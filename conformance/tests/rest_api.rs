@@ -361,6 +361,15 @@ impl Watch {
     }
 }
 
+/// Whether the etcd runs are skipped (`OCM_SKIP_ETCD=1`), saying so.
+fn etcd_skipped() -> bool {
+    let skipped = !Backend::all().contains(&Backend::Etcd);
+    if skipped {
+        eprintln!("OCM_SKIP_ETCD=1: etcd run skipped");
+    }
+    skipped
+}
+
 /// One `#[tokio::test]` per (behaviour, backend), in one module per backend (`memory`, `sled`, `etcd`).
 macro_rules! per_backend {
     ($($name:ident),* $(,)?) => {
@@ -384,8 +393,7 @@ macro_rules! per_backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() -> anyhow::Result<()> {
-                    if !super::Backend::all().contains(&super::Backend::Etcd) {
-                        eprintln!("OCM_SKIP_ETCD=1: etcd run skipped");
+                    if super::etcd_skipped() {
                         return Ok(());
                     }
                     super::$name(super::Backend::Etcd).await
@@ -2225,8 +2233,7 @@ async fn inflight_limit_is_too_many_requests(b: Backend) -> anyhow::Result<()> {
 /// the watch cache can serve (`resourceVersion=0`) keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_outage_is_service_unavailable() -> anyhow::Result<()> {
-    if !Backend::all().contains(&Backend::Etcd) {
-        eprintln!("OCM_SKIP_ETCD=1: etcd run skipped");
+    if etcd_skipped() {
         return Ok(());
     }
     let mut api = Api::start(Backend::Etcd).await?;
@@ -2245,8 +2252,7 @@ async fn etcd_outage_is_service_unavailable() -> anyhow::Result<()> {
 /// its neighbours (kube-apiserver answers the same for an undecodable object in etcd).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undecodable_stored_object_is_internal_error() -> anyhow::Result<()> {
-    if !Backend::all().contains(&Backend::Etcd) {
-        eprintln!("OCM_SKIP_ETCD=1: etcd run skipped");
+    if etcd_skipped() {
         return Ok(());
     }
     let api = Api::start(Backend::Etcd).await?;
