@@ -53,9 +53,14 @@ fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(&digest[..8])
 }
 
-fn etag(body: &[u8]) -> String {
-    let digest = Sha256::digest(body);
-    format!("\"{}\"", digest.iter().map(|b| format!("{b:02X}")).collect::<String>())
+/// A quoted ETag of a document (upper-case hex SHA-256).
+pub(crate) fn etag(body: &[u8]) -> String {
+    format!("\"{}\"", upper_hex(&Sha256::digest(body)))
+}
+
+/// Bytes as upper-case hex, as kube-openapi writes its hashes.
+pub(crate) fn upper_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
 fn gv(group: &str, version: &str) -> String {

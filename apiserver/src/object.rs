@@ -184,6 +184,12 @@ pub fn generate_name(prefix: &str) -> String {
     format!("{}{}", &prefix[..cut], suffix)
 }
 
+/// A JSON object of `fields`, moved in (`json!` would serialize each value into a copy, which
+/// for large values such as list items is a second deep copy).
+pub fn json_object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,7 @@ pub struct OpenApi {
 }
 
 fn hash(bytes: &[u8]) -> String {
-    Sha512::digest(bytes).iter().map(|b| format!("{b:02X}")).collect()
+    crate::discovery::upper_hex(&Sha512::digest(bytes))
 }
 
 impl OpenApi {
@@ -67,7 +67,7 @@ impl OpenApi {
             }
         }
         let root = serde_json::to_vec(&json!({"paths": paths})).expect("a JSON value serializes");
-        let root_etag = format!("\"{}\"", hash(&root));
+        let root_etag = crate::discovery::etag(&root);
         OpenApi { root, root_etag, documents }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -72,6 +72,11 @@ fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
         .header(header::CONTENT_TYPE, "application/json")
         .body(body.into())
         .expect("static headers are valid")
+}
+
+/// 200 with `v` as its JSON body.
+fn value_response(v: &Value) -> Result<Response, ApiError> {
+    Ok(json_response(StatusCode::OK, serde_json::to_vec(v).map_err(ApiError::internal)?))
 }
 
 fn error_response(err: &ApiError) -> Response {
@@ -295,8 +300,8 @@ async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError
     if !identity.is_some_and(|i| i.authenticated) {
         return Err(ApiError::unauthorized());
     }
-    let watching = Query::parse(req.uri().query()).flag("watch").unwrap_or(false);
-    let _seat = state.inflight.admit(req.method(), watching)?;
+    let q = Query::parse(req.uri().query());
+    let _seat = state.inflight.admit(req.method(), q.flag("watch").unwrap_or(false))?;
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
     match segments.as_slice() {
@@ -307,16 +312,16 @@ async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError
             None => Err(ApiError::path_not_found()),
         },
         ["openapi", "v3"] => Ok(openapi_root(state, req.headers())),
-        ["openapi", "v3", rest @ ..] => openapi_document(state, &rest.join("/"), req.uri().query()),
+        ["openapi", "v3", rest @ ..] => openapi_document(state, &rest.join("/"), &q),
         ["api", "v1"] => group_version(state, "", "v1"),
         ["apis", group, version] => group_version(state, group, version),
         ["api", "v1", rest @ ..] => {
             let target = resolve(state, "", "v1", rest)?;
-            resource(state, target, req).await
+            resource(state, target, req, q).await
         }
         ["apis", group, version, rest @ ..] => {
             let target = resolve(state, group, version, rest)?;
-            resource(state, target, req).await
+            resource(state, target, req, q).await
         }
         _ => Err(ApiError::path_not_found()),
     }
@@ -330,10 +335,7 @@ fn discovery_root(state: &ApiState, headers: &HeaderMap, core: bool) -> Result<R
             "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList",
             agg.version
         );
-        let not_modified = headers
-            .get(header::IF_NONE_MATCH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v == tag);
+        let not_modified = if_none_match(headers, tag);
         let builder = Response::builder()
             .header(header::CONTENT_TYPE, content_type)
             .header(header::ETAG, tag.as_str())
@@ -357,13 +359,15 @@ fn group_version(state: &ApiState, group: &str, version: &str) -> Result<Respons
     }
 }
 
+/// Whether the client's cached copy (`If-None-Match`) is the one tagged `etag`.
+fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
+    headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v == etag)
+}
+
 /// `/openapi/v3`, with an ETag kubectl can revalidate.
 fn openapi_root(state: &ApiState, headers: &HeaderMap) -> Response {
     let api = &state.openapi;
-    let not_modified = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == api.root_etag);
+    let not_modified = if_none_match(headers, &api.root_etag);
     let builder = Response::builder()
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::ETAG, api.root_etag.as_str());
@@ -377,22 +381,21 @@ fn openapi_root(state: &ApiState, headers: &HeaderMap) -> Response {
 
 /// `/openapi/v3/<api/v1 | apis/g/v>`: immutable when fetched by its current hash, a redirect
 /// to the current URL for a stale hash (as kube-openapi's handler3 does).
-fn openapi_document(
-    state: &ApiState,
-    key: &str,
-    query: Option<&str>,
-) -> Result<Response, ApiError> {
+fn openapi_document(state: &ApiState, key: &str, q: &Query) -> Result<Response, ApiError> {
     let doc = state.openapi.documents.get(key).ok_or_else(ApiError::path_not_found)?;
-    let asked = Query::parse(query).get("hash").map(str::to_owned);
+    let asked = q.get("hash");
     let current = format!("/openapi/v3/{key}?hash={}", doc.hash);
     let builder = Response::builder()
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::ETAG, format!("\"{}\"", doc.hash))
         .header(header::VARY, "Accept");
-    let resp = match asked.as_deref() {
+    let resp = match asked {
         Some(h) if h == doc.hash => builder
             .header(header::CACHE_CONTROL, "public, immutable")
-            .header(header::EXPIRES, httpdate_in_a_year())
+            .header(
+                header::EXPIRES,
+                httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(365 * 86_400)),
+            )
             .status(StatusCode::OK)
             .body(Body::from(doc.body.clone())),
         Some(_) => builder
@@ -402,24 +405,6 @@ fn openapi_document(
         None => builder.status(StatusCode::OK).body(Body::from(doc.body.clone())),
     };
     resp.map_err(ApiError::internal)
-}
-
-/// An HTTP date one year from now (the `Expires` of an immutable OpenAPI document).
-fn httpdate_in_a_year() -> String {
-    let t = time::OffsetDateTime::now_utc() + time::Duration::days(365);
-    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    format!(
-        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
-        DAYS[t.weekday().number_days_from_monday() as usize],
-        t.day(),
-        MONTHS[u8::from(t.month()) as usize - 1],
-        t.year(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
 }
 
 /// Reads the body under the limit and decodes JSON (or YAML).
@@ -520,16 +505,17 @@ fn object_response(
     warnings: &[String],
     out: Output,
 ) -> Result<Response, ApiError> {
-    let mut obj = to_wire(target, obj)?;
-    match out {
-        Output::Json => {}
+    let obj = match out {
+        Output::Json => to_wire(target, obj)?,
         Output::Table(req) => {
+            let obj = to_wire(target, obj)?;
             let meta = table::object_metadata(&obj);
             let columns = target.rt.strategy.columns(&target.version);
-            obj = table::build(&columns, &[obj], meta, req, true);
+            table::build(&columns, vec![obj], meta, req, true)
         }
-        Output::Metadata(version) => obj = table::partial_metadata(&obj, version),
-    }
+        // Metadata is the same at every version: no conversion of the whole object.
+        Output::Metadata(version) => table::partial_metadata(&obj, version),
+    };
     let mut resp = json_response(code, serde_json::to_vec(&obj).map_err(ApiError::internal)?);
     for w in warnings {
         let value = format!("299 - {:?}", w);
@@ -692,14 +678,11 @@ fn negotiate(
         };
         match param("as") {
             None | Some("") => return Ok(Output::Json),
-            Some("Table") if target.sub.is_none() && param("g") == Some("meta.k8s.io") => {
-                let version = match param("v") {
-                    Some("v1") => "v1",
-                    Some("v1beta1") => "v1beta1",
-                    _ => continue,
-                };
-                let include = Include::parse(q.get("includeObject"))?;
-                return Ok(Output::Table(TableRequest { version, include }));
+            Some("Table") if target.sub.is_none() => {
+                if let Some(version) = meta_version {
+                    let include = Include::parse(q.get("includeObject"))?;
+                    return Ok(Output::Table(TableRequest { version, include }));
+                }
             }
             Some("PartialObjectMetadataList") if is_list => {
                 if let Some(v) = meta_version {
@@ -722,8 +705,8 @@ async fn resource(
     state: &Arc<ApiState>,
     target: Target,
     req: Request,
+    q: Query,
 ) -> Result<Response, ApiError> {
-    let q = Query::parse(req.uri().query());
     let method = req.method().clone();
     let registry = &state.registry;
     let rt = Arc::clone(&target.rt);
@@ -733,11 +716,12 @@ async fn resource(
         name: name.to_owned(),
     };
     let sub = target.sub.as_deref().and_then(|s| rt.subresource(s)).cloned();
-    let is_list = method == Method::GET && target.name.is_none() && !q.flag("watch")?;
+    let watching = q.flag("watch")?;
+    let is_list = method == Method::GET && target.name.is_none() && !watching;
     let out = negotiate(&target, req.headers(), &q, is_list)?;
     match (&method, target.name.clone()) {
         (&Method::GET, None) => {
-            if q.flag("watch")? {
+            if watching {
                 return watch(state, target, &q, out).await;
             }
             let lq = list_query(&target, &q)?;
@@ -840,10 +824,7 @@ async fn resource(
                         },
                     });
                     let _ = subject;
-                    Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&status).map_err(ApiError::internal)?,
-                    ))
+                    value_response(&status)
                 }
             }
         }
@@ -854,16 +835,13 @@ async fn resource(
             let deleted = registry.delete_collection(&rt, &target.namespace, &lq, &opts).await?;
             let items =
                 deleted.into_iter().map(|o| to_wire(&target, o)).collect::<Result<Vec<_>, _>>()?;
-            let list = json!({
-                "kind": rt.list_kind,
-                "apiVersion": rt.api_version(&target.version),
-                "metadata": {},
-                "items": items,
-            });
-            Ok(json_response(
-                StatusCode::OK,
-                serde_json::to_vec(&list).map_err(ApiError::internal)?,
-            ))
+            let list = object::json_object([
+                ("kind", Value::from(rt.list_kind.as_str())),
+                ("apiVersion", Value::from(rt.api_version(&target.version))),
+                ("metadata", json!({})),
+                ("items", Value::Array(items)),
+            ]);
+            value_response(&list)
         }
         (m, name) => {
             let verb = match (m.as_str(), name.is_some()) {
@@ -904,28 +882,25 @@ fn list_response(
     if let Some(c) = cont {
         meta["continue"] = Value::String(c);
     }
-    let converted = match out {
-        Output::Json => None,
+    match out {
+        Output::Json => {}
         Output::Table(req) => {
             let objects = items
                 .iter()
                 .map(|o| to_wire(target, o.value.clone()))
                 .collect::<Result<Vec<_>, _>>()?;
             let columns = target.rt.strategy.columns(&target.version);
-            Some(table::build(&columns, &objects, meta.clone(), req, true))
+            return value_response(&table::build(&columns, objects, meta, req, true));
         }
-        Output::Metadata(version) => Some(json!({
-            "kind": "PartialObjectMetadataList",
-            "apiVersion": format!("meta.k8s.io/{version}"),
-            "metadata": meta,
-            "items": items.iter().map(|o| table::partial_metadata(&o.value, version)).collect::<Vec<_>>(),
-        })),
-    };
-    if let Some(body) = converted {
-        return Ok(json_response(
-            StatusCode::OK,
-            serde_json::to_vec(&body).map_err(ApiError::internal)?,
-        ));
+        Output::Metadata(version) => {
+            let items = items.iter().map(|o| table::partial_metadata(&o.value, version)).collect();
+            return value_response(&object::json_object([
+                ("kind", Value::from("PartialObjectMetadataList")),
+                ("apiVersion", Value::from(format!("meta.k8s.io/{version}"))),
+                ("metadata", meta),
+                ("items", Value::Array(items)),
+            ]));
+        }
     }
     let head = json!({
         "kind": target.rt.list_kind,
@@ -949,6 +924,8 @@ fn list_response(
 struct WatchRequest {
     target: Target,
     output: Output,
+    /// The kind's Table columns at the request's version (looked up once per watch).
+    columns: Arc<[table::Column]>,
     query: ListQuery,
     start: WatchStart,
     bookmarks: bool,
@@ -1016,6 +993,7 @@ async fn watch(
         }
     };
     let wr = WatchRequest {
+        columns: target.rt.strategy.columns(&target.version),
         target,
         output,
         query,
@@ -1073,7 +1051,12 @@ fn event_object(
 ) -> Result<Bytes, ApiError> {
     match wr.output {
         Output::Json => wire_bytes(&wr.target, obj),
-        Output::Table(_) | Output::Metadata(_) => {
+        // Metadata is the same at every version: no conversion of the whole object.
+        Output::Metadata(version) => {
+            let meta = table::partial_metadata(&obj.value, version);
+            Ok(Bytes::from(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
+        }
+        Output::Table(_) => {
             let value = to_wire(&wr.target, obj.value.clone())?;
             Ok(Bytes::from(table_or_json(wr, value, headers)?))
         }
@@ -1085,8 +1068,7 @@ fn table_or_json(wr: &WatchRequest, obj: Value, headers: &mut bool) -> Result<Ve
         Output::Json => obj,
         Output::Table(req) => {
             let meta = table::object_metadata(&obj);
-            let columns = wr.target.rt.strategy.columns(&wr.target.version);
-            let t = table::build(&columns, &[obj], meta, req, *headers);
+            let t = table::build(&wr.columns, vec![obj], meta, req, *headers);
             *headers = false;
             t
         }

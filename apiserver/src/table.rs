@@ -3,7 +3,7 @@
 //! default convertor's `Created At`), how cells are computed, and the `meta.k8s.io` Table of a
 //! list, of one object or of one watch event; also the metadata-only `PartialObjectMetadata`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
@@ -11,6 +11,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::error::ApiError;
 use crate::jsonpath::JsonPath;
+use crate::object;
 
 /// `ObjectMeta.name`'s description, which kube-apiserver gives the `Name` column.
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
@@ -102,7 +103,10 @@ impl Column {
     fn value(&self, obj: &Value, now: OffsetDateTime) -> Value {
         match &self.cell {
             Cell::Invalid => Value::Null,
-            Cell::Age => Value::String(age_of(obj, now, human_duration)),
+            Cell::Age => {
+                let ts = obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str);
+                Value::String(age(ts, now, human_duration))
+            }
             Cell::Computed(f) => f(obj),
             Cell::Path(path) => match path.find(obj).first() {
                 None => Value::Null,
@@ -112,34 +116,45 @@ impl Column {
     }
 }
 
+/// A column set built on first use and shared after: columns are asked for on every Table
+/// request and every event of a Table watch.
+fn shared(cell: &'static OnceLock<Arc<[Column]>>, build: fn() -> Vec<Column>) -> Arc<[Column]> {
+    Arc::clone(cell.get_or_init(|| Arc::from(build())))
+}
+
 /// The columns of a CRD version: its printer columns, or `Age` when it has none.
 pub fn crd_columns(columns: &[ocm_proto::crd::PrinterColumn]) -> Arc<[Column]> {
     if columns.is_empty() {
-        let age = ocm_proto::crd::PrinterColumn {
-            name: "Age".into(),
-            type_: "date".into(),
-            format: None,
-            description: Some(CREATED_DOC.into()),
-            priority: 0,
-            json_path: ".metadata.creationTimestamp".into(),
-        };
-        return Arc::from(vec![Column::from_crd(&age)]);
+        static AGE: OnceLock<Arc<[Column]>> = OnceLock::new();
+        return shared(&AGE, || {
+            vec![Column::from_crd(&ocm_proto::crd::PrinterColumn {
+                name: "Age".into(),
+                type_: "date".into(),
+                format: None,
+                description: Some(CREATED_DOC.into()),
+                priority: 0,
+                json_path: ".metadata.creationTimestamp".into(),
+            })]
+        });
     }
     columns.iter().map(Column::from_crd).collect()
 }
 
 /// kube-apiserver's default convertor (kinds without a printer): `Created At`, RFC 3339.
 pub fn default_columns() -> Arc<[Column]> {
-    Arc::from(vec![Column {
-        name: "Created At".into(),
-        type_: "date".into(),
-        format: String::new(),
-        description: CREATED_DOC.into(),
-        priority: 0,
-        cell: Cell::Computed(|o| {
-            o.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)
-        }),
-    }])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![Column {
+            name: "Created At".into(),
+            type_: "date".into(),
+            format: String::new(),
+            description: CREATED_DOC.into(),
+            priority: 0,
+            cell: Cell::Computed(|o| {
+                o.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)
+            }),
+        }]
+    })
 }
 
 /// A CRD cell of a non-`Name` column: strings print the value (compact JSON for maps and
@@ -168,37 +183,29 @@ fn typed_cell(type_: &str, v: &Value, now: OffsetDateTime) -> Value {
             _ => Value::Null,
         },
         "date" => match v {
-            Value::String(s) if s.is_empty() => Value::String("<unknown>".into()),
-            Value::String(s) => match OffsetDateTime::parse(s, &Rfc3339) {
-                Ok(t) => Value::String(short_human_duration(now - t)),
-                Err(_) => Value::String("<invalid>".into()),
-            },
+            Value::String(s) => Value::String(age(Some(s), now, short_human_duration)),
             _ => Value::Null,
         },
         _ => Value::Null,
     }
 }
 
-fn age_of(obj: &Value, now: OffsetDateTime, f: fn(time::Duration) -> String) -> String {
-    match obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str) {
+/// The age of an RFC 3339 timestamp at `now` as `f` writes it: `<unknown>` when unset or empty,
+/// `<invalid>` when it does not parse.
+fn age(timestamp: Option<&str>, now: OffsetDateTime, f: fn(time::Duration) -> String) -> String {
+    match timestamp.filter(|s| !s.is_empty()) {
+        None => "<unknown>".into(),
         Some(s) => match OffsetDateTime::parse(s, &Rfc3339) {
             Ok(t) => f(now - t),
             Err(_) => "<invalid>".into(),
         },
-        None => "<unknown>".into(),
     }
 }
 
 /// The human age of a timestamp field (core printers), `<unknown>` when unset.
 pub fn age_of_field(obj: &Value, pointer: &str) -> Value {
-    let now = OffsetDateTime::now_utc();
-    Value::String(match obj.pointer(pointer).and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => match OffsetDateTime::parse(s, &Rfc3339) {
-            Ok(t) => human_duration(now - t),
-            Err(_) => "<invalid>".into(),
-        },
-        _ => "<unknown>".into(),
-    })
+    let ts = obj.pointer(pointer).and_then(Value::as_str);
+    Value::String(age(ts, OffsetDateTime::now_utc(), human_duration))
 }
 
 /// apimachinery's `ShortHumanDuration` (CRD `date` cells): `5s`, `3m`, `7h`, `2d`, `1y`.
@@ -307,7 +314,7 @@ pub struct TableRequest {
 /// `columnDefinitions` null, as later events of a watch do.
 pub fn build(
     columns: &[Column],
-    objects: &[Value],
+    objects: Vec<Value>,
     metadata: Value,
     req: TableRequest,
     headers: bool,
@@ -329,26 +336,26 @@ pub fn build(
         Value::Null
     };
     let rows: Vec<Value> = objects
-        .iter()
+        .into_iter()
         .map(|obj| {
             let name = obj.pointer("/metadata/name").cloned().unwrap_or_else(|| json!(""));
             let mut cells = vec![name];
-            cells.extend(columns.iter().map(|c| c.value(obj, now)));
+            cells.extend(columns.iter().map(|c| c.value(&obj, now)));
             let object = match req.include {
-                Include::Object => obj.clone(),
+                Include::Object => obj,
                 Include::None => Value::Null,
-                Include::Metadata => partial_metadata(obj, req.version),
+                Include::Metadata => partial_metadata(&obj, req.version),
             };
-            json!({"cells": cells, "object": object})
+            object::json_object([("cells", Value::Array(cells)), ("object", object)])
         })
         .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": format!("meta.k8s.io/{}", req.version),
-        "metadata": metadata,
-        "columnDefinitions": definitions,
-        "rows": rows,
-    })
+    object::json_object([
+        ("kind", Value::from("Table")),
+        ("apiVersion", Value::from(format!("meta.k8s.io/{}", req.version))),
+        ("metadata", metadata),
+        ("columnDefinitions", definitions),
+        ("rows", Value::Array(rows)),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,92 +376,110 @@ fn str_at(obj: &Value, pointer: &str) -> String {
 
 /// ConfigMap: `Data` (entries of data and binaryData), `Age`.
 pub fn config_map_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::computed("Data", "string", 0, "Data contains the configuration data.", |o| {
-            json!(len_of(o, "/data") + len_of(o, "/binaryData"))
-        }),
-        Column::age(),
-    ])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed("Data", "string", 0, "Data contains the configuration data.", |o| {
+                json!(len_of(o, "/data") + len_of(o, "/binaryData"))
+            }),
+            Column::age(),
+        ]
+    })
 }
 
 /// Secret: `Type`, `Data`, `Age`.
 pub fn secret_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::computed(
-            "Type",
-            "string",
-            0,
-            "Used to facilitate programmatic handling of secret data.",
-            |o| json!(str_at(o, "/type")),
-        ),
-        Column::computed("Data", "string", 0, "Data contains the secret data.", |o| {
-            json!(len_of(o, "/data") + len_of(o, "/stringData"))
-        }),
-        Column::age(),
-    ])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed(
+                "Type",
+                "string",
+                0,
+                "Used to facilitate programmatic handling of secret data.",
+                |o| json!(str_at(o, "/type")),
+            ),
+            Column::computed("Data", "string", 0, "Data contains the secret data.", |o| {
+                json!(len_of(o, "/data") + len_of(o, "/stringData"))
+            }),
+            Column::age(),
+        ]
+    })
 }
 
 /// Namespace: `Status` (phase), `Age`.
 pub fn namespace_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::computed("Status", "string", 0, "The status of the namespace", |o| {
-            json!(str_at(o, "/status/phase"))
-        }),
-        Column::age(),
-    ])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed("Status", "string", 0, "The status of the namespace", |o| {
+                json!(str_at(o, "/status/phase"))
+            }),
+            Column::age(),
+        ]
+    })
 }
 
 /// ServiceAccount: `Secrets` (count), `Age`.
 pub fn service_account_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::computed(
-            "Secrets",
-            "string",
-            0,
-            "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
-            |o| json!(len_of(o, "/secrets")),
-        ),
-        Column::age(),
-    ])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed(
+                "Secrets",
+                "string",
+                0,
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+                |o| json!(len_of(o, "/secrets")),
+            ),
+            Column::age(),
+        ]
+    })
 }
 
 /// Lease: `Holder`, `Age`.
 pub fn lease_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::computed(
-            "Holder",
-            "string",
-            0,
-            "holderIdentity contains the identity of the holder of a current lease.",
-            |o| json!(str_at(o, "/spec/holderIdentity")),
-        ),
-        Column::age(),
-    ])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed(
+                "Holder",
+                "string",
+                0,
+                "holderIdentity contains the identity of the holder of a current lease.",
+                |o| json!(str_at(o, "/spec/holderIdentity")),
+            ),
+            Column::age(),
+        ]
+    })
 }
 
 /// CertificateSigningRequest: `Age`, `SignerName`, `Requestor`, `RequestedDuration`, `Condition`.
 pub fn csr_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::age(),
-        Column::computed("SignerName", "string", 0, "The signer the request is for.", |o| {
-            let s = str_at(o, "/spec/signerName");
-            json!(if s.is_empty() { "<none>".to_owned() } else { s })
-        }),
-        Column::computed("Requestor", "string", 0, "The user who created the request.", |o| {
-            json!(str_at(o, "/spec/username"))
-        }),
-        Column::computed(
-            "RequestedDuration",
-            "string",
-            0,
-            "The requested duration of validity of the issued certificate.",
-            |o| match o.pointer("/spec/expirationSeconds").and_then(Value::as_i64) {
-                Some(s) => json!(human_duration(time::Duration::seconds(s))),
-                None => json!("<none>"),
-            },
-        ),
-        Column::computed("Condition", "string", 0, "The request's conditions.", csr_condition),
-    ])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::age(),
+            Column::computed("SignerName", "string", 0, "The signer the request is for.", |o| {
+                let s = str_at(o, "/spec/signerName");
+                json!(if s.is_empty() { "<none>".to_owned() } else { s })
+            }),
+            Column::computed("Requestor", "string", 0, "The user who created the request.", |o| {
+                json!(str_at(o, "/spec/username"))
+            }),
+            Column::computed(
+                "RequestedDuration",
+                "string",
+                0,
+                "The requested duration of validity of the issued certificate.",
+                |o| match o.pointer("/spec/expirationSeconds").and_then(Value::as_i64) {
+                    Some(s) => json!(human_duration(time::Duration::seconds(s))),
+                    None => json!("<none>"),
+                },
+            ),
+            Column::computed("Condition", "string", 0, "The request's conditions.", csr_condition),
+        ]
+    })
 }
 
 /// `Denied`, else `Approved`, else `Pending`; then `,Failed` and `,Issued` (condition types only).
@@ -483,25 +508,32 @@ fn csr_condition(o: &Value) -> Value {
 /// RoleBinding and ClusterRoleBinding: `Role` (`Kind/name`), `Age`, wide `Users`, `Groups`,
 /// `ServiceAccounts`.
 pub fn binding_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::computed(
-            "Role",
-            "string",
-            0,
-            "roleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
-            |o| json!(format!("{}/{}", str_at(o, "/roleRef/kind"), str_at(o, "/roleRef/name"))),
-        ),
-        Column::age(),
-        Column::computed("Users", "string", 1, "Users in the binding", |o| {
-            json!(subjects(o, "User", false))
-        }),
-        Column::computed("Groups", "string", 1, "Groups in the binding", |o| {
-            json!(subjects(o, "Group", false))
-        }),
-        Column::computed("ServiceAccounts", "string", 1, "ServiceAccounts in the binding", |o| {
-            json!(subjects(o, "ServiceAccount", true))
-        }),
-    ])
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed(
+                "Role",
+                "string",
+                0,
+                "roleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
+                |o| json!(format!("{}/{}", str_at(o, "/roleRef/kind"), str_at(o, "/roleRef/name"))),
+            ),
+            Column::age(),
+            Column::computed("Users", "string", 1, "Users in the binding", |o| {
+                json!(subjects(o, "User", false))
+            }),
+            Column::computed("Groups", "string", 1, "Groups in the binding", |o| {
+                json!(subjects(o, "Group", false))
+            }),
+            Column::computed(
+                "ServiceAccounts",
+                "string",
+                1,
+                "ServiceAccounts in the binding",
+                |o| json!(subjects(o, "ServiceAccount", true)),
+            ),
+        ]
+    })
 }
 
 fn subjects(o: &Value, kind: &str, with_namespace: bool) -> String {
@@ -520,81 +552,84 @@ fn subjects(o: &Value, kind: &str, with_namespace: bool) -> String {
 /// Event (core/v1 and events.k8s.io/v1 share it): `Last Seen`, `Type`, `Reason`, `Object`,
 /// wide `Subobject`, `Source`, then `Message`, wide `First Seen`, `Count`, `Name`.
 pub fn event_columns() -> Arc<[Column]> {
-    Arc::from(vec![
-        Column::computed(
-            "Last Seen",
-            "string",
-            0,
-            "The time at which the most recent occurrence of this event was recorded.",
-            last_seen,
-        ),
-        Column::computed("Type", "string", 0, "Type of this event (Normal, Warning).", |o| {
-            json!(str_at(o, "/type"))
-        }),
-        Column::computed(
-            "Reason",
-            "string",
-            0,
-            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
-            |o| json!(str_at(o, "/reason")),
-        ),
-        Column::computed("Object", "string", 0, "The object that this event is about.", |o| {
-            let kind = str_at(o, "/involvedObject/kind").to_lowercase();
-            let name = str_at(o, "/involvedObject/name");
-            json!(if name.is_empty() { kind } else { format!("{kind}/{name}") })
-        }),
-        Column::computed(
-            "Subobject",
-            "string",
-            1,
-            "The field of the object the event is about.",
-            |o| json!(str_at(o, "/involvedObject/fieldPath")),
-        ),
-        Column::computed("Source", "string", 1, "The component reporting this event.", |o| {
-            let first = |a: &str, b: &str| {
-                let x = str_at(o, a);
-                if x.is_empty() { str_at(o, b) } else { x }
-            };
-            let component = first("/source/component", "/reportingComponent");
-            let host = first("/source/host", "/reportingInstance");
-            json!(if host.is_empty() { component } else { format!("{component}, {host}") })
-        }),
-        Column::computed(
-            "Message",
-            "string",
-            0,
-            "A human-readable description of the status of this operation.",
-            |o| json!(str_at(o, "/message").trim()),
-        ),
-        Column::computed(
-            "First Seen",
-            "string",
-            1,
-            "The time at which the event was first recorded.",
-            first_seen,
-        ),
-        Column::computed(
-            "Count",
-            "string",
-            1,
-            "The number of times this event has occurred.",
-            |o| {
-                if let Some(n) = o.pointer("/series/count").and_then(Value::as_i64) {
-                    return json!(n);
-                }
-                match o.get("count").and_then(Value::as_i64) {
-                    Some(n) if n != 0 => json!(n),
-                    _ => json!(1),
-                }
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed(
+                "Last Seen",
+                "string",
+                0,
+                "The time at which the most recent occurrence of this event was recorded.",
+                last_seen,
+            ),
+            Column::computed("Type", "string", 0, "Type of this event (Normal, Warning).", |o| {
+                json!(str_at(o, "/type"))
+            }),
+            Column::computed(
+                "Reason",
+                "string",
+                0,
+                "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+                |o| json!(str_at(o, "/reason")),
+            ),
+            Column::computed("Object", "string", 0, "The object that this event is about.", |o| {
+                let kind = str_at(o, "/involvedObject/kind").to_lowercase();
+                let name = str_at(o, "/involvedObject/name");
+                json!(if name.is_empty() { kind } else { format!("{kind}/{name}") })
+            }),
+            Column::computed(
+                "Subobject",
+                "string",
+                1,
+                "The field of the object the event is about.",
+                |o| json!(str_at(o, "/involvedObject/fieldPath")),
+            ),
+            Column::computed("Source", "string", 1, "The component reporting this event.", |o| {
+                let first = |a: &str, b: &str| {
+                    let x = str_at(o, a);
+                    if x.is_empty() { str_at(o, b) } else { x }
+                };
+                let component = first("/source/component", "/reportingComponent");
+                let host = first("/source/host", "/reportingInstance");
+                json!(if host.is_empty() { component } else { format!("{component}, {host}") })
+            }),
+            Column::computed(
+                "Message",
+                "string",
+                0,
+                "A human-readable description of the status of this operation.",
+                |o| json!(str_at(o, "/message").trim()),
+            ),
+            Column::computed(
+                "First Seen",
+                "string",
+                1,
+                "The time at which the event was first recorded.",
+                first_seen,
+            ),
+            Column::computed(
+                "Count",
+                "string",
+                1,
+                "The number of times this event has occurred.",
+                |o| {
+                    if let Some(n) = o.pointer("/series/count").and_then(Value::as_i64) {
+                        return json!(n);
+                    }
+                    match o.get("count").and_then(Value::as_i64) {
+                        Some(n) if n != 0 => json!(n),
+                        _ => json!(1),
+                    }
+                },
+            ),
+            Column {
+                format: "name".into(),
+                ..Column::computed("Name", "string", 1, NAME_DOC, |o| {
+                    json!(str_at(o, "/metadata/name"))
+                })
             },
-        ),
-        Column {
-            format: "name".into(),
-            ..Column::computed("Name", "string", 1, NAME_DOC, |o| {
-                json!(str_at(o, "/metadata/name"))
-            })
-        },
-    ])
+        ]
+    })
 }
 
 fn first_seen(o: &Value) -> Value {
@@ -616,11 +651,11 @@ fn last_seen(o: &Value) -> Value {
 
 /// An object's `PartialObjectMetadata` at `meta.k8s.io/<version>` (its whole `metadata`).
 pub fn partial_metadata(obj: &Value, version: &str) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": format!("meta.k8s.io/{version}"),
-        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-    })
+    object::json_object([
+        ("kind", Value::from("PartialObjectMetadata")),
+        ("apiVersion", Value::from(format!("meta.k8s.io/{version}"))),
+        ("metadata", obj.get("metadata").cloned().unwrap_or_else(|| json!({}))),
+    ])
 }
 
 /// `metadata` of a one-object Table: the object's resourceVersion.
@@ -684,7 +719,7 @@ mod tests {
             "metadata": {"name": "a", "resourceVersion": "7"}, "data": {"x": "1", "y": "2"},
             "binaryData": {"z": ""}});
         let req = TableRequest { version: "v1", include: Include::Metadata };
-        let t = build(&cols, std::slice::from_ref(&cm), object_metadata(&cm), req, true);
+        let t = build(&cols, vec![cm.clone()], object_metadata(&cm), req, true);
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["metadata"]["resourceVersion"], "7");
         assert_eq!(t["columnDefinitions"][0]["format"], "name");
@@ -694,7 +729,7 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"][2], "<unknown>");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         let none = TableRequest { version: "v1beta1", include: Include::None };
-        let t = build(&cols, &[cm], json!({}), none, false);
+        let t = build(&cols, vec![cm], json!({}), none, false);
         assert!(t["columnDefinitions"].is_null() && t["rows"][0]["object"].is_null());
         assert_eq!(t["apiVersion"], "meta.k8s.io/v1beta1");
     }
