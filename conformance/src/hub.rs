@@ -155,20 +155,25 @@ impl TestHub {
 
     /// An HTTPS client presenting the admin certificate.
     pub fn http(&self) -> anyhow::Result<reqwest::Client> {
-        Ok(reqwest::Client::builder().use_preconfigured_tls(self.tls(true)?).build()?)
+        self.client(true, true)
     }
 
     /// An HTTPS client presenting the admin certificate that does not follow redirects.
     pub fn http_no_redirects(&self) -> anyhow::Result<reqwest::Client> {
-        Ok(reqwest::Client::builder()
-            .use_preconfigured_tls(self.tls(true)?)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?)
+        self.client(true, false)
     }
 
     /// An HTTPS client without a client certificate.
     pub fn anonymous(&self) -> anyhow::Result<reqwest::Client> {
-        Ok(reqwest::Client::builder().use_preconfigured_tls(self.tls(false)?).build()?)
+        self.client(false, true)
+    }
+
+    fn client(&self, with_cert: bool, follow_redirects: bool) -> anyhow::Result<reqwest::Client> {
+        let mut builder = reqwest::Client::builder().use_preconfigured_tls(self.tls(with_cert)?);
+        if !follow_redirects {
+            builder = builder.redirect(reqwest::redirect::Policy::none());
+        }
+        Ok(builder.build()?)
     }
 
     /// A `kube::Client` from the hub's `admin.kubeconfig`.

@@ -1285,7 +1285,10 @@ async fn metadata_case(hub: TestHub) -> anyhow::Result<()> {
         Event::Apply(o) => {
             ensure!(
                 o.name_any() == "b" && o.labels().get("tier").map(String::as_str) == Some("edge")
-            )
+            );
+            // The event itself was metadata only, not a whole object kube trimmed.
+            let kind = o.types.as_ref().map(|t| t.kind.as_str());
+            ensure!(kind == Some("PartialObjectMetadata"), "watch event kind {kind:?}")
         }
         other => bail!("expected the relabel, got {other:?}"),
     }
