@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod jsonpath;
 pub mod limits;
+pub mod merge;
 pub mod object;
 pub mod ocm;
 pub mod openapi;
