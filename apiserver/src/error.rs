@@ -134,6 +134,17 @@ impl ApiError {
         ApiError::new(409, "Conflict", message).about(subject)
     }
 
+    /// 409 `Conflict` of a server-side apply: one `FieldManagerConflict` cause per field,
+    /// `(message, field)`.
+    pub fn apply_conflict(message: String, causes: Vec<(String, String)>) -> ApiError {
+        let mut err = ApiError::new(409, "Conflict", message);
+        err.details.causes = causes
+            .into_iter()
+            .map(|(message, field)| Cause { reason: "FieldManagerConflict".into(), message, field })
+            .collect();
+        err
+    }
+
     /// 409 `Conflict` for a stale `resourceVersion`.
     pub fn stale(subject: Subject) -> ApiError {
         ApiError::conflict(

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::merge::shape::Shape;
 use crate::scheme::{ResourceType, Subresource, prefix_of, version_priority};
 use crate::strategy::{NameRule, Strategy};
 
@@ -66,6 +67,11 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
                 .collect(),
         }),
         prefix: prefix_of(&crd.group, &crd.plural),
+        shapes: crd
+            .versions
+            .iter()
+            .map(|v| (v.name.clone(), Arc::new(Shape::from_crd(&v.schema))))
+            .collect(),
     }
 }
 

@@ -15,6 +15,9 @@ use serde_json::{Map, Value, json};
 
 use crate::cache::{Cache, CachedObject};
 use crate::error::{ApiError, Subject, from_storage};
+use crate::merge::managed::{self, Managed};
+use crate::merge::shape::Shape;
+use crate::merge::{fields, smp};
 use crate::object::{self, meta_mut};
 use crate::scheme::{ResourceType, Scheme, Subresource};
 use crate::strategy::NameRule;
@@ -41,6 +44,14 @@ pub struct WriteOptions {
     /// The apiVersion a patch is written against, when it is not the storage version: the
     /// current object is converted to it, patched, and converted back.
     pub patch_version: Option<String>,
+    /// The manager the written fields are recorded under (`fieldManager`, or the product
+    /// name of the User-Agent); empty for the hub's own writes, recorded as `ocm-hub`.
+    pub field_manager: String,
+    /// `force` of an apply: take over fields other managers own.
+    pub force: bool,
+    /// The apiVersion of the request, which managedFields entries name (empty: the storage
+    /// version).
+    pub api_version: String,
 }
 
 /// The result of a write.
@@ -109,6 +120,10 @@ pub enum Patch {
     Json(json_patch::Patch),
     /// `application/merge-patch+json`.
     Merge(Value),
+    /// `application/strategic-merge-patch+json`.
+    Strategic(Value),
+    /// `application/apply-patch+yaml`: the manager's whole intent (server-side apply).
+    Apply(Value),
 }
 
 /// The registry of one hub: storage, the scheme and the watch cache.
@@ -416,8 +431,20 @@ impl Registry {
         &self,
         rt: &ResourceType,
         namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        self.create_tracked(rt, namespace, obj, opts, false).await
+    }
+
+    /// Creates an object; `tracked`: its managedFields are already final (an apply).
+    async fn create_tracked(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
         mut obj: Value,
         opts: &WriteOptions,
+        tracked: bool,
     ) -> Result<Written, ApiError> {
         if !obj.is_object() {
             return Err(ApiError::bad_request("the body must be a JSON object"));
@@ -464,6 +491,9 @@ impl Registry {
             m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
             m.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
             m.insert("generation".into(), json!(1));
+        }
+        if !tracked {
+            track_update(rt, &Value::Null, &mut obj, None, opts)?;
         }
         let mut attempts = 0;
         loop {
@@ -597,7 +627,8 @@ impl Registry {
             return Err(ApiError::invalid(&rt.group, &rt.kind, name, &[err]));
         }
         let precondition = if body_rv.is_empty() { None } else { Some(parse_rv(&body_rv)?) };
-        self.write_loop(rt, namespace, name, sub, opts, precondition, |_| Ok(obj.clone())).await
+        self.write_loop(rt, namespace, name, sub, opts, precondition, false, |_| Ok(obj.clone()))
+            .await
     }
 
     /// Patches an object (or the part a subresource owns). A patch that carries
@@ -612,7 +643,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
         let carried_rv = match patch {
-            Patch::Merge(v) => {
+            Patch::Merge(v) | Patch::Strategic(v) | Patch::Apply(v) => {
                 v.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(str::to_owned)
             }
             Patch::Json(p) => p.0.iter().find_map(|op| match op {
@@ -634,39 +665,79 @@ impl Registry {
             _ => None,
         };
         let storage_version = rt.storage_api_version();
-        self.write_loop(rt, namespace, name, sub, opts, precondition, |current| {
-            let mut doc = match &opts.patch_version {
-                Some(v) => rt.strategy.storage_to_version(current.clone(), v)?,
-                None => current.clone(),
-            };
-            match patch {
-                Patch::Merge(p) => {
-                    if !p.is_object() {
-                        return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+        let version = opts.patch_version.as_deref().unwrap_or(&storage_version);
+        let shape = rt.shape(version_name(version));
+        let applied = matches!(patch, Patch::Apply(_));
+        let result = self
+            .write_loop(rt, namespace, name, sub, opts, precondition, applied, |current| {
+                let mut doc = match &opts.patch_version {
+                    Some(v) => rt.strategy.storage_to_version(current.clone(), v)?,
+                    None => current.clone(),
+                };
+                match patch {
+                    Patch::Merge(p) => {
+                        if !p.is_object() {
+                            return Err(ApiError::bad_request(
+                                "a merge patch must be a JSON object",
+                            ));
+                        }
+                        json_patch::merge(&mut doc, p);
                     }
-                    json_patch::merge(&mut doc, p);
+                    Patch::Strategic(p) => {
+                        smp::apply(&mut doc, p, &shape)
+                            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                    }
+                    Patch::Apply(config) => {
+                        doc = server_side_apply(rt, sub, opts, version, &doc, config, &shape)?;
+                    }
+                    Patch::Json(p) => {
+                        json_patch::patch(&mut doc, p).map_err(|e| {
+                            ApiError::invalid(
+                                &rt.group,
+                                &rt.kind,
+                                name,
+                                &[FieldError::invalid(
+                                    "",
+                                    Value::Null,
+                                    format!("the JSON patch failed: {e}"),
+                                )],
+                            )
+                        })?;
+                    }
                 }
-                Patch::Json(p) => {
-                    json_patch::patch(&mut doc, p).map_err(|e| {
-                        ApiError::invalid(
-                            &rt.group,
-                            &rt.kind,
-                            name,
-                            &[FieldError::invalid(
-                                "",
-                                Value::Null,
-                                format!("the JSON patch failed: {e}"),
-                            )],
-                        )
-                    })?;
+                match &opts.patch_version {
+                    Some(_) => rt.strategy.version_to_storage(doc, &storage_version),
+                    None => Ok(doc),
                 }
+            })
+            .await;
+        match (result, patch) {
+            // An apply to a missing object creates it.
+            (Err(e), Patch::Apply(config)) if e.code == 404 && sub.is_none() => {
+                let mut config = config.clone();
+                let m = meta_mut(&mut config);
+                match m.get("name").and_then(Value::as_str) {
+                    Some(n) if n != name => {
+                        return Err(ApiError::bad_request(format!(
+                            "the name of the object ({n}) does not match the name on the URL \
+                             ({name})"
+                        )));
+                    }
+                    Some(_) => {}
+                    None => {
+                        m.insert("name".into(), Value::String(name.to_owned()));
+                    }
+                }
+                let obj =
+                    server_side_apply(rt, None, opts, version, &Value::Null, &config, &shape)?;
+                let obj = match &opts.patch_version {
+                    Some(_) => rt.strategy.version_to_storage(obj, &storage_version)?,
+                    None => obj,
+                };
+                self.create_tracked(rt, namespace, obj, opts, true).await
             }
-            match &opts.patch_version {
-                Some(_) => rt.strategy.version_to_storage(doc, &storage_version),
-                None => Ok(doc),
-            }
-        })
-        .await
+            (result, _) => result,
+        }
     }
 
     /// The read–modify–CAS loop of updates and patches. `make` builds the candidate from the
@@ -680,6 +751,7 @@ impl Registry {
         sub: Option<&Subresource>,
         opts: &WriteOptions,
         precondition: Option<u64>,
+        tracked: bool,
         make: F,
     ) -> Result<Written, ApiError>
     where
@@ -696,7 +768,8 @@ impl Registry {
                 }
             }
             let candidate = make(&current)?;
-            let (next, warnings) = self.prepare_update(rt, &current, candidate, sub, opts)?;
+            let (next, warnings) =
+                self.prepare_update(rt, &current, candidate, sub, opts, tracked)?;
             let Some(mut next) = next else {
                 return Ok(Written { object: current, warnings });
             };
@@ -729,7 +802,8 @@ impl Registry {
         }
     }
 
-    /// Applies the update rules to a candidate; `None` means nothing changes.
+    /// Applies the update rules to a candidate; `None` means nothing changes. `tracked`: the
+    /// candidate's managedFields are already final (a server-side apply computed them).
     fn prepare_update(
         &self,
         rt: &ResourceType,
@@ -737,6 +811,7 @@ impl Registry {
         candidate: Value,
         sub: Option<&Subresource>,
         opts: &WriteOptions,
+        tracked: bool,
     ) -> Result<(Option<Value>, Vec<String>), ApiError> {
         let name = object::name(old).to_owned();
         if !candidate.is_object() {
@@ -760,6 +835,12 @@ impl Registry {
             let err = FieldError::invalid("metadata.uid", body_uid, "field is immutable");
             return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &[err]));
         }
+        let candidate_managed = match (sub, tracked) {
+            (Some(_), true) => {
+                object::meta(&candidate).and_then(|m| m.get("managedFields")).cloned()
+            }
+            _ => None,
+        };
         let mut next = match sub {
             Some(sub) => {
                 // A subresource write changes only what the subresource owns.
@@ -818,6 +899,20 @@ impl Registry {
                 );
                 return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &[err]));
             }
+        }
+        match (sub, tracked) {
+            // An apply to a subresource: only what the subresource owns came from the
+            // candidate, so its managedFields are taken from it here.
+            (Some(_), true) => match candidate_managed {
+                Some(v) => {
+                    meta_mut(&mut next).insert("managedFields".into(), v);
+                }
+                None => {
+                    meta_mut(&mut next).remove("managedFields");
+                }
+            },
+            (_, true) => {}
+            (_, false) => track_update(rt, old, &mut next, sub, opts)?,
         }
         let mut errs = Vec::new();
         validate_meta(rt, &next, &mut errs);
@@ -957,6 +1052,133 @@ impl Registry {
 }
 
 /// Whether an object passes label and field selectors.
+/// The version name of an apiVersion (`v1` of `cluster.open-cluster-management.io/v1`).
+fn version_name(api_version: &str) -> &str {
+    api_version.rsplit('/').next().unwrap_or(api_version)
+}
+
+/// Who a write is recorded under, and which part of the object it manages.
+fn writer<'a>(
+    sub: Option<&'a Subresource>,
+    opts: &'a WriteOptions,
+    storage_api_version: &'a str,
+    owned_elsewhere: &'a [&'a str],
+    now: &'a str,
+) -> managed::Writer<'a> {
+    managed::Writer {
+        manager: if opts.field_manager.is_empty() { "ocm-hub" } else { &opts.field_manager },
+        api_version: if opts.api_version.is_empty() {
+            storage_api_version
+        } else {
+            &opts.api_version
+        },
+        scope: managed::Scope {
+            subresource: sub.map(|s| s.name),
+            owned_elsewhere: match sub {
+                Some(s) => s.owns,
+                None => owned_elsewhere,
+            },
+        },
+        now,
+    }
+}
+
+/// What every subresource of a kind owns (what main-resource writes do not manage).
+fn owned_by_subresources(rt: &ResourceType) -> Vec<&'static str> {
+    rt.subresources.iter().flat_map(|s| s.owns.iter().copied()).collect()
+}
+
+fn bad_managed_fields(rt: &ResourceType, obj: &Value, bad: managed::BadEntry) -> ApiError {
+    let err = FieldError::invalid(bad.field, Value::Null, bad.message);
+    ApiError::invalid(&rt.group, &rt.kind, object::name(obj), &[err])
+}
+
+/// Records a non-apply write of `next` over `old` (`Null` for a create) in `next`'s
+/// managedFields. Entries the client sent are the base (kubectl's client-side/server-side
+/// apply migration sends them); without any, the stored ones are; `[{}]` stops tracking.
+fn track_update(
+    rt: &ResourceType,
+    old: &Value,
+    next: &mut Value,
+    sub: Option<&Subresource>,
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
+    let base = match managed::decode(next).map_err(|e| bad_managed_fields(rt, next, e))? {
+        Managed::Reset => {
+            meta_mut(next).remove("managedFields");
+            return Ok(());
+        }
+        Managed::Entries(entries) if sub.is_none() && !old.is_null() => entries,
+        // A client creating an object with managedFields keeps them as they are.
+        Managed::Entries(_) if old.is_null() => return Ok(()),
+        _ => match managed::decode(old) {
+            Ok(Managed::Entries(entries)) => entries,
+            _ => Vec::new(),
+        },
+    };
+    let storage_api_version = rt.storage_api_version();
+    let owned = owned_by_subresources(rt);
+    let now = object::now_rfc3339();
+    let w = writer(sub, opts, &storage_api_version, &owned, &now);
+    let entries = managed::record_update(old, next, base, &w, &rt.shape(&rt.storage_version));
+    managed::encode(next, &entries);
+    Ok(())
+}
+
+/// Server-side apply of `config` onto `live` (both at `api_version`; `live` is `Null` when
+/// the object does not exist): the merged object with its managedFields, or the 409 of the
+/// conflicts.
+fn server_side_apply(
+    rt: &ResourceType,
+    sub: Option<&Subresource>,
+    opts: &WriteOptions,
+    api_version: &str,
+    live: &Value,
+    config: &Value,
+    shape: &Shape,
+) -> Result<Value, ApiError> {
+    if !config.is_object() {
+        return Err(ApiError::bad_request("the apply configuration must be an object"));
+    }
+    let entries = match managed::decode(live) {
+        Ok(Managed::Entries(entries)) => entries,
+        _ => Vec::new(),
+    };
+    if object::meta(config).is_some_and(|m| m.get("managedFields").is_some_and(|v| !v.is_null())) {
+        return Err(ApiError::bad_request(
+            "metadata.managedFields must be nil in an apply configuration",
+        ));
+    }
+    let owned = owned_by_subresources(rt);
+    let now = object::now_rfc3339();
+    let w = writer(sub, opts, api_version, &owned, &now);
+    // kubectl's upgrade from client-side apply: conflicts on fields whose live value is still
+    // what its last client-side apply set are taken over.
+    let last_applied: Option<Value> = (w.manager == "kubectl")
+        .then(|| object::meta(live)?.get("annotations")?.get(LAST_APPLIED)?.as_str())
+        .flatten()
+        .and_then(|s| serde_json::from_str(s).ok());
+    let allowed = |p: &[fields::Pe]| {
+        last_applied.as_ref().is_some_and(|la| fields::get(live, p) == fields::get(la, p))
+    };
+    match managed::apply(live, config, entries, &w, shape, opts.force, &allowed) {
+        Ok((mut merged, entries)) => {
+            managed::encode(&mut merged, &entries);
+            Ok(merged)
+        }
+        Err(managed::Conflicts(conflicts)) => Err(ApiError::apply_conflict(
+            managed::conflict_message(&conflicts),
+            conflicts
+                .into_iter()
+                .map(|c| (format!("conflict with {}", c.manager), c.field))
+                .collect(),
+        )),
+    }
+}
+
+/// kubectl's client-side apply annotation.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 pub fn selectors_match(
     rt: &ResourceType,
     obj: &Value,

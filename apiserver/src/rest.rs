@@ -129,7 +129,12 @@ impl Query {
         }
     }
 
-    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+    /// The options of a write to `target` with these request headers.
+    fn write_options(
+        &self,
+        target: &Target,
+        headers: &HeaderMap,
+    ) -> Result<WriteOptions, ApiError> {
         let dry_run = dry_run(self.get("dryRun"))?;
         let field_validation = match self.get("fieldValidation") {
             None | Some("") | Some("Warn") => FieldValidation::Warn,
@@ -155,7 +160,25 @@ impl Query {
                 return Err(ApiError::invalid_options("CreateOptions", &[err]));
             }
         }
-        Ok(WriteOptions { dry_run, field_validation, patch_version: None })
+        // Like kube-apiserver, a write without fieldManager is recorded under the product name
+        // of its User-Agent (`kubectl/v1.32.0 ...` -> `kubectl`).
+        let field_manager = match self.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.to_owned(),
+            None => headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(|ua| ua.split('/').next().unwrap_or("").chars().take(128).collect())
+                .unwrap_or_default(),
+        };
+        let force = self.flag("force")?;
+        Ok(WriteOptions {
+            dry_run,
+            field_validation,
+            patch_version: None,
+            field_manager,
+            force,
+            api_version: target.rt.api_version(&target.version),
+        })
     }
 }
 
@@ -436,8 +459,15 @@ fn decode(content_type: &str, bytes: &Bytes) -> Result<Value, ApiError> {
         ""
         | "application/json"
         | "application/json-patch+json"
-        | "application/merge-patch+json" => serde_json::from_slice(bytes)
+        | "application/merge-patch+json"
+        | "application/strategic-merge-patch+json" => serde_json::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}"))),
+        // An apply configuration is YAML, of which JSON (what kubectl and kube-rs send) is the
+        // common case.
+        "application/apply-patch+yaml" => match serde_json::from_slice(bytes) {
+            Ok(v) => Ok(v),
+            Err(_) => decode("application/yaml", bytes),
+        },
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
             let text = std::str::from_utf8(bytes)
                 .map_err(|_| ApiError::bad_request("the YAML body is not UTF-8"))?;
@@ -744,7 +774,7 @@ async fn resource(
             object_response(StatusCode::OK, &target, obj, &[], out)
         }
         (&Method::POST, None) => {
-            let opts = q.write_options()?;
+            let opts = q.write_options(&target, req.headers())?;
             let body = read_body(req).await?;
             check_type(&target, &body)?;
             let body = to_storage(&target, body)?;
@@ -752,7 +782,7 @@ async fn resource(
             object_response(StatusCode::CREATED, &target, written.object, &written.warnings, out)
         }
         (&Method::PUT, Some(name)) => {
-            let opts = q.write_options()?;
+            let opts = q.write_options(&target, req.headers())?;
             let body = read_body(req).await?;
             check_type(&target, &body)?;
             let body = to_storage(&target, body)?;
@@ -761,15 +791,31 @@ async fn resource(
             object_response(StatusCode::OK, &target, written.object, &written.warnings, out)
         }
         (&Method::PATCH, Some(name)) => {
-            let opts = q.write_options()?;
-            if q.get("force").is_some() {
+            let opts = q.write_options(&target, req.headers())?;
+            let content_type = media_type(req.headers());
+            let apply = content_type == "application/apply-patch+yaml";
+            if q.get("force").is_some() && !apply {
                 let err =
                     FieldError::forbidden("force", "may not be specified for non-apply patch");
                 return Err(ApiError::invalid_options("PatchOptions", &[err]));
             }
-            let content_type = media_type(req.headers());
+            if apply && q.get("fieldManager").is_none_or(str::is_empty) {
+                let err = FieldError::required("fieldManager", "is required for apply patch");
+                return Err(ApiError::invalid_options("PatchOptions", &[err]));
+            }
             let patch = match content_type.as_str() {
                 "application/merge-patch+json" => Patch::Merge(read_body(req).await?),
+                "application/strategic-merge-patch+json" => Patch::Strategic(read_body(req).await?),
+                "application/apply-patch+yaml" => {
+                    let config = read_body(req).await?;
+                    check_type(&target, &config)?;
+                    if config.get("apiVersion").is_none() || config.get("kind").is_none() {
+                        return Err(ApiError::bad_request(
+                            "an apply configuration must set apiVersion and kind",
+                        ));
+                    }
+                    Patch::Apply(config)
+                }
                 "application/json-patch+json" => {
                     let v = read_body(req).await?;
                     let ops: json_patch::Patch = serde_json::from_value(v).map_err(|e| {
@@ -785,7 +831,8 @@ async fn resource(
                 _ => {
                     return Err(ApiError::unsupported_media_type(
                         "the body of the request was in an unknown format - accepted media types \
-                         include: application/json-patch+json, application/merge-patch+json",
+                         include: application/json-patch+json, application/merge-patch+json, \
+                         application/apply-patch+yaml, application/strategic-merge-patch+json",
                     ));
                 }
             };

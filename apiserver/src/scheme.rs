@@ -10,6 +10,7 @@ use ocm_proto::validation::FieldError;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::merge::shape::{self, Shape};
 use crate::object;
 use crate::strategy::{NameRule, Schemaless, Strategy, Typed, require};
 use crate::table;
@@ -68,6 +69,8 @@ pub struct ResourceType {
     pub strategy: Arc<dyn Strategy>,
     /// Storage prefix of every object of the kind (`/registry/<group>/<plural>/`).
     pub prefix: String,
+    /// The merge shape of each served version (strategic merge patch, field management).
+    pub shapes: HashMap<String, Arc<Shape>>,
 }
 
 impl std::fmt::Debug for ResourceType {
@@ -103,6 +106,15 @@ impl ResourceType {
         } else {
             self.prefix.clone()
         }
+    }
+
+    /// The merge shape of objects of `version` (the storage version's for an unknown one).
+    pub fn shape(&self, version: &str) -> Arc<Shape> {
+        self.shapes
+            .get(version)
+            .or_else(|| self.shapes.get(&self.storage_version))
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Shape::Deduced))
     }
 
     /// The subresource of this name.
@@ -296,6 +308,13 @@ impl Row {
                 Some(plural) => prefix_of("", plural),
                 None => format!("/registry/{group_dir}/{}/", self.plural),
             },
+            shapes: HashMap::from([(
+                self.version.to_owned(),
+                Arc::new(shape::core(
+                    if self.stored_as.is_some() { "" } else { self.group },
+                    self.kind,
+                )),
+            )]),
         }
     }
 }

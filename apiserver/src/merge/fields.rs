@@ -50,7 +50,10 @@ impl Pe {
 fn canonical(v: &Value) -> Option<String> {
     let m = v.as_object()?;
     let sorted: BTreeMap<&String, &Value> = m.iter().collect();
-    Some(Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect()).to_string())
+    Some(
+        Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .to_string(),
+    )
 }
 
 /// How a path reads in a conflict message: `.spec.taints[key="a",effect="NoSelect"].value`.
@@ -299,10 +302,8 @@ pub fn item_pe(kind: &ListKind, i: usize, item: &Value) -> Pe {
         ListKind::Set => Pe::Value(item.to_string()),
         ListKind::Map(keys) => {
             let Some(m) = item.as_object() else { return Pe::Index(i) };
-            let key: Map<String, Value> = keys
-                .iter()
-                .filter_map(|k| m.get(k).map(|v| (k.clone(), v.clone())))
-                .collect();
+            let key: Map<String, Value> =
+                keys.iter().filter_map(|k| m.get(k).map(|v| (k.clone(), v.clone()))).collect();
             if key.is_empty() {
                 return Pe::Index(i);
             }
@@ -362,7 +363,7 @@ pub fn get<'a>(obj: &'a Value, path: &[Pe]) -> Option<&'a Value> {
 
 fn matches_pe(pe: &Pe, item: &Value) -> bool {
     match pe {
-        Pe::Value(v) => item.to_string() == *v,
+        Pe::Value(v) => serde_json::from_str::<Value>(v).is_ok_and(|v| v == *item),
         Pe::Key(k) => {
             let Ok(key) = serde_json::from_str::<Map<String, Value>>(k) else { return false };
             item.as_object().is_some_and(|m| key.iter().all(|(k, v)| m.get(k) == Some(v)))
@@ -425,7 +426,11 @@ impl Comparison {
                 modified.insert(&path);
             }
         }
-        Comparison { added: after.difference(&before), removed: before.difference(&after), modified }
+        Comparison {
+            added: after.difference(&before),
+            removed: before.difference(&after),
+            modified,
+        }
     }
 
     /// Members added or modified.
@@ -486,7 +491,9 @@ mod tests {
         remove(&mut obj, &[f("metadata"), f("finalizers"), Pe::Value("\"x\"".into())]);
         assert_eq!(obj["metadata"]["finalizers"], json!([]));
         let key = Pe::Key(r#"{"type":"Ready"}"#.into());
-        assert_eq!(display(&[f("status"), f("conditions"), key, f("status")]),
-                   ".status.conditions[type=\"Ready\"].status");
+        assert_eq!(
+            display(&[f("status"), f("conditions"), key, f("status")]),
+            ".status.conditions[type=\"Ready\"].status"
+        );
     }
 }

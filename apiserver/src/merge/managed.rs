@@ -117,7 +117,10 @@ pub fn decode(obj: &Value) -> Result<Managed, BadEntry> {
         if list.is_null() {
             return Ok(Managed::Absent);
         }
-        return Err(BadEntry { field: "metadata.managedFields".into(), message: "must be a list".into() });
+        return Err(BadEntry {
+            field: "metadata.managedFields".into(),
+            message: "must be a list".into(),
+        });
     };
     if items.is_empty() {
         return Ok(Managed::Absent);
@@ -139,7 +142,9 @@ pub fn decode(obj: &Value) -> Result<Managed, BadEntry> {
                 return Err(bad(
                     i,
                     ".operation",
-                    format!("Unsupported value: {other:?}: supported values: \"Apply\", \"Update\""),
+                    format!(
+                        "Unsupported value: {other:?}: supported values: \"Apply\", \"Update\""
+                    ),
                 ));
             }
         };
@@ -152,7 +157,9 @@ pub fn decode(obj: &Value) -> Result<Managed, BadEntry> {
         }
         let set = match item.get("fieldsV1") {
             None | Some(Value::Null) => FieldSet::default(),
-            Some(v) => FieldSet::from_fields_v1(v).map_err(|e| bad(i, ".fieldsV1", e.to_string()))?,
+            Some(v) => {
+                FieldSet::from_fields_v1(v).map_err(|e| bad(i, ".fieldsV1", e.to_string()))?
+            }
         };
         let time = item.get("time").and_then(Value::as_str).map(str::to_owned);
         out.push(Entry {
@@ -173,7 +180,10 @@ pub fn encode(obj: &mut Value, entries: &[Entry]) {
     if entries.is_empty() {
         m.remove("managedFields");
     } else {
-        m.insert("managedFields".into(), Value::Array(entries.iter().map(Entry::to_json).collect()));
+        m.insert(
+            "managedFields".into(),
+            Value::Array(entries.iter().map(Entry::to_json).collect()),
+        );
     }
 }
 
@@ -514,9 +524,16 @@ mod tests {
     fn apply_conflicts_with_updates_and_force_takes_over() {
         let shape = shape::core("", "ConfigMap");
         let none = |_: &[Pe]| false;
-        let (obj, entries) =
-            apply(&Value::Null, &cm(json!({"a": "1", "b": "2"})), vec![], &writer("kubectl"), &shape, false, &none)
-                .unwrap();
+        let (obj, entries) = apply(
+            &Value::Null,
+            &cm(json!({"a": "1", "b": "2"})),
+            vec![],
+            &writer("kubectl"),
+            &shape,
+            false,
+            &none,
+        )
+        .unwrap();
         assert_eq!(obj["data"], json!({"a": "1", "b": "2"}));
         assert_eq!(entries[0].set.to_fields_v1(), json!({"f:data": {"f:a": {}, "f:b": {}}}));
         // Another manager changes `a`.
@@ -525,8 +542,16 @@ mod tests {
         let entries = record_update(&obj, &patched, entries, &writer("kubectl-patch"), &shape);
         assert_eq!(entries.len(), 2);
         // Re-applying the old value conflicts on `a` only.
-        let err = apply(&patched, &cm(json!({"a": "1", "b": "2"})), entries.clone(), &writer("kubectl"), &shape, false, &none)
-            .unwrap_err();
+        let err = apply(
+            &patched,
+            &cm(json!({"a": "1", "b": "2"})),
+            entries.clone(),
+            &writer("kubectl"),
+            &shape,
+            false,
+            &none,
+        )
+        .unwrap_err();
         assert_eq!(err.0.len(), 1);
         assert_eq!(err.0[0].field, ".data.a");
         assert_eq!(
@@ -535,16 +560,34 @@ mod tests {
              2026-01-01T00:00:00Z: .data.a"
         );
         // Applying the same value as the other manager shares ownership.
-        let (_, shared) = apply(&patched, &cm(json!({"a": "9", "b": "2"})), entries.clone(), &writer("kubectl"), &shape, false, &none)
-            .unwrap();
+        let (_, shared) = apply(
+            &patched,
+            &cm(json!({"a": "9", "b": "2"})),
+            entries.clone(),
+            &writer("kubectl"),
+            &shape,
+            false,
+            &none,
+        )
+        .unwrap();
         assert_eq!(shared.len(), 2);
         // Force moves `a` to the applier; the other manager's entry empties and goes.
-        let (obj, forced) =
-            apply(&patched, &cm(json!({"a": "1", "b": "2"})), entries, &writer("kubectl"), &shape, true, &none).unwrap();
+        let (obj, forced) = apply(
+            &patched,
+            &cm(json!({"a": "1", "b": "2"})),
+            entries,
+            &writer("kubectl"),
+            &shape,
+            true,
+            &none,
+        )
+        .unwrap();
         assert_eq!(obj["data"]["a"], json!("1"));
         assert_eq!(forced.len(), 1);
         // Dropping `b` from the applied config removes it.
-        let (obj, _) = apply(&obj, &cm(json!({"a": "1"})), forced, &writer("kubectl"), &shape, false, &none).unwrap();
+        let (obj, _) =
+            apply(&obj, &cm(json!({"a": "1"})), forced, &writer("kubectl"), &shape, false, &none)
+                .unwrap();
         assert_eq!(obj["data"], json!({"a": "1"}));
     }
 
@@ -552,12 +595,22 @@ mod tests {
     fn fields_owned_by_others_survive_when_the_applier_drops_them() {
         let shape = shape::core("", "ConfigMap");
         let none = |_: &[Pe]| false;
+        let (obj, entries) = apply(
+            &Value::Null,
+            &cm(json!({"a": "1"})),
+            vec![],
+            &writer("one"),
+            &shape,
+            false,
+            &none,
+        )
+        .unwrap();
         let (obj, entries) =
-            apply(&Value::Null, &cm(json!({"a": "1"})), vec![], &writer("one"), &shape, false, &none).unwrap();
-        let (obj, entries) =
-            apply(&obj, &cm(json!({"a": "1"})), entries, &writer("two"), &shape, false, &none).unwrap();
+            apply(&obj, &cm(json!({"a": "1"})), entries, &writer("two"), &shape, false, &none)
+                .unwrap();
         let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
-        let (obj, entries) = apply(&obj, &bare, entries, &writer("one"), &shape, false, &none).unwrap();
+        let (obj, entries) =
+            apply(&obj, &bare, entries, &writer("one"), &shape, false, &none).unwrap();
         assert_eq!(obj["data"], json!({"a": "1"}));
         assert_eq!(entries.iter().filter(|e| !e.set.is_empty()).count(), 1);
     }
@@ -575,7 +628,8 @@ mod tests {
         );
         assert_eq!(decode(&stored), Ok(Managed::Entries(entries)));
         let mut bad = obj.clone();
-        bad["metadata"]["managedFields"] = json!([{"manager": "x", "operation": "Patch", "fieldsType": "FieldsV1"}]);
+        bad["metadata"]["managedFields"] =
+            json!([{"manager": "x", "operation": "Patch", "fieldsType": "FieldsV1"}]);
         assert_eq!(decode(&bad).unwrap_err().field, "metadata.managedFields[0].operation");
         bad["metadata"]["managedFields"] = json!([{}]);
         assert_eq!(decode(&bad), Ok(Managed::Reset));

@@ -258,10 +258,9 @@ pub fn core(group: &str, kind: &str) -> Shape {
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             structure([("subjects", atomic_list()), ("roleRef", structure([]))])
         }
-        ("", "Pod") => structure([
-            ("spec", pod_spec()),
-            ("status", structure([("conditions", conditions())])),
-        ]),
+        ("", "Pod") => {
+            structure([("spec", pod_spec()), ("status", structure([("conditions", conditions())]))])
+        }
         ("", "Service") => structure([(
             "spec",
             structure([

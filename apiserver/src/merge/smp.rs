@@ -192,9 +192,10 @@ fn merge_list_map(
     keys: &[String],
     item_shape: &Shape,
 ) -> Result<(), SmpError> {
-    let replace = patch
-        .iter()
-        .any(|p| p.get(PATCH).and_then(Value::as_str) == Some("replace") && p.as_object().is_some_and(|m| m.len() == 1));
+    let replace = patch.iter().any(|p| {
+        p.get(PATCH).and_then(Value::as_str) == Some("replace")
+            && p.as_object().is_some_and(|m| m.len() == 1)
+    });
     if replace {
         *doc = patch
             .iter()
@@ -244,7 +245,7 @@ fn merge_set(doc: &mut Vec<Value>, patch: &[Value]) {
 
 /// Orders `items` as `order` lists them (by merge key, or by value for sets); items it does not
 /// name keep their relative order after those it names.
-fn reorder(items: &mut Vec<Value>, order: &[Value], kind: Option<&ListKind>) {
+fn reorder(items: &mut [Value], order: &[Value], kind: Option<&ListKind>) {
     let rank = |item: &Value| -> usize {
         order
             .iter()
@@ -261,7 +262,10 @@ fn reorder(items: &mut Vec<Value>, order: &[Value], kind: Option<&ListKind>) {
 fn strip(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), strip(v))).collect(),
+            m.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), strip(v)))
+                .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
         other => other.clone(),
@@ -307,11 +311,17 @@ mod tests {
         let patch = json!({"spec": {"template": {"spec": {"containers": [
             {"name": "b", "$patch": "delete"}]}}}});
         apply(&mut doc, &patch, &deployment()).unwrap();
-        assert_eq!(doc["spec"]["template"]["spec"]["containers"], json!([{"name": "a", "image": "a:2"}]));
+        assert_eq!(
+            doc["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "a", "image": "a:2"}])
+        );
         let patch = json!({"spec": {"template": {"spec": {"containers": [
             {"$patch": "replace"}, {"name": "z", "image": "z"}]}}}});
         apply(&mut doc, &patch, &deployment()).unwrap();
-        assert_eq!(doc["spec"]["template"]["spec"]["containers"], json!([{"name": "z", "image": "z"}]));
+        assert_eq!(
+            doc["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "z", "image": "z"}])
+        );
     }
 
     #[test]
