@@ -7,6 +7,7 @@ pub mod background;
 pub mod cache;
 pub mod controllers;
 pub mod discovery;
+pub mod encoding;
 pub mod error;
 pub mod events;
 pub mod jsonpath;

@@ -61,6 +61,8 @@ pub struct Written {
     pub object: Value,
     /// `Warning` headers to send.
     pub warnings: Vec<String>,
+    /// Whether the write created the object (an apply to a missing object: 201).
+    pub created: bool,
 }
 
 /// `DeleteOptions` the registry acts on.
@@ -516,13 +518,17 @@ impl Registry {
                 self.check_namespace_open(rt, namespace, &name).await?;
             }
             if opts.dry_run {
-                return Ok(Written { object: obj, warnings });
+                return Ok(Written { object: obj, warnings, created: true });
             }
             let bytes = to_stored(&mut obj)?;
             match self.storage.create(&rt.key(namespace, &name), bytes).await {
                 Ok(kv) => {
                     object::set_resource_version(&mut obj, kv.mod_revision.get());
-                    return Ok(Written { object: obj, warnings: std::mem::take(&mut warnings) });
+                    return Ok(Written {
+                        object: obj,
+                        warnings: std::mem::take(&mut warnings),
+                        created: true,
+                    });
                 }
                 Err(ocm_storage::Error::AlreadyExists { .. })
                     if generate.is_some() && attempts < 8 =>
@@ -771,10 +777,10 @@ impl Registry {
             let (next, warnings) =
                 self.prepare_update(rt, &current, candidate, sub, opts, tracked)?;
             let Some(mut next) = next else {
-                return Ok(Written { object: current, warnings });
+                return Ok(Written { object: current, warnings, created: false });
             };
             if opts.dry_run {
-                return Ok(Written { object: next, warnings });
+                return Ok(Written { object: next, warnings, created: false });
             }
             let expected = kv.mod_revision;
             let remove = object::is_deleting(&next)
@@ -792,7 +798,7 @@ impl Registry {
             match result {
                 Ok(rev) => {
                     object::set_resource_version(&mut next, rev.get());
-                    return Ok(Written { object: next, warnings });
+                    return Ok(Written { object: next, warnings, created: false });
                 }
                 Err(ocm_storage::Error::Conflict { .. }) if precondition.is_none() => {
                     tokio::task::yield_now().await;

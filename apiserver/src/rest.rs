@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
 use crate::discovery::Discovery;
+use crate::encoding;
 use crate::error::{ApiError, Subject};
 use crate::limits::Inflight;
 use crate::object;
@@ -295,10 +296,12 @@ fn aggregated_wanted(headers: &HeaderMap) -> Option<usize> {
 
 /// The one entry point of every request.
 pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Response {
-    match serve(&state, req).await {
+    let wanted = encoding::Wanted::of(req.headers());
+    let resp = match serve(&state, req).await {
         Ok(resp) => resp,
         Err(err) => error_response(&err),
-    }
+    };
+    encoding::finish(resp, wanted).await
 }
 
 async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError> {
@@ -697,10 +700,14 @@ fn negotiate(
         return Ok(Output::Json);
     }
     for (media, params) in list {
+        let param = |k: &str| params.get(k).map(String::as_str);
+        // YAML is the same object re-encoded on the way out (crate::encoding).
+        if media == "application/yaml" && param("as").is_none() {
+            return Ok(Output::Json);
+        }
         if !matches!(media.as_str(), "application/json" | "*/*" | "application/*") {
             continue;
         }
-        let param = |k: &str| params.get(k).map(String::as_str);
         let meta_version = match (param("g"), param("v")) {
             (Some("meta.k8s.io"), Some("v1")) => Some("v1"),
             (Some("meta.k8s.io"), Some("v1beta1")) => Some("v1beta1"),
@@ -842,7 +849,8 @@ async fn resource(
             }
             let written =
                 registry.patch(&rt, &target.namespace, &name, &patch, sub.as_ref(), &opts).await?;
-            object_response(StatusCode::OK, &target, written.object, &written.warnings, out)
+            let code = if written.created { StatusCode::CREATED } else { StatusCode::OK };
+            object_response(code, &target, written.object, &written.warnings, out)
         }
         (&Method::DELETE, Some(name)) => {
             if sub.is_some() {
@@ -1051,7 +1059,9 @@ async fn watch(
     };
     let subscription = subscribe(state, &wr).await?;
     let body = Body::from_stream(watch_stream(Arc::clone(state), wr, subscription));
-    Ok(json_response(StatusCode::OK, body))
+    let mut resp = json_response(StatusCode::OK, body);
+    resp.extensions_mut().insert(encoding::Streaming);
+    Ok(resp)
 }
 
 fn list_query_selectors_only(target: &Target, q: &Query) -> Result<ListQuery, ApiError> {

@@ -2088,7 +2088,13 @@ async fn content_negotiation(b: Backend) -> anyhow::Result<()> {
         .send(Method::GET, &path, None, &[("accept", "application/vnd.kubernetes.protobuf")])
         .await?;
     r.failure(406, "NotAcceptable")?;
+    // YAML: the same list, re-encoded; a Table cannot be YAML, so that is 406.
     let r = api.send(Method::GET, &cms("default"), None, &[("accept", "application/yaml")]).await?;
+    ensure!(r.code == 200 && r.header("content-type") == Some("application/yaml"), "{}", r.raw);
+    let list: Value = serde_saphyr::from_str(&r.raw)?;
+    ensure!(list["kind"] == "ConfigMapList" && list["items"][0]["data"]["k"] == "v", "{list}");
+    let table = "application/yaml;as=Table;g=meta.k8s.io;v=v1";
+    let r = api.send(Method::GET, &cms("default"), None, &[("accept", table)]).await?;
     r.failure(406, "NotAcceptable")?;
     for accept in
         ["application/vnd.kubernetes.protobuf,application/json", "*/*", "application/json, */*"]
@@ -2421,5 +2427,384 @@ async fn openapi_v3_documents_and_caching() -> anyhow::Result<()> {
     let location = stale.headers().get("location").and_then(|v| v.to_str().ok());
     ensure!(stale.status() == 301 && location == Some(url.as_str()), "{:?}", stale.headers());
     api.get("/openapi/v3/apis/example.com/v1").await?.failure(404, "NotFound")?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strategic merge patch, server-side apply, managedFields, YAML and gzip (kube-api.md §7, §8)
+// ---------------------------------------------------------------------------------------------
+
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+
+impl Api {
+    async fn strategic(&self, path: &str, v: &Value) -> anyhow::Result<Resp> {
+        self.body(Method::PATCH, path, STRATEGIC, v).await
+    }
+
+    async fn apply(
+        &self,
+        path: &str,
+        manager: &str,
+        force: bool,
+        v: &Value,
+    ) -> anyhow::Result<Resp> {
+        let path = format!("{path}?fieldManager={manager}&force={force}");
+        self.body(Method::PATCH, &path, APPLY, v).await
+    }
+}
+
+/// The managedFields entry of `manager` (and `operation`), if any.
+fn managed_entry<'a>(obj: &'a Value, manager: &str, operation: &str) -> Option<&'a Value> {
+    obj["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager && e["operation"] == operation)
+}
+
+/// Strategic merge patch: core kinds merge their lists by the Go types' merge keys, OCM kinds by
+/// the CRD's list-map keys (kube-apiserver refuses strategic patches for custom resources); a
+/// patch that cannot apply is 400 and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategic_merge_patch() -> anyhow::Result<()> {
+    let api = Api::start(Backend::Memory).await?;
+    let path = format!("{}/x", cms("default"));
+    let mut obj = cm_labeled("x", json!({"a": "1", "b": "2"}));
+    obj["metadata"]["finalizers"] = json!(["example.com/one", "example.com/two"]);
+    obj["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o1", "uid": "u1"}]);
+    api.create(&cms("default"), &obj).await?;
+    let patched = api
+        .strategic(
+            &path,
+            &json!({"metadata": {
+                "labels": {"a": null, "c": "3"},
+                "finalizers": ["example.com/three"],
+                "$deleteFromPrimitiveList/finalizers": ["example.com/one"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o2", "uid": "u2"}],
+            }, "data": {"k": "v2"}}),
+        )
+        .await?
+        .ok(200)?;
+    ensure!(patched["metadata"]["labels"] == json!({"b": "2", "c": "3"}), "{patched}");
+    ensure!(
+        patched["metadata"]["finalizers"] == json!(["example.com/two", "example.com/three"]),
+        "finalizers merge as a set: {patched}"
+    );
+    let owners: Vec<&str> = patched["metadata"]["ownerReferences"]
+        .as_array()
+        .context("owners")?
+        .iter()
+        .filter_map(|o| o["uid"].as_str())
+        .collect();
+    ensure!(owners == ["u1", "u2"], "ownerReferences merge by uid: {owners:?}");
+    ensure!(patched["data"]["k"] == "v2");
+
+    // OCM: status conditions merge by `type` through /status.
+    api.create(MCL, &mcl("c1")).await?;
+    let status_path = format!("{MCL}/c1/status");
+    let condition = |t: &str, s: &str| {
+        json!({"type": t, "status": s, "reason": "R", "message": "m",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    };
+    api.strategic(&status_path, &json!({"status": {"conditions": [condition("A", "True")]}}))
+        .await?
+        .ok(200)?;
+    let merged = api
+        .strategic(
+            &status_path,
+            &json!({"status": {"conditions": [condition("B", "True"), condition("A", "False")]}}),
+        )
+        .await?
+        .ok(200)?;
+    let conditions = &merged["status"]["conditions"];
+    ensure!(conditions.as_array().map(Vec::len) == Some(2), "{merged}");
+    ensure!(conditions[0]["type"] == "A" && conditions[0]["status"] == "False", "{merged}");
+    ensure!(merged["metadata"]["generation"] == 1, "status patches keep generation: {merged}");
+    // `$patch: delete` removes one condition.
+    let after = api
+        .strategic(
+            &status_path,
+            &json!({"status": {"conditions": [{"type": "A", "$patch": "delete"}]}}),
+        )
+        .await?
+        .ok(200)?;
+    ensure!(after["status"]["conditions"].as_array().map(Vec::len) == Some(1), "{after}");
+    ensure!(after["status"]["conditions"][0]["type"] == "B", "{after}");
+
+    // Bad patches: 400, nothing stored.
+    let before = api.get(&path).await?.ok(200)?;
+    let r = api
+        .strategic(&path, &json!({"metadata": {"ownerReferences": [{"name": "no-uid"}]}}))
+        .await?;
+    r.failure(400, "BadRequest")?;
+    ensure!(r.message().contains("merge key"), "{}", r.raw);
+    api.strategic(&path, &json!({"data": {"$patch": "explode"}}))
+        .await?
+        .failure(400, "BadRequest")?;
+    api.strategic(&path, &json!(["not", "an", "object"])).await?.failure(400, "BadRequest")?;
+    let now = api.get(&path).await?.ok(200)?;
+    ensure!(now["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]);
+    Ok(())
+}
+
+/// Server-side apply: creates (201), records an Apply entry, conflicts with another manager's
+/// field (409 with one FieldManagerConflict cause per field, nothing changed), shares equal
+/// values, takes over with force, and removes what the manager stops applying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply() -> anyhow::Result<()> {
+    let api = Api::start(Backend::Memory).await?;
+    let path = format!("{MCL}/s1");
+    let config = |lease: u64, labels: Value| {
+        json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+               "metadata": {"name": "s1", "labels": labels},
+               "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": lease}})
+    };
+    // Options are checked first.
+    let r = api.body(Method::PATCH, &path, APPLY, &config(60, json!({}))).await?;
+    r.failure(422, "Invalid")?;
+    ensure!(r.message().contains("fieldManager: Required value"), "{}", r.raw);
+    let r = api.body(Method::PATCH, &format!("{path}?force=true"), MERGE_PATCH, &json!({})).await?;
+    r.failure(422, "Invalid")?;
+
+    let created =
+        api.apply(&path, "alice", false, &config(60, json!({"a": "1", "b": "2"}))).await?;
+    let created = created.ok(201)?;
+    let entry = managed_entry(&created, "alice", "Apply").context("Apply entry")?;
+    ensure!(
+        entry["fieldsType"] == "FieldsV1" && entry["apiVersion"] == MCL_GROUP.to_owned() + "/v1"
+    );
+    ensure!(
+        entry["fieldsV1"]
+            == json!({"f:metadata": {"f:labels": {"f:a": {}, "f:b": {}}},
+                      "f:spec": {"f:hubAcceptsClient": {}, "f:leaseDurationSeconds": {}}}),
+        "{entry}"
+    );
+    // Another manager changes a field alice owns.
+    let r = api
+        .body(
+            Method::PATCH,
+            &format!("{path}?fieldManager=bob"),
+            MERGE_PATCH,
+            &json!({"spec": {"leaseDurationSeconds": 30}, "metadata": {"labels": {"a": "9"}}}),
+        )
+        .await?;
+    let patched = r.ok(200)?;
+    ensure!(managed_entry(&patched, "bob", "Update").is_some(), "{patched}");
+    // alice re-applies her values: two conflicts, nothing changes.
+    let r = api.apply(&path, "alice", false, &config(60, json!({"a": "1", "b": "2"}))).await?;
+    let status = r.failure(409, "Conflict")?;
+    let causes = status["details"]["causes"].as_array().context("causes")?;
+    let mut fields: Vec<&str> = causes.iter().filter_map(|c| c["field"].as_str()).collect();
+    fields.sort_unstable();
+    ensure!(fields == [".metadata.labels.a", ".spec.leaseDurationSeconds"], "{}", r.raw);
+    ensure!(causes.iter().all(|c| c["reason"] == "FieldManagerConflict"), "{}", r.raw);
+    ensure!(
+        causes[0]["message"]
+            .as_str()
+            .is_some_and(|m| m
+                .starts_with("conflict with \"bob\" using cluster.open-cluster-management.io/v1")),
+        "{}",
+        r.raw
+    );
+    ensure!(
+        r.message().starts_with("Apply failed with 2 conflicts: conflicts with \"bob\""),
+        "{}",
+        r.raw
+    );
+    let now = api.get(&path).await?.ok(200)?;
+    ensure!(now["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]);
+    // Applying bob's values shares ownership: no conflict.
+    let shared = api
+        .apply(&path, "alice", false, &config(30, json!({"a": "9", "b": "2"})))
+        .await?
+        .ok(200)?;
+    ensure!(managed_entry(&shared, "bob", "Update").is_some(), "{shared}");
+    // Force takes the fields over; bob's emptied entry goes.
+    let forced =
+        api.apply(&path, "alice", true, &config(45, json!({"a": "1", "b": "2"}))).await?.ok(200)?;
+    ensure!(
+        forced["spec"]["leaseDurationSeconds"] == 45 && forced["metadata"]["labels"]["a"] == "1"
+    );
+    ensure!(managed_entry(&forced, "bob", "Update").is_none(), "{forced}");
+    // Dropping a label from the configuration removes it.
+    let dropped =
+        api.apply(&path, "alice", false, &config(45, json!({"a": "1"}))).await?.ok(200)?;
+    ensure!(dropped["metadata"]["labels"] == json!({"a": "1"}), "{dropped}");
+    // A YAML body works too, and a dry run changes nothing.
+    let yaml = "apiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\nmetadata:\n  name: s1\n  labels: {a: \"1\"}\nspec:\n  hubAcceptsClient: true\n  leaseDurationSeconds: 50\n";
+    let r = api
+        .send(
+            Method::PATCH,
+            &format!("{path}?fieldManager=alice&dryRun=All"),
+            Some((APPLY, yaml.as_bytes().to_vec())),
+            &[],
+        )
+        .await?;
+    ensure!(r.ok(200)?["spec"]["leaseDurationSeconds"] == 50);
+    ensure!(api.get(&path).await?.ok(200)?["spec"]["leaseDurationSeconds"] == 45);
+    let r = api
+        .send(
+            Method::PATCH,
+            &format!("{path}?fieldManager=alice"),
+            Some((APPLY, yaml.as_bytes().to_vec())),
+            &[],
+        )
+        .await?;
+    ensure!(r.ok(200)?["spec"]["leaseDurationSeconds"] == 50);
+    // An apply without apiVersion/kind, or with managedFields, is a bad request.
+    api.apply(&path, "alice", false, &json!({"metadata": {"name": "s1"}}))
+        .await?
+        .failure(400, "BadRequest")?;
+    let mut with_mf = config(50, json!({}));
+    with_mf["metadata"]["managedFields"] = json!([{"manager": "x"}]);
+    api.apply(&path, "alice", false, &with_mf).await?.failure(400, "BadRequest")?;
+    Ok(())
+}
+
+/// managedFields on ordinary writes: the creator owns what it set, each writer what it changed
+/// (per subresource), removed fields leave every set, a client can replace the entries (kubectl's
+/// migration) or reset them with `[{}]`, and invalid entries are 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_fields_on_updates() -> anyhow::Result<()> {
+    let api = Api::start(Backend::Memory).await?;
+    let path = format!("{}/m", cms("default"));
+    let r = api
+        .send(
+            Method::POST,
+            &format!("{}?fieldManager=creator", cms("default")),
+            Some((
+                "application/json",
+                serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "m"}, "data": {"a": "1", "b": "2"}}))?,
+            )),
+            &[],
+        )
+        .await?;
+    let created = r.ok(201)?;
+    let entry = managed_entry(&created, "creator", "Update").context("creator entry")?;
+    ensure!(entry["fieldsV1"] == json!({"f:data": {"f:a": {}, "f:b": {}}}), "{entry}");
+    // Without fieldManager the User-Agent's product name is the manager.
+    let r = api
+        .send(
+            Method::PATCH,
+            &path,
+            Some((MERGE_PATCH, br#"{"data":{"a":"9","b":null}}"#.to_vec())),
+            &[("user-agent", "tool/1.0 (linux)")],
+        )
+        .await?;
+    let patched = r.ok(200)?;
+    let tool = managed_entry(&patched, "tool", "Update").context("tool entry")?;
+    ensure!(tool["fieldsV1"] == json!({"f:data": {"f:a": {}}}), "{tool}");
+    ensure!(
+        managed_entry(&patched, "creator", "Update").is_none(),
+        "creator lost a and b: {patched}"
+    );
+    // Status writes are their own entries, with subresource.
+    api.create(MCL, &mcl("c2")).await?;
+    let st = api
+        .body(
+            Method::PATCH,
+            &format!("{MCL}/c2/status?fieldManager=agent"),
+            MERGE_PATCH,
+            &json!({"status": {"version": {"kubernetes": "v1.31.0"}}}),
+        )
+        .await?
+        .ok(200)?;
+    let agent = managed_entry(&st, "agent", "Update").context("agent entry")?;
+    ensure!(agent["subresource"] == "status", "{agent}");
+    ensure!(
+        agent["fieldsV1"] == json!({"f:status": {"f:version": {"f:kubernetes": {}}}}),
+        "{agent}"
+    );
+    // A client may replace the entries (a JSON patch guarded by resourceVersion) ...
+    let rv = patched["metadata"]["resourceVersion"].as_str().context("rv")?;
+    let entries = json!([{"manager": "mine", "operation": "Apply", "apiVersion": "v1",
+                          "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]);
+    let replaced = api
+        .json_patch(
+            &path,
+            &json!([
+                {"op": "replace", "path": "/metadata/managedFields", "value": entries},
+                {"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
+            ]),
+        )
+        .await?
+        .ok(200)?;
+    ensure!(managed_entry(&replaced, "mine", "Apply").is_some(), "{replaced}");
+    ensure!(managed_entry(&replaced, "tool", "Update").is_none(), "{replaced}");
+    // ... a stale one is a conflict ...
+    let stale = api
+        .json_patch(
+            &path,
+            &json!([
+                {"op": "replace", "path": "/metadata/managedFields", "value": []},
+                {"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
+            ]),
+        )
+        .await?;
+    stale.failure(409, "Conflict")?;
+    // ... invalid entries are 422 and change nothing ...
+    let bad =
+        json!([{"manager": "x", "operation": "Patch", "fieldsType": "FieldsV1", "fieldsV1": {}}]);
+    let r = api.merge(&path, &json!({"metadata": {"managedFields": bad}})).await?;
+    let status = r.failure(422, "Invalid")?;
+    ensure!(
+        status["details"]["causes"][0]["field"] == "metadata.managedFields[0].operation",
+        "{}",
+        r.raw
+    );
+    // ... and `[{}]` stops tracking.
+    let reset = api.merge(&path, &json!({"metadata": {"managedFields": [{}]}})).await?.ok(200)?;
+    ensure!(reset["metadata"].get("managedFields").is_none(), "{reset}");
+    Ok(())
+}
+
+/// gzip for non-watch responses over 128 KiB when the client accepts it, with `Vary`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_large_responses() -> anyhow::Result<()> {
+    use std::io::Read as _;
+    let api = Api::start(Backend::Memory).await?;
+    let big = "x".repeat(1024);
+    for i in 0..200 {
+        let mut obj = cm(&format!("c{i}"));
+        obj["data"]["k"] = json!(big);
+        api.create(&cms("default"), &obj).await?;
+    }
+    let raw = |path: String, gzip: bool| {
+        let mut req = api.http.get(format!("{}{path}", api.hub.url));
+        if gzip {
+            req = req.header("accept-encoding", "gzip");
+        }
+        req.send()
+    };
+    let resp = raw(cms("default"), true).await?;
+    ensure!(
+        resp.headers().get("content-encoding").is_some_and(|v| v == "gzip"),
+        "{:?}",
+        resp.headers()
+    );
+    ensure!(
+        resp.headers().get("vary").is_some_and(|v| v == "Accept-Encoding"),
+        "{:?}",
+        resp.headers()
+    );
+    let zipped = resp.bytes().await?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&zipped[..]).read_to_string(&mut text)?;
+    let list: Value = serde_json::from_str(&text)?;
+    ensure!(list["items"].as_array().map(Vec::len) == Some(200));
+    ensure!(zipped.len() * 4 < text.len(), "compressed {} of {}", zipped.len(), text.len());
+    // Small responses, clients without gzip, and watches are sent as they are.
+    let small = raw(format!("{}/c1", cms("default")), true).await?;
+    ensure!(small.headers().get("content-encoding").is_none());
+    let plain = raw(cms("default"), false).await?;
+    ensure!(plain.headers().get("content-encoding").is_none());
+    let watch =
+        raw(format!("{}?watch=true&resourceVersion=0&timeoutSeconds=1", cms("default")), true)
+            .await?;
+    ensure!(watch.headers().get("content-encoding").is_none(), "{:?}", watch.headers());
+    let body = watch.bytes().await?;
+    ensure!(body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() == 200);
     Ok(())
 }
