@@ -492,7 +492,9 @@ impl Registry {
             let m = meta_mut(&mut obj);
             m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
             m.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
-            m.insert("generation".into(), json!(1));
+            if rt.strategy.tracks_generation() {
+                m.insert("generation".into(), json!(1));
+            }
         }
         if !tracked {
             track_update(rt, &Value::Null, &mut obj, None, opts)?;
@@ -926,7 +928,7 @@ impl Registry {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &errs));
         }
-        if spec_part(&next) != spec_part(old) {
+        if rt.strategy.tracks_generation() && spec_part(&next) != spec_part(old) {
             meta_mut(&mut next).insert("generation".into(), json!(object::generation(old) + 1));
         }
         let mut old_plain = old.clone();
@@ -999,7 +1001,9 @@ impl Registry {
                     let m = meta_mut(&mut marked);
                     m.insert("deletionTimestamp".into(), Value::String(object::now_rfc3339()));
                     m.insert("deletionGracePeriodSeconds".into(), json!(0));
-                    m.insert("generation".into(), json!(object::generation(&current) + 1));
+                    if rt.strategy.tracks_generation() {
+                        m.insert("generation".into(), json!(object::generation(&current) + 1));
+                    }
                     rt.strategy.on_delete_mark(&mut marked);
                 }
                 if marked == current || opts.dry_run {

@@ -515,6 +515,10 @@ fn check_binding(obj: &Value) -> Vec<FieldError> {
 struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
         table::namespace_columns()
     }
@@ -546,6 +550,10 @@ impl Strategy for NamespaceStrategy {
 struct CsrStrategy;
 
 impl Strategy for CsrStrategy {
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
         table::csr_columns()
     }

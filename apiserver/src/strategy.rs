@@ -62,6 +62,12 @@ pub trait Strategy: Send + Sync {
     /// `deletionTimestamp` is first set.
     fn on_delete_mark(&self, _obj: &mut Value) {}
 
+    /// Whether objects carry `metadata.generation` (custom resources and workload kinds do;
+    /// ConfigMaps, Secrets, Namespaces, RBAC and the other core kinds here do not).
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
     /// Whether an update may omit `metadata.resourceVersion` (core kinds allow it; custom
     /// kinds, like the OCM ones, do not).
     fn allow_unconditional_update(&self) -> bool {
@@ -150,6 +156,10 @@ impl<T> Typed<T> {
 }
 
 impl<T: DeserializeOwned> Strategy for Typed<T> {
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
         if let Err(e) = T::deserialize(obj) {
             return Err(ApiError::bad_request(format!(
