@@ -751,3 +751,153 @@ async fn edit_to_an_invalid_value_stores_nothing() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+const PLACEMENT_OBJECTS: &str = "apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata:
+  name: prod
+spec:
+  clusterSelector:
+    selectorType: ExclusiveClusterSetLabel
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: prod
+  namespace: default
+spec:
+  clusterSet: prod
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: p1
+  namespace: default
+spec:
+  clusterSets: [prod]
+  numberOfClusters: 1
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: PlacementDecision
+metadata:
+  name: p1-decision-1
+  namespace: default
+  labels:
+    cluster.open-cluster-management.io/placement: p1
+    cluster.open-cluster-management.io/decision-group-index: \"0\"
+---
+apiVersion: cluster.open-cluster-management.io/v1alpha1
+kind: AddOnPlacementScore
+metadata:
+  name: resource-usage
+  namespace: default
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_objects_round_trip_with_their_status() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    let r = k.run_with(&["create", "-f", "-"], Some(PLACEMENT_OBJECTS)).await?;
+    ensure!(r.code == 0, "{r:?}");
+    ensure!(
+        r.stdout.lines().collect::<Vec<_>>()
+            == [
+                "managedclusterset.cluster.open-cluster-management.io/prod created",
+                "managedclustersetbinding.cluster.open-cluster-management.io/prod created",
+                "placement.cluster.open-cluster-management.io/p1 created",
+                "placementdecision.cluster.open-cluster-management.io/p1-decision-1 created",
+                "addonplacementscore.cluster.open-cluster-management.io/resource-usage created",
+            ],
+        "{r:?}"
+    );
+    // What the placement controller and an add-on agent write: status through /status.
+    let decisions = r#"{"status":{"decisions":[{"clusterName":"c1","reason":""},{"clusterName":"c2","reason":""}]}}"#;
+    let out = k
+        .ok(&[
+            "patch",
+            "placementdecision",
+            "p1-decision-1",
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            decisions,
+        ])
+        .await?;
+    ensure!(out.trim().ends_with("p1-decision-1 patched"), "{out}");
+    let scores = r#"{"status":{"scores":[{"name":"cpuAvailable","value":66}],"conditions":[]}}"#;
+    k.ok(&[
+        "patch",
+        "addonplacementscore",
+        "resource-usage",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        scores,
+    ])
+    .await?;
+    // Clients find a placement's decisions by label, as the OCM placement API documents.
+    let out = k
+        .ok(&[
+            "get",
+            "placementdecisions",
+            "-l",
+            "cluster.open-cluster-management.io/placement=p1",
+            "-o",
+            "jsonpath={.items[*].status.decisions[*].clusterName}",
+        ])
+        .await?;
+    ensure!(out == "c1 c2", "{out}");
+    let base = "/apis/cluster.open-cluster-management.io";
+    let pd = stored(
+        &hub,
+        &http,
+        &format!("{base}/v1beta1/namespaces/default/placementdecisions/p1-decision-1"),
+    )
+    .await?;
+    ensure!(
+        pd["status"]["decisions"][1]["clusterName"] == "c2" && pd["metadata"]["generation"] == 1
+    );
+    let score = stored(
+        &hub,
+        &http,
+        &format!("{base}/v1alpha1/namespaces/default/addonplacementscores/resource-usage"),
+    )
+    .await?;
+    ensure!(score["status"]["scores"] == json!([{"name": "cpuAvailable", "value": 66}]), "{score}");
+    let binding = stored(
+        &hub,
+        &http,
+        &format!("{base}/v1beta2/namespaces/default/managedclustersetbindings/prod"),
+    )
+    .await?;
+    ensure!(binding["spec"]["clusterSet"] == "prod", "{binding}");
+    let t = Printed::parse(&k.ok(&["get", "managedclustersetbindings,placements"]).await?)?;
+    ensure!(
+        t.names()[0] == "managedclustersetbinding.cluster.open-cluster-management.io/prod",
+        "{t:?}"
+    );
+    // A set name outside the schema's pattern is refused, and nothing changes.
+    let r = k
+        .run(&[
+            "patch",
+            "mclsetbinding",
+            "prod",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"clusterSet":"Not_A_Name"}}"#,
+        ])
+        .await?;
+    ensure!(r.code == 1 && r.stderr.contains("spec.clusterSet"), "{r:?}");
+    ensure!(
+        stored(
+            &hub,
+            &http,
+            &format!("{base}/v1beta2/namespaces/default/managedclustersetbindings/prod")
+        )
+        .await?
+            == binding
+    );
+    Ok(())
+}
