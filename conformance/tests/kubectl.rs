@@ -1,56 +1,17 @@
 //! The kubectl suite: the real `kubectl` (1.32) against a real hub, checking what it prints and
-//! what the hub stores. This first part covers `get`'s server-side tables: CRD printer columns,
-//! core printers, `-o wide`, `--show-labels`, `-A`, `--sort-by`, `-o name` and `get -w`.
+//! what the hub stores. This part covers reading: `get`'s server-side tables (CRD printer columns,
+//! core printers, `-o wide`, `--show-labels`, `-L`, `-A`, `--sort-by`), the other output formats
+//! (yaml, json, name, jsonpath, custom-columns), label and field selectors, chunked lists,
+//! `get --raw`, `get -w`, and the `create`/`apply`/`replace`/`diff` round trip from files.
 
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use ocm_conformance::hub::{Backend, TestHub};
-use ocm_conformance::kubectl::{Kubectl, Printed, skip_requested};
+use ocm_conformance::kubectl::{
+    MCL, Printed, absent, cluster, create, delete, get_with, is_age, item_names, merge_patch,
+    setup, stored,
+};
 use serde_json::{Value, json};
-
-const MCL: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
-
-/// A memory hub, a REST client for set-up and kubectl; `None` when the suite is skipped.
-async fn setup() -> anyhow::Result<Option<(TestHub, reqwest::Client, Kubectl)>> {
-    if skip_requested() {
-        eprintln!("OCM_SKIP_KUBECTL=1: kubectl suite skipped");
-        return Ok(None);
-    }
-    let hub = TestHub::start(Backend::Memory).await?;
-    let http = hub.http()?;
-    let kubectl = Kubectl::new(&hub)?;
-    Ok(Some((hub, http, kubectl)))
-}
-
-/// POSTs `body` to `path` (expects 201) and returns the stored object.
-async fn create(
-    hub: &TestHub,
-    http: &reqwest::Client,
-    path: &str,
-    body: Value,
-) -> anyhow::Result<Value> {
-    let resp = http.post(format!("{}{path}", hub.url)).json(&body).send().await?;
-    let code = resp.status().as_u16();
-    let v: Value = resp.json().await?;
-    ensure!(code == 201, "POST {path}: {code} {v}");
-    Ok(v)
-}
-
-fn is_age(s: &str) -> bool {
-    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) && s.len() > digits.len()
-}
-
-fn cluster(name: &str, labels: Value) -> Value {
-    json!({
-        "apiVersion": "cluster.open-cluster-management.io/v1",
-        "kind": "ManagedCluster",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"hubAcceptsClient": true,
-                 "managedClusterClientConfigs": [{"url": format!("https://{name}:6443")}]},
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_prints_the_crd_printer_columns() -> anyhow::Result<()> {
@@ -215,13 +176,6 @@ spec:
   hubAcceptsClient: true
 ";
 
-/// Reads a stored object over REST.
-async fn stored(hub: &TestHub, http: &reqwest::Client, path: &str) -> anyhow::Result<Value> {
-    let resp = http.get(format!("{}{path}", hub.url)).send().await?;
-    ensure!(resp.status() == 200, "GET {path}: {}", resp.status());
-    Ok(resp.json().await?)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_apply_replace_and_diff_from_files() -> anyhow::Result<()> {
     let Some((hub, http, k)) = setup().await? else { return Ok(()) };
@@ -297,5 +251,288 @@ async fn explain_reads_the_published_schemas() -> anyhow::Result<()> {
     ensure!(out.contains("requiredClusterSelector"), "{out}");
     let out = k.ok(&["explain", "manifestworks.metadata.labels"]).await?;
     ensure!(out.contains("map[string]string"), "{out}");
+    Ok(())
+}
+
+const PLACEMENTS: &str =
+    "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/default/placements";
+
+/// A Placement in `default` asking for `n` clusters.
+fn placement(name: &str, n: i64) -> Value {
+    json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+        "metadata": {"name": name, "labels": {"app": "demo"}},
+        "spec": {"numberOfClusters": n, "clusterSets": ["global"]},
+    })
+}
+
+/// The stored object as kubectl shows it: managedFields hidden.
+fn without_managed_fields(mut obj: Value) -> Value {
+    if let Some(meta) = obj["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+    obj
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_yaml_json_and_name_show_the_stored_object() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    let r = k.run(&["get", "placements"]).await?;
+    ensure!(r.code == 0 && r.stdout.is_empty(), "{r:?}");
+    ensure!(r.stderr.trim() == "No resources found in default namespace.", "{r:?}");
+
+    create(&hub, &http, PLACEMENTS, placement("p1", 2)).await?;
+    let obj = stored(&hub, &http, &format!("{PLACEMENTS}/p1")).await?;
+    // -o json is the stored object, managedFields hidden.
+    let printed: Value =
+        serde_json::from_str(&k.ok(&["get", "placement", "p1", "-o", "json"]).await?)?;
+    ensure!(printed == without_managed_fields(obj.clone()), "{printed}\nvs stored {obj}");
+    // -o yaml: the server-owned metadata, no managedFields.
+    let yaml = k.ok(&["get", "placement", "p1", "-o", "yaml"]).await?;
+    let meta = &obj["metadata"];
+    for line in [
+        "apiVersion: cluster.open-cluster-management.io/v1beta1".to_owned(),
+        "kind: Placement".to_owned(),
+        format!("  uid: {}", meta["uid"].as_str().context("uid")?),
+        format!("  resourceVersion: \"{}\"", meta["resourceVersion"].as_str().context("rv")?),
+        format!(
+            "  creationTimestamp: \"{}\"",
+            meta["creationTimestamp"].as_str().context("creationTimestamp")?
+        ),
+        "  generation: 1".to_owned(),
+        "  namespace: default".to_owned(),
+        "  numberOfClusters: 2".to_owned(),
+    ] {
+        ensure!(yaml.lines().any(|l| l == line), "no line {line:?} in\n{yaml}");
+    }
+    ensure!(!yaml.contains("managedFields"), "{yaml}");
+    // -o name on a list: one kind-qualified name per stored item.
+    create(&hub, &http, PLACEMENTS, placement("p2", 1)).await?;
+    let names = k.ok(&["get", "placements", "-o", "name"]).await?;
+    let list = stored(&hub, &http, PLACEMENTS).await?;
+    let expected: Vec<String> = item_names(&list)
+        .iter()
+        .map(|n| format!("placement.cluster.open-cluster-management.io/{n}"))
+        .collect();
+    ensure!(names.lines().collect::<Vec<_>>() == expected && expected.len() == 2, "{names}");
+    // A list in JSON is a v1 List of the stored items.
+    let printed: Value = serde_json::from_str(&k.ok(&["get", "placements", "-o", "json"]).await?)?;
+    ensure!(printed["kind"] == "List" && printed["items"].as_array().map(Vec::len) == Some(2));
+    ensure!(printed["items"][1] == without_managed_fields(list["items"][1].clone()), "{printed}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jsonpath_and_custom_columns_read_lists_and_objects() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    for (name, env) in [("c1", Some("prod")), ("c2", None), ("c3", Some("dev"))] {
+        let labels = env.map_or(json!({}), |e| json!({"env": e}));
+        create(&hub, &http, MCL, cluster(name, labels)).await?;
+    }
+    merge_patch(&hub, &http, &format!("{MCL}/c2"), json!({"spec": {"hubAcceptsClient": false}}))
+        .await?;
+    let list = stored(&hub, &http, MCL).await?;
+    let out = k.ok(&["get", "mcl", "-o", "jsonpath={.items[*].metadata.name}"]).await?;
+    ensure!(out == item_names(&list).join(" ") && out == "c1 c2 c3", "{out}");
+    let out = k
+        .ok(&[
+            "get",
+            "mcl",
+            "-o",
+            r#"jsonpath={range .items[*]}{.metadata.name}={.spec.hubAcceptsClient}{"\n"}{end}"#,
+        ])
+        .await?;
+    ensure!(out == "c1=true\nc2=false\nc3=true\n", "{out:?}");
+    // On one object.
+    let out = k
+        .ok(&["get", "mcl", "c3", "-o", "jsonpath={.spec.managedClusterClientConfigs[0].url}"])
+        .await?;
+    ensure!(out == list["items"][2]["spec"]["managedClusterClientConfigs"][0]["url"], "{out}");
+    ensure!(out == "https://c3:6443", "{out}");
+    let out = k.ok(&["get", "mcl", "c1", "-o", "jsonpath={.metadata.uid}"]).await?;
+    ensure!(out == list["items"][0]["metadata"]["uid"], "{out}");
+
+    let t = Printed::parse(
+        &k.ok(&[
+            "get",
+            "mcl",
+            "-o",
+            "custom-columns=NAME:.metadata.name,ENV:.metadata.labels.env,\
+             ACCEPTS:.spec.hubAcceptsClient,URL:.spec.managedClusterClientConfigs[0].url",
+        ])
+        .await?,
+    )?;
+    ensure!(t.header == ["NAME", "ENV", "ACCEPTS", "URL"], "{t:?}");
+    ensure!(t.names() == ["c1", "c2", "c3"], "{t:?}");
+    ensure!(t.cell(0, "ENV")? == "prod" && t.cell(1, "ENV")? == "<none>", "{t:?}");
+    ensure!(t.cell(1, "ACCEPTS")? == "false" && t.cell(2, "URL")? == "https://c3:6443", "{t:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_selectors_of_every_form() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    create(&hub, &http, MCL, cluster("c1", json!({"app": "demo", "tier": "front"}))).await?;
+    create(&hub, &http, MCL, cluster("c2", json!({"app": "demo", "tier": "back"}))).await?;
+    create(&hub, &http, MCL, cluster("c3", json!({"app": "other"}))).await?;
+    for (selector, expected) in [
+        ("app=demo,tier!=back", vec!["c1"]),
+        ("tier in (front,back)", vec!["c1", "c2"]),
+        ("!tier", vec!["c3"]),
+        ("app,tier notin (front)", vec!["c2", "c3"]),
+        ("app==other", vec!["c3"]),
+    ] {
+        let t = Printed::parse(&k.ok(&["get", "mcl", "-l", selector, "-L", "app,tier"]).await?)?;
+        ensure!(t.names() == expected, "{selector}: {t:?}");
+        ensure!(t.header.ends_with(&["APP".to_owned(), "TIER".to_owned()]), "{t:?}");
+        // The hub's own answer to the same selector.
+        let (_, list) = get_with(&hub, &http, MCL, "labelSelector", selector).await?;
+        ensure!(item_names(&list) == expected, "{selector}: {list}");
+    }
+    let t = Printed::parse(&k.ok(&["get", "mcl", "-l", "tier", "-L", "tier"]).await?)?;
+    ensure!(t.cell(0, "TIER")? == "front" && t.cell(1, "TIER")? == "back", "{t:?}");
+    // Nothing matches: kubectl says so on stderr.
+    let r = k.run(&["get", "mcl", "-l", "app=none"]).await?;
+    ensure!(r.code == 0 && r.stdout.is_empty() && r.stderr.trim() == "No resources found", "{r:?}");
+    let r = k.run(&["get", "mcl", "-l", "app in ("]).await?;
+    ensure!(r.code == 1 && r.stderr.starts_with("Error from server (BadRequest)"), "{r:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_selectors_supported_and_refused() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    for ns in ["ns-a", "ns-b"] {
+        create(&hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": ns}})).await?;
+        for name in ["x", "y"] {
+            let path = format!("/api/v1/namespaces/{ns}/configmaps");
+            create(&hub, &http, &path, json!({"metadata": {"name": name}, "data": {"k": ns}}))
+                .await?;
+        }
+    }
+    let t = Printed::parse(
+        &k.ok(&["get", "cm", "-A", "--field-selector", "metadata.namespace=ns-b"]).await?,
+    )?;
+    ensure!(t.names() == ["ns-b", "ns-b"], "{t:?}");
+    ensure!(t.cell(0, "NAME")? == "x" && t.cell(1, "NAME")? == "y", "{t:?}");
+    let t = Printed::parse(
+        &k.ok(&["get", "cm", "-A", "--field-selector", "metadata.name=y,metadata.namespace!=ns-b"])
+            .await?,
+    )?;
+    ensure!(t.names() == ["ns-a"] && t.cell(0, "NAME")? == "y", "{t:?}");
+    let selector = "metadata.name=y,metadata.namespace!=ns-b";
+    let (_, list) = get_with(&hub, &http, "/api/v1/configmaps", "fieldSelector", selector).await?;
+    ensure!(item_names(&list) == ["y"] && list["items"][0]["metadata"]["namespace"] == "ns-a");
+
+    create(&hub, &http, MCL, cluster("c1", json!({}))).await?;
+    let t = Printed::parse(&k.ok(&["get", "mcl", "--field-selector", "metadata.name=c1"]).await?)?;
+    ensure!(t.names() == ["c1"], "{t:?}");
+    let r = k.run(&["get", "mcl", "--field-selector", "metadata.name=c2"]).await?;
+    ensure!(r.code == 0 && r.stderr.trim() == "No resources found", "{r:?}");
+    // A field the kind does not select on: 400, printed by kubectl.
+    let r = k.run(&["get", "mcl", "--field-selector", "spec.hubAcceptsClient=true"]).await?;
+    ensure!(r.code == 1 && r.stdout.is_empty(), "{r:?}");
+    ensure!(r.stderr.starts_with("Error from server (BadRequest):"), "{r:?}");
+    ensure!(r.stderr.contains("field label not supported: spec.hubAcceptsClient"), "{r:?}");
+    let (code, status) =
+        get_with(&hub, &http, MCL, "fieldSelector", "spec.hubAcceptsClient=true").await?;
+    ensure!(code == 400 && status["reason"] == "BadRequest", "{code} {status}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_lists_follow_continue_tokens() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    for ns in ["cluster-a", "cluster-b", "cluster-c"] {
+        create(&hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": ns}})).await?;
+        let path =
+            format!("/apis/work.open-cluster-management.io/v1/namespaces/{ns}/manifestworks");
+        let work = json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": format!("w-{ns}")},
+            "spec": {"workload": {"manifests": []}},
+        });
+        create(&hub, &http, &path, work).await?;
+    }
+    let r = k.run(&["get", "manifestworks", "-A", "--chunk-size=1", "-v=6"]).await?;
+    ensure!(r.code == 0, "{r:?}");
+    let t = Printed::parse(&r.stdout)?;
+    ensure!(t.header == ["NAMESPACE", "NAME", "AGE"], "{t:?}");
+    ensure!(t.names() == ["cluster-a", "cluster-b", "cluster-c"], "{t:?}");
+    ensure!(t.cell(2, "NAME")? == "w-cluster-c", "{t:?}");
+    // One request per item: the first with limit=1, the rest following the continue token.
+    let requests: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("/apis/work.open-cluster-management.io/v1/manifestworks?"))
+        .collect();
+    ensure!(requests.len() == 3, "{requests:#?}");
+    ensure!(requests.iter().all(|l| l.contains("limit=1")), "{requests:#?}");
+    ensure!(requests[1..].iter().all(|l| l.contains("continue=")), "{requests:#?}");
+    let list =
+        stored(&hub, &http, "/apis/work.open-cluster-management.io/v1/manifestworks").await?;
+    ensure!(item_names(&list) == ["w-cluster-a", "w-cluster-b", "w-cluster-c"], "{list}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_raw_reads_health_discovery_openapi_and_watch() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    ensure!(k.ok(&["get", "--raw", "/readyz"]).await? == "ok");
+    let gv = "/apis/cluster.open-cluster-management.io/v1";
+    let printed: Value = serde_json::from_str(&k.ok(&["get", "--raw", gv]).await?)?;
+    ensure!(printed["kind"] == "APIResourceList" && printed == stored(&hub, &http, gv).await?);
+    let root: Value = serde_json::from_str(&k.ok(&["get", "--raw", "/openapi/v3"]).await?)?;
+    let url = root["paths"]["apis/cluster.open-cluster-management.io/v1"]["serverRelativeURL"]
+        .as_str()
+        .context("the group-version in /openapi/v3")?;
+    ensure!(url.starts_with("/openapi/v3/apis/cluster.open-cluster-management.io/v1?hash="));
+
+    create(&hub, &http, MCL, cluster("c1", json!({}))).await?;
+    create(&hub, &http, MCL, cluster("c2", json!({}))).await?;
+    // The server ends the watch after timeoutSeconds; kubectl prints each event line.
+    let out = k
+        .ok(&["get", "--raw", &format!("{MCL}?watch=1&resourceVersion=0&timeoutSeconds=1")])
+        .await?;
+    let events: Vec<Value> =
+        out.lines().map(serde_json::from_str).collect::<Result<_, _>>().context(out.clone())?;
+    let list = stored(&hub, &http, MCL).await?;
+    ensure!(events.len() == 2 && events.iter().all(|e| e["type"] == "ADDED"), "{out}");
+    for (event, item) in events.iter().zip(list["items"].as_array().context("items")?) {
+        ensure!(event["object"]["metadata"] == item["metadata"], "{event} vs {item}");
+        ensure!(event["object"]["kind"] == "ManagedCluster", "{event}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_prints_added_modified_and_deleted_events() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    create(&hub, &http, MCL, cluster("c1", json!({}))).await?;
+    create(&hub, &http, MCL, cluster("c2", json!({}))).await?;
+    let mut watch = k.spawn(&["get", "mcl", "-w", "--output-watch-events"])?;
+    // kubectl lists, prints, then watches from the list's resourceVersion: every change after
+    // the rows are printed is an event.
+    watch.printed("https://c2:6443").await?;
+    merge_patch(&hub, &http, &format!("{MCL}/c1"), json!({"spec": {"hubAcceptsClient": false}}))
+        .await?;
+    delete(&hub, &http, &format!("{MCL}/c2")).await?;
+    watch.printed("DELETED").await?;
+    let t = Printed::parse(&watch.stdout())?;
+    ensure!(t.header[..3] == ["EVENT", "NAME", "HUB ACCEPTED"], "{t:?}");
+    let events: Vec<(&str, &str, &str)> =
+        t.rows.iter().map(|r| (r[0].as_str(), r[1].as_str(), r[2].as_str())).collect();
+    ensure!(
+        events
+            == [
+                ("ADDED", "c1", "true"),
+                ("ADDED", "c2", "true"),
+                ("MODIFIED", "c1", "false"),
+                ("DELETED", "c2", "true")
+            ],
+        "{t:?}"
+    );
+    ensure!(absent(&hub, &http, &format!("{MCL}/c2")).await?);
+    ensure!(stored(&hub, &http, &format!("{MCL}/c1")).await?["spec"]["hubAcceptsClient"] == false);
     Ok(())
 }
