@@ -134,6 +134,23 @@ impl ApiError {
         ApiError::new(409, "Conflict", message).about(subject)
     }
 
+    /// 422 `Invalid` for a patch that does not apply (a failed `test`, a path into nothing):
+    /// kube-apiserver's generic server response, the patch library's message as the one cause
+    /// (kubectl prints `The request is invalid: <cause>`).
+    pub fn patch_failed(why: String) -> ApiError {
+        let mut err = ApiError::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        );
+        err.details.causes.push(Cause {
+            reason: "UnexpectedServerResponse".into(),
+            message: why,
+            field: String::new(),
+        });
+        err
+    }
+
     /// 409 `Conflict` of a server-side apply: one `FieldManagerConflict` cause per field,
     /// `(message, field)`.
     pub fn apply_conflict(message: String, causes: Vec<(String, String)>) -> ApiError {

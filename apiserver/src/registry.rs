@@ -699,18 +699,8 @@ impl Registry {
                         doc = server_side_apply(rt, sub, opts, version, &doc, config, &shape)?;
                     }
                     Patch::Json(p) => {
-                        json_patch::patch(&mut doc, p).map_err(|e| {
-                            ApiError::invalid(
-                                &rt.group,
-                                &rt.kind,
-                                name,
-                                &[FieldError::invalid(
-                                    "",
-                                    Value::Null,
-                                    format!("the JSON patch failed: {e}"),
-                                )],
-                            )
-                        })?;
+                        json_patch::patch(&mut doc, p)
+                            .map_err(|e| ApiError::patch_failed(e.to_string()))?;
                     }
                 }
                 match &opts.patch_version {
@@ -957,6 +947,9 @@ impl Registry {
             let kv =
                 self.storage.get(&key).await.map_err(|e| from_storage(e, subject(rt, name)))?;
             let current = parse_stored(rt, &kv)?;
+            rt.strategy
+                .check_delete(&current)
+                .map_err(|why| ApiError::forbidden(subject(rt, name), why))?;
             if let Some(uid) = opts.uid.as_deref().filter(|u| !u.is_empty()) {
                 if uid != object::uid(&current) {
                     return Err(ApiError::conflict(

@@ -715,7 +715,7 @@ fn negotiate(
         };
         match param("as") {
             None | Some("") => return Ok(Output::Json),
-            Some("Table") if target.sub.is_none() => {
+            Some("Table") if matches!(target.sub.as_deref(), None | Some("status")) => {
                 if let Some(version) = meta_version {
                     let include = Include::parse(q.get("includeObject"))?;
                     return Ok(Output::Table(TableRequest { version, include }));

@@ -325,6 +325,36 @@ pub fn prefix_of(group: &str, plural: &str) -> String {
     format!("/registry/{group_dir}/{plural}/")
 }
 
+/// A Secret as kube-apiserver stores it: `stringData` merged into `data` (base64) and dropped,
+/// `type` defaulted to `Opaque`. A `stringData` that is not all strings is left for validation
+/// to refuse.
+fn default_secret(obj: &mut Value) {
+    use base64::Engine as _;
+    let Some(m) = obj.as_object_mut() else { return };
+    let all_strings = m
+        .get("stringData")
+        .and_then(Value::as_object)
+        .is_some_and(|sd| sd.values().all(Value::is_string));
+    if all_strings {
+        if let Some(Value::Object(sd)) = m.remove("stringData") {
+            let data = m.entry("data").or_insert_with(|| Value::Object(Default::default()));
+            if !data.is_object() {
+                *data = Value::Object(Default::default());
+            }
+            if let Some(d) = data.as_object_mut() {
+                for (k, v) in sd {
+                    let text = v.as_str().unwrap_or_default();
+                    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+                    d.insert(k, Value::String(encoded));
+                }
+            }
+        }
+    }
+    if m.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        m.insert("type".into(), Value::String("Opaque".into()));
+    }
+}
+
 fn core_types(profile: Profile) -> Vec<ResourceType> {
     let mut rows = vec![
         Row::new("", "v1", "Namespace", "namespaces", false, Arc::new(NamespaceStrategy))
@@ -339,7 +369,9 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "secrets",
             true,
             Arc::new(
-                Typed::<core::v1::Secret>::new("Secret", None).columns(table::secret_columns()),
+                Typed::<core::v1::Secret>::new("Secret", None)
+                    .columns(table::secret_columns())
+                    .defaults(default_secret),
             ),
         )
         .fields(&["type"]),
@@ -538,6 +570,16 @@ impl Strategy for NamespaceStrategy {
 
     fn on_delete_mark(&self, obj: &mut Value) {
         obj["status"]["phase"] = Value::String("Terminating".into());
+    }
+
+    fn check_delete(&self, obj: &Value) -> Result<(), String> {
+        // kube-apiserver's NamespaceLifecycle admission keeps the system namespaces.
+        match object::name(obj) {
+            "default" | "kube-system" | "kube-public" => {
+                Err("this namespace may not be deleted".into())
+            }
+            _ => Ok(()),
+        }
     }
 
     fn ready_to_remove(&self, obj: &Value) -> bool {

@@ -62,6 +62,12 @@ pub trait Strategy: Send + Sync {
     /// `deletionTimestamp` is first set.
     fn on_delete_mark(&self, _obj: &mut Value) {}
 
+    /// Refuses deleting this object (a 403 with the reason), e.g. the namespaces every cluster
+    /// must have.
+    fn check_delete(&self, _obj: &Value) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Whether objects carry `metadata.generation` (custom resources and workload kinds do;
     /// ConfigMaps, Secrets, Namespaces, RBAC and the other core kinds here do not).
     fn tracks_generation(&self) -> bool {
@@ -131,6 +137,7 @@ pub type Check = fn(&Value) -> Vec<FieldError>;
 pub struct Typed<T> {
     kind: &'static str,
     check: Option<Check>,
+    defaults: Option<fn(&mut Value)>,
     name_rule: NameRule,
     columns: Option<Arc<[Column]>>,
     _t: PhantomData<fn() -> T>,
@@ -139,12 +146,25 @@ pub struct Typed<T> {
 impl<T> Typed<T> {
     /// A typed strategy for `kind` with optional extra checks.
     pub fn new(kind: &'static str, check: Option<Check>) -> Typed<T> {
-        Typed { kind, check, name_rule: NameRule::Subdomain, columns: None, _t: PhantomData }
+        Typed {
+            kind,
+            check,
+            defaults: None,
+            name_rule: NameRule::Subdomain,
+            columns: None,
+            _t: PhantomData,
+        }
     }
 
     /// The kind's printer (its Table columns after `Name`).
     pub fn columns(mut self, columns: Arc<[Column]>) -> Typed<T> {
         self.columns = Some(columns);
+        self
+    }
+
+    /// What the kind's defaulting (and kube-apiserver's conversion) does on every write.
+    pub fn defaults(mut self, f: fn(&mut Value)) -> Typed<T> {
+        self.defaults = Some(f);
         self
     }
 
@@ -158,6 +178,12 @@ impl<T> Typed<T> {
 impl<T: DeserializeOwned> Strategy for Typed<T> {
     fn tracks_generation(&self) -> bool {
         false
+    }
+
+    fn default(&self, obj: &mut Value) {
+        if let Some(f) = self.defaults {
+            f(obj);
+        }
     }
 
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {

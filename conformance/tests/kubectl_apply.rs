@@ -4,11 +4,10 @@
 //! prints and on what the hub stores.
 
 use anyhow::{Context as _, ensure};
-use ocm_conformance::hub::{Backend, TestHub};
-use ocm_conformance::kubectl::{Kubectl, skip_requested};
+use ocm_conformance::hub::TestHub;
+use ocm_conformance::kubectl::{self, Kubectl, MCL};
 use serde_json::Value;
 
-const MCL: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
 const CLUSTER: &str = "apiVersion: cluster.open-cluster-management.io/v1
@@ -42,13 +41,7 @@ struct Scene {
 
 impl Scene {
     async fn start() -> anyhow::Result<Option<Scene>> {
-        if skip_requested() {
-            eprintln!("OCM_SKIP_KUBECTL=1: kubectl suite skipped");
-            return Ok(None);
-        }
-        let hub = TestHub::start(Backend::Memory).await?;
-        let http = hub.http()?;
-        let k = Kubectl::new(&hub)?;
+        let Some((hub, http, k)) = kubectl::setup().await? else { return Ok(None) };
         Ok(Some(Scene { hub, http, k, dir: tempfile::tempdir()? }))
     }
 
@@ -61,15 +54,7 @@ impl Scene {
 
     /// The stored object at `path` (200 expected).
     async fn stored(&self, path: &str) -> anyhow::Result<Value> {
-        let resp = self.http.get(format!("{}{path}", self.hub.url)).send().await?;
-        ensure!(resp.status() == 200, "GET {path}: {}", resp.status());
-        Ok(resp.json().await?)
-    }
-
-    /// Whether the object at `path` exists.
-    async fn exists(&self, path: &str) -> anyhow::Result<bool> {
-        let resp = self.http.get(format!("{}{path}", self.hub.url)).send().await?;
-        Ok(resp.status() == 200)
+        kubectl::stored(&self.hub, &self.http, path).await
     }
 }
 
@@ -259,7 +244,6 @@ async fn strategic_patches_from_kubectl() -> anyhow::Result<()> {
         .run(&["patch", "cm", "app", "-p", r#"{"metadata":{"ownerReferences":[{"name":"x"}]}}"#])
         .await?;
     ensure!(r.code == 1 && r.stderr.contains("merge key"), "{r:?}");
-    ensure!(s.exists(&format!("{CM}/app")).await?);
     ensure!(s.stored(&format!("{CM}/app")).await?["metadata"].get("ownerReferences").is_none());
     Ok(())
 }

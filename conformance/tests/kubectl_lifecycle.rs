@@ -304,6 +304,16 @@ async fn delete_a_namespace_with_its_content() -> anyhow::Result<()> {
     ensure!(item_names(&stored(&hub, &http, "/api/v1/serviceaccounts").await?).is_empty());
     let r = k.run(&["get", "manifestwork", "-n", "cluster1"]).await?;
     ensure!(r.code == 0 && r.stderr.trim() == "No resources found in cluster1 namespace.", "{r:?}");
+    // The system namespace stays (kube-apiserver's NamespaceLifecycle admission).
+    let r = k.run(&["delete", "namespace", "default"]).await?;
+    ensure!(
+        r.code == 1
+            && r.stderr.trim()
+                == "Error from server (Forbidden): namespaces \"default\" is forbidden: this \
+                    namespace may not be deleted",
+        "{r:?}"
+    );
+    ensure!(!absent(&hub, &http, "/api/v1/namespaces/default").await?);
     Ok(())
 }
 

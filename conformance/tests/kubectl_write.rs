@@ -190,9 +190,10 @@ kind: Secret
 metadata:
   name: bootstrap
   namespace: cluster-east
-type: Opaque
 data:
   token: c2VjcmV0
+stringData:
+  user: admin
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -230,14 +231,19 @@ async fn create_core_kinds_from_a_multi_document_file() -> anyhow::Result<()> {
     .await?;
     ensure!(lease["spec"]["holderIdentity"] == "agent-1", "{lease}");
     let secret = stored(&hub, &http, &format!("{ns}/secrets/bootstrap")).await?;
-    ensure!(secret["data"]["token"] == "c2VjcmV0" && secret["type"] == "Opaque", "{secret}");
+    // As kube-apiserver stores it: stringData folded into data, type defaulted.
+    ensure!(
+        secret["data"]["token"] == "c2VjcmV0" && secret["data"]["user"] == "YWRtaW4=",
+        "{secret}"
+    );
+    ensure!(secret.get("stringData").is_none() && secret["type"] == "Opaque", "{secret}");
     let cm = stored(&hub, &http, &format!("{ns}/configmaps/settings")).await?;
     ensure!(cm["data"]["mode"] == "fast", "{cm}");
     // kubectl reads them back through the hub's tables.
     let t = Printed::parse(&k.ok(&["get", "secret,lease,sa", "-n", "cluster-east"]).await?)?;
     ensure!(t.names().contains(&"secret/bootstrap"), "{t:?}");
     let t = Printed::parse(&k.ok(&["get", "secrets", "-n", "cluster-east"]).await?)?;
-    ensure!(t.cell(0, "TYPE")? == "Opaque" && t.cell(0, "DATA")? == "1", "{t:?}");
+    ensure!(t.cell(0, "TYPE")? == "Opaque" && t.cell(0, "DATA")? == "2", "{t:?}");
     Ok(())
 }
 
@@ -404,12 +410,22 @@ async fn failing_json_patches_change_nothing() -> anyhow::Result<()> {
         {"op":"test","path":"/spec/leaseDurationSeconds","value":99}]"#;
     let r = k.run(&["patch", "mcl", "c1", "--type", "json", "-p", patch]).await?;
     ensure!(r.code == 1 && r.stdout.is_empty(), "{r:?}");
-    ensure!(r.stderr.contains("is invalid") && r.stderr.contains("/spec/leaseDurationSeconds"));
+    // kube-apiserver's generic 422, which kubectl prints as "The request is invalid".
+    ensure!(
+        r.stderr.starts_with("The request is invalid: ")
+            && r.stderr.contains("/spec/leaseDurationSeconds"),
+        "{r:?}"
+    );
     // A path into a list the object does not have, and past the end of one it has.
     for path in ["/spec/taints/0/key", "/spec/managedClusterClientConfigs/3/url"] {
         let patch = format!(r#"[{{"op":"replace","path":"{path}","value":"x"}}]"#);
         let r = k.run(&["patch", "mcl", "c1", "--type", "json", "-p", &patch]).await?;
-        ensure!(r.code == 1 && r.stderr.contains(path), "{path}: {r:?}");
+        ensure!(
+            r.code == 1
+                && r.stderr.starts_with("The request is invalid: ")
+                && r.stderr.contains(path),
+            "{path}: {r:?}"
+        );
     }
     // Not a JSON patch at all: 400.
     let r = k.run(&["patch", "mcl", "c1", "--type", "json", "-p", r#"{"spec":{}}"#]).await?;
@@ -466,8 +482,9 @@ async fn status_patches_go_through_the_subresource() -> anyhow::Result<()> {
         ])
         .await?;
     ensure!(out == "ManagedClusterConditionAvailable=True", "{out}");
+    // The status endpoint prints the kind's own columns, like the main resource.
     let t = Printed::parse(&k.ok(&["get", "mcl", "c1", "--subresource=status"]).await?)?;
-    ensure!(t.names() == ["c1"], "{t:?}");
+    ensure!(t.names() == ["c1"] && t.cell(0, "AVAILABLE")? == "True", "{t:?}");
     // The main resource ignores status: nothing changes.
     let patch = available("False").to_string();
     let out = k.ok(&["patch", "mcl", "c1", "--type", "merge", "-p", &patch]).await?;
