@@ -11,10 +11,13 @@
 //! `MicroTime` keeps microseconds, a zero (empty) time is left out (Go writes `null`, which reads
 //! back as absent), `bytes` become base64 strings, `FieldsV1` its raw JSON.
 //!
-//! Unknown field numbers are skipped, as gogo-protobuf does and kube-apiserver does for protobuf
-//! bodies (`fieldValidation` only ever reports unknown JSON/YAML fields): they have no name to
-//! report. The kinds of `--profile cluster` (Pods, Services, workloads, CRDs) are not decoded:
-//! their bodies are answered 415 and must be sent as JSON.
+//! Unknown field numbers are skipped silently, as gogo-protobuf does: kube-apiserver has no strict
+//! protobuf decoder (its codec factory falls back to the plain one), so `fieldValidation` only
+//! ever reports unknown JSON/YAML fields, and an unknown field number has no name to report.
+//!
+//! The kinds of `--profile cluster` (Pods, Services, workloads, CRDs) have no table: their
+//! protobuf bodies are answered 415 and must be sent as JSON. The kind comes from the body's
+//! `runtime.Unknown.typeMeta` (kubectl always sets it); the endpoint then checks it as for JSON.
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
