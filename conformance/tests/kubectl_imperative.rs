@@ -1,7 +1,8 @@
 //! kubectl's imperative commands against a real hub: `kubectl create namespace|configmap|secret|
 //! serviceaccount|role|clusterrole|rolebinding|clusterrolebinding` and `kubectl certificate
 //! approve|deny` send their bodies as Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
-//! Each case checks the line kubectl prints and the object the hub stored, read back over REST.
+//! Each case checks the line kubectl prints and the object the hub stored, read back over REST;
+//! one case checks that the protobuf body stores exactly what the same object sent as JSON does.
 
 use anyhow::{Context as _, ensure};
 use ocm_conformance::hub::{Backend, TestHub};
@@ -406,6 +407,87 @@ async fn certificate_approve_and_deny() -> anyhow::Result<()> {
         let c = &conds[0];
         ensure!(c["type"] == kind && c["status"] == "True" && c["reason"] == reason, "{csr}");
         ensure!(c["lastUpdateTime"].as_str().is_some_and(|t| t.ends_with('Z')), "{csr}");
+    }
+    Ok(())
+}
+
+/// `obj` without what the server assigns per object (and its name, which differs by design).
+fn comparable(mut obj: Value) -> Value {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in ["name", "uid", "resourceVersion", "creationTimestamp", "managedFields"] {
+            meta.remove(key);
+        }
+    }
+    obj
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_and_json_bodies_store_the_same_object() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+    let dir = tempfile::tempdir()?;
+    let bin = dir.path().join("blob.bin");
+    std::fs::write(&bin, [0u8, 0x80, 0xff])?;
+    let from_bin = format!("--from-file={}", bin.display());
+    // (collection path, kubectl create arguments after the name)
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        ("/api/v1/namespaces".into(), vec!["namespace"]),
+        (
+            "/api/v1/namespaces/default/configmaps".into(),
+            vec!["configmap", "--from-literal=a=b", &from_bin, "--save-config"],
+        ),
+        (
+            "/api/v1/namespaces/default/secrets".into(),
+            vec!["secret", "generic", "--from-literal=a=b", "--type=example.com/t"],
+        ),
+        ("/api/v1/namespaces/default/serviceaccounts".into(), vec!["serviceaccount"]),
+        (
+            format!("{RBAC}/namespaces/default/roles"),
+            vec!["role", "--verb=get", "--resource=secrets", "--resource-name=x"],
+        ),
+        (
+            format!("{RBAC}/clusterroles"),
+            vec!["clusterrole", "--verb=*", "--resource=leases.coordination.k8s.io"],
+        ),
+        (
+            format!("{RBAC}/namespaces/default/rolebindings"),
+            vec!["rolebinding", "--clusterrole=view", "--group=g", "--serviceaccount=a:b"],
+        ),
+        (
+            format!("{RBAC}/clusterrolebindings"),
+            vec!["clusterrolebinding", "--clusterrole=view", "--user=u"],
+        ),
+    ];
+    for (i, (collection, args)) in cases.iter().enumerate() {
+        let (pb_name, json_name) = (format!("pb{i}"), format!("json{i}"));
+        // What kubectl would send, as JSON: --dry-run=client prints it without a request.
+        let (kind_words, flags) =
+            if args[0] == "secret" { args.split_at(2) } else { args.split_at(1) };
+        let mut json_args = vec!["create"];
+        json_args.extend_from_slice(kind_words);
+        json_args.push(&json_name);
+        json_args.extend_from_slice(flags);
+        json_args.extend(["--dry-run=client", "-o", "json"]);
+        let as_json: Value = serde_json::from_str(&k.ok(&json_args).await?)?;
+        let resp = http.post(format!("{}{collection}", hub.url)).json(&as_json).send().await?;
+        ensure!(resp.status().as_u16() == 201, "{json_args:?}: {}", resp.text().await?);
+
+        let mut pb_args = vec!["create"];
+        pb_args.extend_from_slice(kind_words);
+        pb_args.push(&pb_name);
+        pb_args.extend_from_slice(flags);
+        k.ok(&pb_args).await?;
+
+        let from_json = stored(&hub, &http, &format!("{collection}/{json_name}")).await?;
+        let from_pb = stored(&hub, &http, &format!("{collection}/{pb_name}")).await?;
+        let (mut a, b) = (comparable(from_pb), comparable(from_json));
+        // --save-config records the object's own name.
+        if let Some(note) =
+            a.pointer_mut("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+        {
+            *note = Value::String(note.as_str().unwrap_or("").replace(&pb_name, &json_name));
+        }
+        ensure!(a == b, "{pb_args:?}:\nprotobuf: {a}\njson:     {b}");
     }
     Ok(())
 }
