@@ -17,6 +17,7 @@ pub mod object;
 pub mod ocm;
 pub mod openapi;
 pub mod pki;
+pub mod protobuf;
 pub mod registry;
 pub mod rest;
 pub mod scheme;

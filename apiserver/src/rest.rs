@@ -477,9 +477,11 @@ fn decode(content_type: &str, bytes: &Bytes) -> Result<Value, ApiError> {
             serde_saphyr::from_str(text)
                 .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))
         }
+        crate::protobuf::MEDIA_TYPE => Ok(crate::protobuf::decode(bytes)?),
         other => Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: \
-             application/json, application/yaml (got {other:?})"
+             application/json, application/yaml, application/vnd.kubernetes.protobuf (got \
+             {other:?})"
         ))),
     }
 }
