@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::object;
-use crate::strategy::{NameRule, Schemaless, Strategy, Typed, require};
+use crate::strategy::{NameRule, OpenApiSchema, Schemaless, Strategy, Typed, require};
 use crate::table;
 
 /// A subresource and the parts of the object it writes.
@@ -446,30 +446,60 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             ),
         ]),
         Profile::Cluster => {
-            let schemaless = || -> Arc<dyn Strategy> { Arc::new(Schemaless) };
+            use k8s_openapi::api::{apps, batch};
+            use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+            fn schemaless<T: schemars::JsonSchema>() -> Arc<dyn Strategy> {
+                Arc::new(Schemaless::published_as::<T>())
+            }
             rows.extend([
-                Row::new("", "v1", "Service", "services", true, schemaless())
+                Row::new("", "v1", "Service", "services", true, schemaless::<core::v1::Service>())
                     .short(&["svc"])
                     .sub(STATUS),
-                Row::new("", "v1", "Node", "nodes", false, schemaless()).short(&["no"]).sub(STATUS),
-                Row::new("", "v1", "Pod", "pods", true, schemaless()).short(&["po"]).sub(STATUS),
-                Row::new("apps", "v1", "Deployment", "deployments", true, schemaless())
-                    .short(&["deploy"])
+                Row::new("", "v1", "Node", "nodes", false, schemaless::<core::v1::Node>())
+                    .short(&["no"])
                     .sub(STATUS),
-                Row::new("apps", "v1", "StatefulSet", "statefulsets", true, schemaless())
-                    .short(&["sts"])
+                Row::new("", "v1", "Pod", "pods", true, schemaless::<core::v1::Pod>())
+                    .short(&["po"])
                     .sub(STATUS),
-                Row::new("apps", "v1", "DaemonSet", "daemonsets", true, schemaless())
-                    .short(&["ds"])
+                Row::new(
+                    "apps",
+                    "v1",
+                    "Deployment",
+                    "deployments",
+                    true,
+                    schemaless::<apps::v1::Deployment>(),
+                )
+                .short(&["deploy"])
+                .sub(STATUS),
+                Row::new(
+                    "apps",
+                    "v1",
+                    "StatefulSet",
+                    "statefulsets",
+                    true,
+                    schemaless::<apps::v1::StatefulSet>(),
+                )
+                .short(&["sts"])
+                .sub(STATUS),
+                Row::new(
+                    "apps",
+                    "v1",
+                    "DaemonSet",
+                    "daemonsets",
+                    true,
+                    schemaless::<apps::v1::DaemonSet>(),
+                )
+                .short(&["ds"])
+                .sub(STATUS),
+                Row::new("batch", "v1", "Job", "jobs", true, schemaless::<batch::v1::Job>())
                     .sub(STATUS),
-                Row::new("batch", "v1", "Job", "jobs", true, schemaless()).sub(STATUS),
                 Row::new(
                     "apiextensions.k8s.io",
                     "v1",
                     "CustomResourceDefinition",
                     "customresourcedefinitions",
                     false,
-                    schemaless(),
+                    schemaless::<apiextensions::CustomResourceDefinition>(),
                 )
                 .short(&["crd", "crds"])
                 .sub(STATUS),
@@ -496,6 +526,10 @@ fn check_binding(obj: &Value) -> Vec<FieldError> {
 struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
+    fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
+        Typed::<core::v1::Namespace>::new("Namespace", None).openapi_schema(version)
+    }
+
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
         table::namespace_columns()
     }
@@ -527,6 +561,11 @@ impl Strategy for NamespaceStrategy {
 struct CsrStrategy;
 
 impl Strategy for CsrStrategy {
+    fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
+        Typed::<certificates::v1::CertificateSigningRequest>::new("CertificateSigningRequest", None)
+            .openapi_schema(version)
+    }
+
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
         table::csr_columns()
     }
