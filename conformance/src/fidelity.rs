@@ -262,10 +262,15 @@ impl Walk<'_> {
             let missing: Vec<&Value> =
                 values.iter().filter(|v| !ours_values.is_some_and(|o| o.contains(v))).collect();
             if !missing.is_empty() {
+                let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
                 self.differ(
                     &path,
                     Differs::Enum,
-                    format!("CRD values {missing:?} not in ours ({})", show(ours.get("enum"))),
+                    format!(
+                        "CRD values {} not in ours ({})",
+                        missing.join(", "),
+                        show(ours.get("enum"))
+                    ),
                 );
             }
         }

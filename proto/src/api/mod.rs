@@ -20,7 +20,13 @@
 //! - upstream shapes (`metav1.Condition`, `LabelSelector`, `Time`, `Quantity`, `IntOrString`,
 //!   `corev1.Toleration`, `ResourceRequirements`, `rbacv1.RoleRef`, `[]byte`) are the
 //!   `k8s-openapi` types;
-//! - unknown fields are ignored on input, never rejected (the server prunes).
+//! - unknown fields are ignored on input, never rejected (the server prunes);
+//! - every type derives `schemars::JsonSchema` and is inlined (`#[schemars(inline)]`): the hub
+//!   publishes these schemas as its OpenAPI, so doc comments are what `kubectl explain` shows,
+//!   and what the Rust type cannot say the CRD does is an attribute: enum values
+//!   (`extend("enum" = [...])` over the `pub const`s), `x-kubernetes-list-type`/`-list-map-keys`
+//!   and `x-kubernetes-map-type`; condition lists and `[]byte` use the schema functions in
+//!   [`meta`]. `conformance/tests/schema_fidelity.rs` checks them against the CRDs.
 #![warn(missing_docs)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
