@@ -22,6 +22,8 @@ use crate::strategy::OpenApiSchema;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
 /// One group-version document.
 #[derive(Debug)]
@@ -116,8 +118,8 @@ fn document(group: &str, version: &str, kinds: &[&ResourceType]) -> Value {
                 "description": format!("{} is a list of {}.", rt.list_kind, rt.kind),
                 "required": ["items"],
                 "properties": {
-                    "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
-                    "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+                    "apiVersion": {"type": "string", "description": API_VERSION_DOC},
+                    "kind": {"type": "string", "description": KIND_DOC},
                     "metadata": with_description(reference(LIST_META), "Standard list metadata."),
                     "items": {"type": "array", "description": format!("The {} objects.", rt.kind), "items": reference(&name)},
                 },
@@ -318,8 +320,11 @@ fn kind_schema(
             props.entry("metadata").or_insert_with(|| {
                 with_description(reference(OBJECT_META), "Standard object's metadata.")
             });
-            props.entry("apiVersion").or_insert_with(|| json!({"type": "string"}));
-            props.entry("kind").or_insert_with(|| json!({"type": "string"}));
+            // The descriptions every Kubernetes kind publishes for these two.
+            for (name, description) in [("apiVersion", API_VERSION_DOC), ("kind", KIND_DOC)] {
+                let field = props.entry(name).or_insert_with(|| json!({"type": "string"}));
+                field["description"] = description.into();
+            }
         }
         obj.insert(
             "x-kubernetes-group-version-kind".into(),
@@ -534,5 +539,19 @@ mod tests {
         );
         let meta = &doc["components"]["schemas"][OBJECT_META];
         assert_eq!(meta["properties"]["ownerReferences"]["x-kubernetes-list-map-keys"][0], "uid");
+        // A field the CRD defaults is published with its default (serde's).
+        let doc: Value = serde_json::from_slice(
+            &api.documents["apis/cluster.open-cluster-management.io/v1beta2"].body,
+        )
+        .unwrap();
+        let set = &doc["components"]["schemas"]["io.open-cluster-management.cluster.v1beta2.ManagedClusterSet"];
+        let selector = &set["properties"]["spec"]["properties"]["clusterSelector"];
+        assert_eq!(
+            selector["properties"]["selectorType"]["default"], "ExclusiveClusterSetLabel",
+            "{selector}"
+        );
+        assert!(
+            set["properties"]["apiVersion"]["description"].as_str().unwrap().contains("APIVersion")
+        );
     }
 }

@@ -6,8 +6,8 @@
 //! * [`check_against_crd`] / [`assert_matches_crd`]: an object the hub returned validates against
 //!   its kind's CRD schema at its version, and carries no field the CRD does not declare.
 //! * [`compare`]: every property path, type (with `x-kubernetes-int-or-string`), format, enum
-//!   value and structural extension of a CRD schema, looked up in a published schema (following
-//!   `$ref`s and `allOf`), as a list of [`Difference`]s.
+//!   value, required property and structural extension of a CRD schema, looked up in a
+//!   published schema (following `$ref`s and `allOf`), as a list of [`Difference`]s.
 //! * [`Explained`]: the differences file, and the check that it lists exactly the differences
 //!   found (no unexplained difference, no stale entry).
 
@@ -95,6 +95,8 @@ pub enum Differs {
     ListMapKeys,
     /// `x-kubernetes-map-type` differs.
     MapType,
+    /// The `required` properties differ.
+    Required,
 }
 
 impl Differs {
@@ -110,6 +112,7 @@ impl Differs {
             Differs::ListType => "list-type",
             Differs::ListMapKeys => "list-map-keys",
             Differs::MapType => "map-type",
+            Differs::Required => "required",
         }
     }
 }
@@ -155,6 +158,7 @@ impl fmt::Display for Difference {
 struct Resolved {
     keys: Map<String, Value>,
     properties: Map<String, Value>,
+    required: BTreeSet<String>,
 }
 
 fn resolve(doc: &Value, node: &Value, out: &mut Resolved, depth: usize) {
@@ -168,6 +172,10 @@ fn resolve(doc: &Value, node: &Value, out: &mut Resolved, depth: usize) {
                 for (name, schema) in v.as_object().into_iter().flatten() {
                     out.properties.entry(name.clone()).or_insert_with(|| schema.clone());
                 }
+            }
+            "required" => {
+                let names = v.as_array().into_iter().flatten().filter_map(Value::as_str);
+                out.required.extend(names.map(str::to_owned));
             }
             "$ref" | "allOf" => {}
             _ => {
@@ -299,6 +307,23 @@ impl Walk<'_> {
                         format!("CRD {value}, ours {}", show(ours.get(key))),
                     );
                 }
+            }
+        }
+        if theirs.contains_key("properties") {
+            let required: BTreeSet<String> = theirs
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            if required != resolved.required {
+                self.differ(
+                    &path,
+                    Differs::Required,
+                    format!("CRD requires {required:?}, ours {:?}", resolved.required),
+                );
             }
         }
         let child =

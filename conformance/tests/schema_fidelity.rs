@@ -1,8 +1,9 @@
 //! Schema fidelity (design.md §5 "Schemas"): (a) realistic objects of every served OCM kind,
 //! created over REST and read back (GET and LIST, at every served version), validate against
 //! the real OCM CRD schemas; (b) for every served OCM kind and version, every property path,
-//! type, format, enum value and structural extension of the CRD schema is in the OpenAPI schema
-//! the hub publishes, except the differences `conformance/schema-differences.yaml` explains.
+//! type, format, enum value, required property and structural extension of the CRD schema is in
+//! the OpenAPI schema the hub publishes, except the differences
+//! `conformance/schema-differences.yaml` explains.
 
 use std::collections::BTreeMap;
 
@@ -240,7 +241,7 @@ fn the_object_check_finds_violations() -> anyhow::Result<()> {
 #[test]
 fn the_comparison_finds_differences() -> anyhow::Result<()> {
     let crd = json!({"type": "object", "properties": {
-        "spec": {"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["a"], "properties": {
             "a": {"type": "string", "enum": ["X", "Y"]},
             "b": {"x-kubernetes-int-or-string": true},
             "c": {"type": "string", "format": "date-time"},
@@ -267,9 +268,10 @@ fn the_comparison_finds_differences() -> anyhow::Result<()> {
         "spec.d: list-type",
         "spec.d[]: format",
         "spec.e: missing-property",
+        "spec: required",
     ] {
         ensure!(text.contains(expected), "{expected} not found: {text}");
     }
-    ensure!(found.len() == 6, "{text}");
+    ensure!(found.len() == 7, "{text}");
     Ok(())
 }
