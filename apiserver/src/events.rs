@@ -44,6 +44,10 @@ impl Strategy for EventsV1 {
         false
     }
 
+    fn openapi_schema(&self, version: &str) -> Option<crate::strategy::OpenApiSchema> {
+        Typed::<k8s_openapi::api::events::v1::Event>::new("Event", None).openapi_schema(version)
+    }
+
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
         let mut errs = Typed::<core::v1::Event>::new("Event", None).validate(obj)?;
         // The events API requires what the core API leaves optional (names as the client sent them).

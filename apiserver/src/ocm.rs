@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::merge::shape::Shape;
 use crate::scheme::{ResourceType, Subresource, prefix_of, version_priority};
-use crate::strategy::{NameRule, Strategy};
+use crate::strategy::{NameRule, OpenApiSchema, Strategy};
 
 /// Every OCM kind the hub serves (spoke-only kinds are left to the agent's cluster).
 pub fn ocm_types() -> Vec<ResourceType> {
@@ -140,8 +140,14 @@ impl CrdStrategy {
 }
 
 impl Strategy for CrdStrategy {
-    fn openapi_schema(&self, version: &str) -> Option<&Value> {
-        self.crd.versions.iter().find(|v| v.name == version).map(|v| &v.openapi_schema)
+    fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
+        let api_version = format!("{}/{version}", self.crd.group);
+        if let Some(f) = ocm_proto::api::json_schema(&api_version, &self.crd.kind) {
+            return Some(OpenApiSchema::Derived(f));
+        }
+        // No Rust type for this version: publish the CRD's schema as written.
+        let v = self.crd.versions.iter().find(|v| v.name == version)?;
+        Some(OpenApiSchema::Crd(&v.openapi_schema))
     }
 
     fn columns(&self, version: &str) -> Arc<[crate::table::Column]> {

@@ -1,18 +1,29 @@
 //! OpenAPI v3 (kube-api.md §3): one document per served group-version, with every path and
 //! operation (`x-kubernetes-action`, `x-kubernetes-group-version-kind`, the `fieldValidation`
 //! parameter kubectl looks for before it sends `fieldValidation=Strict`) and a schema per kind
-//! (the OCM CRDs' own schemas; kinds without one are published as objects of any shape), and
-//! the `/openapi/v3` root naming each document by content hash. Built once at start-up.
+//! derived from its Rust type with `schemars` (the `ocm_proto::api` types for OCM kinds, with
+//! descriptions from their doc comments; k8s-openapi's for core kinds), converted to the
+//! component form kube-openapi publishes (`#/components/schemas/<name>` references, upstream
+//! types under their `io.k8s...` names), and the `/openapi/v3` root naming each document by
+//! content hash. Built once at start-up. Only the published schema comes from the Rust types:
+//! OCM objects are still validated, pruned and defaulted with their CRD's structural schema.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha512};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
+use schemars::SchemaGenerator;
+use schemars::generate::SchemaSettings;
+
 use crate::scheme::{ResourceType, Scheme};
+use crate::strategy::OpenApiSchema;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
 /// One group-version document.
 #[derive(Debug)]
@@ -93,12 +104,13 @@ fn reference(name: &str) -> Value {
 }
 
 fn document(group: &str, version: &str, kinds: &[&ResourceType]) -> Value {
-    let mut schemas = meta_schemas();
+    let mut generator = generator();
+    let mut schemas = serde_json::Map::new();
     let mut paths = BTreeMap::new();
     for rt in kinds {
         let name = format!("{}.{version}.{}", group_prefix(group), rt.kind);
         let list_name = format!("{name}List");
-        schemas.insert(name.clone(), kind_schema(rt, group, version));
+        schemas.insert(name.clone(), kind_schema(rt, group, version, &mut generator));
         schemas.insert(
             list_name.clone(),
             json!({
@@ -106,16 +118,26 @@ fn document(group: &str, version: &str, kinds: &[&ResourceType]) -> Value {
                 "description": format!("{} is a list of {}.", rt.list_kind, rt.kind),
                 "required": ["items"],
                 "properties": {
-                    "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
-                    "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
-                    "metadata": reference(LIST_META),
-                    "items": {"type": "array", "items": reference(&name)},
+                    "apiVersion": {"type": "string", "description": API_VERSION_DOC},
+                    "kind": {"type": "string", "description": KIND_DOC},
+                    "metadata": with_description(reference(LIST_META), "Standard list metadata."),
+                    "items": {"type": "array", "description": format!("The {} objects.", rt.kind), "items": reference(&name)},
                 },
                 "x-kubernetes-group-version-kind": [gvk(group, version, &rt.list_kind)],
             }),
         );
         add_paths(&mut paths, rt, group, version, &name, &list_name);
     }
+    // What the kinds and lists refer to: ObjectMeta, ListMeta, Time, Condition, ... as
+    // k8s-openapi describes them, under their kube-openapi names.
+    generator.subschema_for::<ObjectMeta>();
+    generator.subschema_for::<ListMeta>();
+    for (name, mut schema) in generator.take_definitions(false) {
+        normalize(&mut schema);
+        add_upstream_extensions(&name, &mut schema);
+        schemas.entry(name).or_insert(schema);
+    }
+    schemas.sort_keys();
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0"},
@@ -124,22 +146,185 @@ fn document(group: &str, version: &str, kinds: &[&ResourceType]) -> Value {
     })
 }
 
-/// A kind's object schema: its own (with `metadata` pointing at ObjectMeta), or any object.
-fn kind_schema(rt: &ResourceType, group: &str, version: &str) -> Value {
+/// A schema generator whose references point into `components.schemas`, describing what a
+/// server accepts (the deserialize contract: fields with defaults are optional); `normalize`
+/// does the rest of the conversion to kube-openapi's form.
+fn generator() -> SchemaGenerator {
+    SchemaSettings::openapi3()
+        .with(|s| {
+            s.meta_schema = None;
+            s.transforms.clear();
+            s.inline_subschemas = false;
+        })
+        .for_deserialize()
+        .into_generator()
+}
+
+/// Turns JSON Schema as schemars writes it into OpenAPI v3 as kube-openapi publishes it:
+/// - a `$ref` with siblings (a field's description) becomes `allOf: [{$ref}]` beside them;
+/// - optional values lose their `null` (`type: [T, "null"]`, `anyOf: [T, {type: null}]`): the
+///   API omits absent fields rather than sending `null`;
+/// - `const` becomes a one-value `enum`; `true` schemas become `{}`; `$schema` and `title` go
+///   (a title is folded into the description);
+/// - rustdoc links in descriptions (``[`X`]``) become plain code spans.
+fn normalize(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else {
+        if schema.as_bool() == Some(true) {
+            *schema = json!({});
+        }
+        return;
+    };
+    obj.remove("$schema");
+    if let Some(title) = obj.remove("title").and_then(|t| t.as_str().map(str::to_owned)) {
+        let description = match obj.get("description").and_then(Value::as_str) {
+            Some(d) => format!("{title}\n\n{d}"),
+            None => title,
+        };
+        obj.insert("description".into(), description.into());
+    }
+    if let Some(Value::Array(types)) = obj.get("type") {
+        let types: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if types.len() == 1 {
+            obj.insert("type".into(), types[0].clone());
+        } else {
+            obj.insert("type".into(), Value::Array(types));
+        }
+    }
+    if let Some(Value::Array(any_of)) = obj.get("anyOf") {
+        let not_null: Vec<&Value> =
+            any_of.iter().filter(|s| s.get("type") != Some(&json!("null"))).collect();
+        if not_null.len() == 1 {
+            if let Some(Value::Object(inner)) = not_null.first().map(|v| (*v).clone()) {
+                obj.remove("anyOf");
+                for (k, v) in inner {
+                    obj.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+    if let Some(value) = obj.remove("const") {
+        obj.insert("enum".into(), json!([value]));
+    }
+    if let Some(Value::Array(values)) = obj.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    if obj.len() > 1 {
+        if let Some(target) = obj.remove("$ref") {
+            obj.insert("allOf".into(), json!([{"$ref": target}]));
+        }
+    }
+    if let Some(Value::String(d)) = obj.get_mut("description") {
+        if d.contains("[`") {
+            *d = d.replace("[`", "`").replace("`]", "`");
+        }
+    }
+    for (key, value) in obj.iter_mut() {
+        match key.as_str() {
+            "properties" | "patternProperties" | "definitions" | "$defs" => {
+                if let Some(map) = value.as_object_mut() {
+                    map.values_mut().for_each(normalize);
+                }
+            }
+            "items" | "not" => normalize(value),
+            // `additionalProperties: true` stays a boolean (OpenAPI v3 allows it).
+            "additionalProperties" if value.is_object() => normalize(value),
+            "allOf" | "anyOf" | "oneOf" => {
+                if let Some(list) = value.as_array_mut() {
+                    list.iter_mut().for_each(normalize);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The structural extensions kube-openapi publishes on upstream types (from their Go
+/// `+listType`/`+structType` markers) that k8s-openapi's schemas leave out: (component,
+/// property or `""` for the type itself, extension, value).
+const UPSTREAM_EXTENSIONS: &[(&str, &str, &str, &str)] = &[
+    (OBJECT_META, "finalizers", "x-kubernetes-list-type", "set"),
+    (OBJECT_META, "ownerReferences", "x-kubernetes-list-type", "map"),
+    (OBJECT_META, "ownerReferences", "x-kubernetes-list-map-keys", "uid"),
+    ("io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference", "", "x-kubernetes-map-type", "atomic"),
+    ("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector", "", "x-kubernetes-map-type", "atomic"),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector",
+        "matchExpressions",
+        "x-kubernetes-list-type",
+        "atomic",
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
+        "values",
+        "x-kubernetes-list-type",
+        "atomic",
+    ),
+    ("io.k8s.api.core.v1.ResourceRequirements", "claims", "x-kubernetes-list-type", "map"),
+    ("io.k8s.api.core.v1.ResourceRequirements", "claims", "x-kubernetes-list-map-keys", "name"),
+    ("io.k8s.api.rbac.v1.RoleRef", "", "x-kubernetes-map-type", "atomic"),
+];
+
+fn add_upstream_extensions(name: &str, schema: &mut Value) {
+    for (component, property, key, value) in UPSTREAM_EXTENSIONS {
+        if *component != name {
+            continue;
+        }
+        let target = if property.is_empty() {
+            Some(&mut *schema)
+        } else {
+            schema.get_mut("properties").and_then(|p| p.get_mut(*property))
+        };
+        if let Some(Value::Object(target)) = target {
+            let value = if key.ends_with("map-keys") { json!([value]) } else { json!(value) };
+            target.insert((*key).to_owned(), value);
+        }
+    }
+}
+
+fn with_description(mut schema: Value, description: &str) -> Value {
+    schema["description"] = description.into();
+    normalize(&mut schema);
+    schema
+}
+
+/// A kind's object schema: derived from its Rust type, its CRD's, or any object; with
+/// `apiVersion`, `kind`, `metadata` (ObjectMeta) and the kind's GVK.
+fn kind_schema(
+    rt: &ResourceType,
+    group: &str,
+    version: &str,
+    generator: &mut SchemaGenerator,
+) -> Value {
     let mut schema = match rt.strategy.openapi_schema(version) {
-        Some(s) => s.clone(),
+        Some(OpenApiSchema::Derived(f)) => f(generator).to_value(),
+        Some(OpenApiSchema::Crd(s)) => {
+            let mut s = s.clone();
+            if let Some(props) = s.get_mut("properties").and_then(Value::as_object_mut) {
+                props.insert(
+                    "metadata".into(),
+                    with_description(reference(OBJECT_META), "Standard object's metadata."),
+                );
+            }
+            s
+        }
         None => json!({
             "type": "object",
             "description": format!("{} (any fields; the hub checks them when it stores the object).", rt.kind),
             "x-kubernetes-preserve-unknown-fields": true,
         }),
     };
+    normalize(&mut schema);
     if let Some(obj) = schema.as_object_mut() {
         let props = obj.entry("properties").or_insert_with(|| json!({}));
         if let Some(props) = props.as_object_mut() {
-            props.insert("metadata".into(), reference(OBJECT_META));
-            props.entry("apiVersion").or_insert_with(|| json!({"type": "string"}));
-            props.entry("kind").or_insert_with(|| json!({"type": "string"}));
+            props.entry("metadata").or_insert_with(|| {
+                with_description(reference(OBJECT_META), "Standard object's metadata.")
+            });
+            // The descriptions every Kubernetes kind publishes for these two.
+            for (name, description) in [("apiVersion", API_VERSION_DOC), ("kind", KIND_DOC)] {
+                let field = props.entry(name).or_insert_with(|| json!({"type": "string"}));
+                field["description"] = description.into();
+            }
         }
         obj.insert(
             "x-kubernetes-group-version-kind".into(),
@@ -272,75 +457,6 @@ fn add_paths(
     }
 }
 
-/// ObjectMeta, ListMeta and what they refer to, as apimachinery publishes them (abridged
-/// descriptions).
-fn meta_schemas() -> serde_json::Map<String, Value> {
-    let s = |t: &str, d: &str| json!({"type": t, "description": d});
-    let strings = |d: &str| json!({"type": "object", "description": d, "additionalProperties": {"type": "string", "default": ""}});
-    let object_meta = json!({
-        "type": "object",
-        "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
-        "properties": {
-            "name": s("string", "Name must be unique within a namespace."),
-            "generateName": s("string", "GenerateName is an optional prefix, used by the server, to generate a unique name ONLY IF the Name field has not been provided."),
-            "namespace": s("string", "Namespace defines the space within which each name must be unique."),
-            "uid": s("string", "UID is the unique in time and space value for this object."),
-            "resourceVersion": s("string", "An opaque value that represents the internal version of this object."),
-            "generation": {"type": "integer", "format": "int64", "description": "A sequence number representing a specific generation of the desired state."},
-            "creationTimestamp": {"type": "string", "format": "date-time", "description": "CreationTimestamp is a timestamp representing the server time when this object was created."},
-            "deletionTimestamp": {"type": "string", "format": "date-time", "description": "DeletionTimestamp is RFC 3339 date and time at which this resource will be deleted."},
-            "deletionGracePeriodSeconds": {"type": "integer", "format": "int64", "description": "Number of seconds allowed for this object to gracefully terminate before it will be removed from the system."},
-            "labels": strings("Map of string keys and values that can be used to organize and categorize (scope and select) objects."),
-            "annotations": strings("Annotations is an unstructured key value map stored with a resource that may be set by external tools to store and retrieve arbitrary metadata."),
-            "finalizers": {"type": "array", "description": "Must be empty before the object is deleted from the registry.", "items": {"type": "string", "default": ""}, "x-kubernetes-list-type": "set"},
-            "ownerReferences": {"type": "array", "description": "List of objects depended by this object.", "items": reference("io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference"), "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["uid"], "x-kubernetes-patch-merge-key": "uid", "x-kubernetes-patch-strategy": "merge"},
-            "managedFields": {"type": "array", "description": "ManagedFields maps workflow-id and version to the set of fields that are managed by that workflow.", "items": reference("io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry")},
-        },
-    });
-    let owner = json!({
-        "type": "object",
-        "description": "OwnerReference contains enough information to let you identify an owning object.",
-        "required": ["apiVersion", "kind", "name", "uid"],
-        "properties": {
-            "apiVersion": s("string", "API version of the referent."),
-            "kind": s("string", "Kind of the referent."),
-            "name": s("string", "Name of the referent."),
-            "uid": s("string", "UID of the referent."),
-            "controller": s("boolean", "If true, this reference points to the managing controller."),
-            "blockOwnerDeletion": s("boolean", "If true, AND if the owner has the \"foregroundDeletion\" finalizer, then the owner cannot be deleted from the key-value store until this reference is removed."),
-        },
-        "x-kubernetes-map-type": "atomic",
-    });
-    let managed = json!({
-        "type": "object",
-        "description": "ManagedFieldsEntry is a workflow-id, a FieldSet and the group version of the resource that the fieldset applies to.",
-        "properties": {
-            "manager": s("string", "Manager is an identifier of the workflow managing these fields."),
-            "operation": s("string", "Operation is the type of operation which lead to this ManagedFieldsEntry being created."),
-            "apiVersion": s("string", "APIVersion defines the version of this resource that this field set applies to."),
-            "time": {"type": "string", "format": "date-time", "description": "Time is the timestamp of when the ManagedFields entry was added."},
-            "fieldsType": s("string", "FieldsType is the discriminator for the different fields format and version."),
-            "fieldsV1": {"type": "object", "description": "FieldsV1 holds the first JSON version format as described in the \"FieldsV1\" type."},
-            "subresource": s("string", "Subresource is the name of the subresource used to update that object."),
-        },
-    });
-    let list_meta = json!({
-        "type": "object",
-        "description": "ListMeta describes metadata that synthetic resources must have, including lists and various status objects.",
-        "properties": {
-            "resourceVersion": s("string", "String that identifies the server's internal version of this object."),
-            "continue": s("string", "continue may be set if the user set a limit on the number of items returned."),
-            "remainingItemCount": {"type": "integer", "format": "int64", "description": "The number of subsequent items in the list which are not included in this list response."},
-        },
-    });
-    let mut out = serde_json::Map::new();
-    out.insert(OBJECT_META.into(), object_meta);
-    out.insert(LIST_META.into(), list_meta);
-    out.insert("io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference".into(), owner);
-    out.insert("io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry".into(), managed);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,5 +491,70 @@ mod tests {
         let url = root["paths"]["api/v1"]["serverRelativeURL"].as_str().unwrap();
         assert!(url.starts_with("/openapi/v3/api/v1?hash=") && url.len() > 40, "{url}");
         assert_eq!(group_prefix("rbac.authorization.k8s.io"), "io.k8s.api.rbac");
+    }
+
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    out.push(r);
+                }
+                let t = map.get("type");
+                // (An object under `type` is a property named `type`.)
+                assert!(!t.is_some_and(Value::is_array) && t != Some(&json!("null")), "{v}");
+                assert!(!map.get("$schema").is_some_and(Value::is_string), "{v}");
+                assert!(!map.get("anyOf").is_some_and(Value::is_array), "{v}");
+                assert!(!map.get("title").is_some_and(Value::is_string), "{v}");
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(list) => list.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
+    /// Every document is self-contained and in kube-openapi's form: each `$ref` names a
+    /// component of the same document and stands alone; no `null` types or `$schema`.
+    #[test]
+    fn documents_are_self_contained_component_schemas() {
+        for profile in [Profile::Hub, Profile::Cluster] {
+            let api = OpenApi::new(&Scheme::new(profile));
+            for (key, document) in &api.documents {
+                let doc: Value = serde_json::from_slice(&document.body).unwrap();
+                let schemas = doc["components"]["schemas"].as_object().unwrap();
+                let mut found = Vec::new();
+                refs(&doc["paths"], &mut found);
+                refs(&doc["components"], &mut found);
+                assert!(!found.is_empty(), "{key}");
+                for r in found {
+                    let name = r.strip_prefix("#/components/schemas/").unwrap();
+                    assert!(schemas.contains_key(name), "{key}: dangling {r}");
+                }
+            }
+        }
+        let api = OpenApi::new(&Scheme::new(Profile::Hub));
+        let doc: Value = serde_json::from_slice(&api.documents["api/v1"].body).unwrap();
+        let cm = &doc["components"]["schemas"]["io.k8s.api.core.v1.ConfigMap"];
+        assert_eq!(cm["x-kubernetes-group-version-kind"][0]["kind"], "ConfigMap");
+        assert!(cm["properties"]["data"]["description"].as_str().unwrap().starts_with("Data"));
+        assert_eq!(
+            cm["properties"]["metadata"]["allOf"][0]["$ref"],
+            format!("#/components/schemas/{OBJECT_META}")
+        );
+        let meta = &doc["components"]["schemas"][OBJECT_META];
+        assert_eq!(meta["properties"]["ownerReferences"]["x-kubernetes-list-map-keys"][0], "uid");
+        // A field the CRD defaults is published with its default (serde's).
+        let doc: Value = serde_json::from_slice(
+            &api.documents["apis/cluster.open-cluster-management.io/v1beta2"].body,
+        )
+        .unwrap();
+        let set = &doc["components"]["schemas"]["io.open-cluster-management.cluster.v1beta2.ManagedClusterSet"];
+        let selector = &set["properties"]["spec"]["properties"]["clusterSelector"];
+        assert_eq!(
+            selector["properties"]["selectorType"]["default"], "ExclusiveClusterSetLabel",
+            "{selector}"
+        );
+        assert!(
+            set["properties"]["apiVersion"]["description"].as_str().unwrap().contains("APIVersion")
+        );
     }
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::merge::shape::{self, Shape};
 use crate::object;
-use crate::strategy::{NameRule, Schemaless, Strategy, Typed, require};
+use crate::strategy::{NameRule, OpenApiSchema, Schemaless, Strategy, Typed, require};
 use crate::table;
 
 /// A subresource and the parts of the object it writes.
@@ -497,30 +497,60 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             ),
         ]),
         Profile::Cluster => {
-            let schemaless = || -> Arc<dyn Strategy> { Arc::new(Schemaless) };
+            use k8s_openapi::api::{apps, batch};
+            use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+            fn schemaless<T: schemars::JsonSchema>() -> Arc<dyn Strategy> {
+                Arc::new(Schemaless::published_as::<T>())
+            }
             rows.extend([
-                Row::new("", "v1", "Service", "services", true, schemaless())
+                Row::new("", "v1", "Service", "services", true, schemaless::<core::v1::Service>())
                     .short(&["svc"])
                     .sub(STATUS),
-                Row::new("", "v1", "Node", "nodes", false, schemaless()).short(&["no"]).sub(STATUS),
-                Row::new("", "v1", "Pod", "pods", true, schemaless()).short(&["po"]).sub(STATUS),
-                Row::new("apps", "v1", "Deployment", "deployments", true, schemaless())
-                    .short(&["deploy"])
+                Row::new("", "v1", "Node", "nodes", false, schemaless::<core::v1::Node>())
+                    .short(&["no"])
                     .sub(STATUS),
-                Row::new("apps", "v1", "StatefulSet", "statefulsets", true, schemaless())
-                    .short(&["sts"])
+                Row::new("", "v1", "Pod", "pods", true, schemaless::<core::v1::Pod>())
+                    .short(&["po"])
                     .sub(STATUS),
-                Row::new("apps", "v1", "DaemonSet", "daemonsets", true, schemaless())
-                    .short(&["ds"])
+                Row::new(
+                    "apps",
+                    "v1",
+                    "Deployment",
+                    "deployments",
+                    true,
+                    schemaless::<apps::v1::Deployment>(),
+                )
+                .short(&["deploy"])
+                .sub(STATUS),
+                Row::new(
+                    "apps",
+                    "v1",
+                    "StatefulSet",
+                    "statefulsets",
+                    true,
+                    schemaless::<apps::v1::StatefulSet>(),
+                )
+                .short(&["sts"])
+                .sub(STATUS),
+                Row::new(
+                    "apps",
+                    "v1",
+                    "DaemonSet",
+                    "daemonsets",
+                    true,
+                    schemaless::<apps::v1::DaemonSet>(),
+                )
+                .short(&["ds"])
+                .sub(STATUS),
+                Row::new("batch", "v1", "Job", "jobs", true, schemaless::<batch::v1::Job>())
                     .sub(STATUS),
-                Row::new("batch", "v1", "Job", "jobs", true, schemaless()).sub(STATUS),
                 Row::new(
                     "apiextensions.k8s.io",
                     "v1",
                     "CustomResourceDefinition",
                     "customresourcedefinitions",
                     false,
-                    schemaless(),
+                    schemaless::<apiextensions::CustomResourceDefinition>(),
                 )
                 .short(&["crd", "crds"])
                 .sub(STATUS),
@@ -549,6 +579,10 @@ struct NamespaceStrategy;
 impl Strategy for NamespaceStrategy {
     fn tracks_generation(&self) -> bool {
         false
+    }
+
+    fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
+        Typed::<core::v1::Namespace>::new("Namespace", None).openapi_schema(version)
     }
 
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
@@ -594,6 +628,11 @@ struct CsrStrategy;
 impl Strategy for CsrStrategy {
     fn tracks_generation(&self) -> bool {
         false
+    }
+
+    fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
+        Typed::<certificates::v1::CertificateSigningRequest>::new("CertificateSigningRequest", None)
+            .openapi_schema(version)
     }
 
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {

@@ -6,7 +6,9 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use ocm_proto::api::SchemaFn;
 use ocm_proto::validation::FieldError;
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -92,9 +94,9 @@ pub trait Strategy: Send + Sync {
         crate::table::default_columns()
     }
 
-    /// The OpenAPI v3 schema of objects of `version`, when the kind has one (published under
-    /// `/openapi/v3`; kinds without one are published as objects of any shape).
-    fn openapi_schema(&self, _version: &str) -> Option<&Value> {
+    /// Where the published OpenAPI v3 schema of objects of `version` comes from, when the kind
+    /// has one (`/openapi/v3`; kinds without one are published as objects of any shape).
+    fn openapi_schema(&self, _version: &str) -> Option<OpenApiSchema> {
         None
     }
 
@@ -116,6 +118,16 @@ pub trait Strategy: Send + Sync {
     }
 }
 
+/// The source of a kind's published OpenAPI schema (`openapi.rs` turns it into components).
+#[derive(Clone, Copy)]
+pub enum OpenApiSchema {
+    /// Derived from the kind's Rust type (`schemars`): descriptions from its doc comments,
+    /// upstream types as named components.
+    Derived(SchemaFn),
+    /// A CRD's own `openAPIV3Schema`, for a served version with no Rust type.
+    Crd(&'static Value),
+}
+
 /// Rewrites `apiVersion` (keeping it right after nothing else; order is cosmetic).
 pub fn set_api_version(obj: &mut Value, api_version: &str) {
     if let Some(map) = obj.as_object_mut() {
@@ -124,10 +136,24 @@ pub fn set_api_version(obj: &mut Value, api_version: &str) {
 }
 
 /// A kind stored as it comes: only metadata is checked (the cluster profile's workload kinds).
-#[derive(Debug, Default)]
-pub struct Schemaless;
+/// It may still publish its upstream type's schema, for `kubectl explain`.
+#[derive(Default)]
+pub struct Schemaless {
+    published: Option<SchemaFn>,
+}
 
-impl Strategy for Schemaless {}
+impl Schemaless {
+    /// Stored as it comes, published as `T` describes it.
+    pub fn published_as<T: JsonSchema>() -> Schemaless {
+        Schemaless { published: Some(T::json_schema) }
+    }
+}
+
+impl Strategy for Schemaless {
+    fn openapi_schema(&self, _version: &str) -> Option<OpenApiSchema> {
+        self.published.map(OpenApiSchema::Derived)
+    }
+}
 
 /// Extra checks a typed kind adds after its types fit.
 pub type Check = fn(&Value) -> Vec<FieldError>;
@@ -175,7 +201,7 @@ impl<T> Typed<T> {
     }
 }
 
-impl<T: DeserializeOwned> Strategy for Typed<T> {
+impl<T: DeserializeOwned + JsonSchema> Strategy for Typed<T> {
     fn tracks_generation(&self) -> bool {
         false
     }
@@ -184,6 +210,10 @@ impl<T: DeserializeOwned> Strategy for Typed<T> {
         if let Some(f) = self.defaults {
             f(obj);
         }
+    }
+
+    fn openapi_schema(&self, _version: &str) -> Option<OpenApiSchema> {
+        Some(OpenApiSchema::Derived(T::json_schema))
     }
 
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {

@@ -6,6 +6,8 @@
 //! * [`backends`]: fresh memory, sled and etcd stores for tests.
 //! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
 //! * [`hub`]: a real hub on a free port over real TLS, with reqwest and kube clients.
+//! * [`fidelity`]: OCM objects checked against the real CRD schemas; published OpenAPI schemas
+//!   compared with them, against the explained-differences file.
 //! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
 //!
 //! Reliability tests live in `tests/` (model-based, crash-kill, watch stress); the storage
@@ -13,6 +15,7 @@
 
 pub mod backends;
 pub mod etcd;
+pub mod fidelity;
 pub mod hub;
 pub mod kubectl;
 pub mod programs;

@@ -251,6 +251,15 @@ async fn explain_reads_the_published_schemas() -> anyhow::Result<()> {
     ensure!(out.contains("requiredClusterSelector"), "{out}");
     let out = k.ok(&["explain", "manifestworks.metadata.labels"]).await?;
     ensure!(out.contains("map[string]string"), "{out}");
+    // Descriptions come from the Rust types: ocm-proto's doc comments, k8s-openapi's for core
+    // kinds.
+    let out = k.ok(&["explain", "managedclusters.spec.taints.effect"]).await?;
+    ensure!(out.contains("ENUM:") && out.contains("NoSelectIfNew"), "{out}");
+    let out = k.ok(&["explain", "configmap.data"]).await?;
+    ensure!(out.contains("KIND:       ConfigMap") && out.contains("map[string]string"), "{out}");
+    ensure!(out.contains("Data contains the configuration data."), "{out}");
+    let out = k.ok(&["explain", "leases.spec.holderIdentity"]).await?;
+    ensure!(out.contains("GROUP:      coordination.k8s.io") && out.contains("<string>"), "{out}");
     Ok(())
 }
 

@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail, ensure};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use ocm_apiserver::cache::CacheConfig;
+use ocm_conformance::fidelity;
 use ocm_conformance::hub::{Backend, TestHub};
 use reqwest::Method;
 use reqwest::header::HeaderMap;
@@ -460,6 +461,7 @@ async fn cluster_scoped_ocm_crud(b: Backend) -> anyhow::Result<()> {
 
     let got = api.get(&format!("{MCL}/c1")).await?.ok(200)?;
     ensure!(got == created, "GET differs from the create answer:\n{got}\n{created}");
+    fidelity::assert_matches_crd(&got)?;
 
     // Name taken.
     let dup = api.post(MCL, &mcl("c1")).await?;
@@ -786,9 +788,11 @@ async fn namespaced_ocm_and_core_kinds(b: Backend) -> anyhow::Result<()> {
         .ok(200)?;
     ensure!(st["status"]["conditions"][0]["type"] == "Applied", "{st}");
     ensure!(st["metadata"]["generation"] == 2, "{st}");
+    fidelity::assert_matches_crd(&st)?;
     ensure!(sorted(api.names(&works("cluster1")).await?) == strs(&["w1"]));
     let all = api.get("/apis/work.open-cluster-management.io/v1/manifestworks").await?.ok(200)?;
     ensure!(all["kind"] == "ManifestWorkList", "{all}");
+    fidelity::assert_items_match_crd(&all)?;
     let mut ns: Vec<String> = all["items"]
         .as_array()
         .context("items")?

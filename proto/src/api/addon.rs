@@ -31,6 +31,8 @@
 //! exists and reads back as `csr` when it was unset; inline `configReferences` names that
 //! disagree with `desiredConfig` are replaced by it. AddOnDeploymentConfig converts losslessly.
 
+use schemars::JsonSchema;
+
 use serde::{Deserialize, Serialize};
 
 use crate::api::cluster::v1alpha1::RolloutStrategy;
@@ -174,7 +176,8 @@ pub const REASON_SET_PERMISSION_FAILED: &str = "SetPermissionFailed";
 pub const REASON_SET_PERMISSION_APPLIED: &str = "SetPermissionApplied";
 
 /// Display metadata of an addon.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct AddOnMeta {
     /// Display name.
@@ -186,7 +189,8 @@ pub struct AddOnMeta {
 }
 
 /// A config kind: group and plural resource.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigGroupResource {
     /// API group (default `""`).
@@ -197,7 +201,8 @@ pub struct ConfigGroupResource {
 }
 
 /// A config object: namespace (empty = cluster-scoped) and name.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigReferent {
     /// Namespace.
@@ -209,7 +214,8 @@ pub struct ConfigReferent {
 
 /// A config object with its kind (Go's `AddOnConfig` = `ConfigGroupResource` +
 /// `ConfigReferent`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct AddOnConfig {
     /// API group (default `""`).
@@ -225,7 +231,8 @@ pub struct AddOnConfig {
 }
 
 /// A config object and the hash of its spec.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigSpecHash {
     /// Namespace.
@@ -239,19 +246,23 @@ pub struct ConfigSpecHash {
 }
 
 /// `spec.installStrategy` of a ClusterManagementAddOn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallStrategy {
     /// `INSTALL_STRATEGY_*` (default `Manual`).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = [crate::api::addon::INSTALL_STRATEGY_MANUAL, crate::api::addon::INSTALL_STRATEGY_PLACEMENTS]))]
     pub type_: Option<String>,
     /// Placements (map keyed by namespace + name; a later entry wins for a cluster).
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["namespace", "name"]))]
     pub placements: Vec<PlacementStrategy>,
 }
 
 /// One install placement.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStrategy {
     /// Placement namespace.
@@ -267,7 +278,8 @@ pub struct PlacementStrategy {
 }
 
 /// A default config and the desired spec hash.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct DefaultConfigReference {
     /// API group (default `""`).
@@ -281,7 +293,8 @@ pub struct DefaultConfigReference {
 }
 
 /// Install progress of one placement.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallProgression {
     /// Placement namespace.
@@ -293,11 +306,13 @@ pub struct InstallProgression {
     pub config_references: Vec<InstallConfigReference>,
     /// Conditions ([`CONDITION_PROGRESSING`]).
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::api::meta::conditions_schema")]
     pub conditions: Vec<Condition>,
 }
 
 /// A config reference of an install progression.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallConfigReference {
     /// API group (default `""`).
@@ -317,7 +332,8 @@ pub struct InstallConfigReference {
 }
 
 /// An object related to a ManagedClusterAddOn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
     /// API group.
@@ -332,20 +348,24 @@ pub struct ObjectReference {
 }
 
 /// `status.healthCheck` of a ManagedClusterAddOn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthCheck {
     /// `HEALTH_CHECK_MODE_*` (default `Lease`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = [crate::api::addon::HEALTH_CHECK_MODE_LEASE, crate::api::addon::HEALTH_CHECK_MODE_CUSTOMIZED]))]
     pub mode: Option<String>,
 }
 
 /// `AddOnDeploymentConfig.spec` (identical in v1alpha1 and v1beta1).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct AddOnDeploymentConfigSpec {
     /// Template variables (map keyed by `name`).
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub customized_variables: Vec<CustomizedVariable>,
     /// Node selector and tolerations for the addon agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -361,11 +381,13 @@ pub struct AddOnDeploymentConfigSpec {
     pub agent_install_namespace: Option<String>,
     /// Container resources (map keyed by `containerID`).
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["containerID"]))]
     pub resource_requirements: Vec<ContainerResourceRequirements>,
 }
 
 /// One template variable.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomizedVariable {
     /// Name, `^[a-zA-Z_][_a-zA-Z0-9]*$`, max 255.
@@ -376,7 +398,8 @@ pub struct CustomizedVariable {
 }
 
 /// Where the addon agent runs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct NodePlacement {
     /// Node selector.
@@ -392,7 +415,8 @@ pub struct NodePlacement {
 }
 
 /// One image mirror.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageMirror {
     /// Mirror registry.
@@ -403,7 +427,8 @@ pub struct ImageMirror {
 }
 
 /// Proxy settings.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxyConfig {
     /// HTTP proxy URL.
@@ -414,6 +439,7 @@ pub struct ProxyConfig {
     pub https_proxy: Option<String>,
     /// Proxy CA bundle (base64 in JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::meta::bytes_schema")]
     pub ca_bundle: Option<ByteString>,
     /// No-proxy list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -421,7 +447,8 @@ pub struct ProxyConfig {
 }
 
 /// Resources of the matching containers.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(inline)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerResourceRequirements {
     /// `<kind>:<name>:<container>` (wildcards allowed; JSON key `containerID`).
@@ -433,6 +460,7 @@ pub struct ContainerResourceRequirements {
 
 /// `addon.open-cluster-management.io/v1alpha1` (the storage version).
 pub mod v1alpha1 {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     pub use super::{
@@ -460,7 +488,8 @@ pub mod v1alpha1 {
     pub const HUB_PERMISSION_SINGLE_NAMESPACE: &str = "SingleNamespace";
 
     /// Hub-wide registration of an addon; the name is the addon name. Cluster-scoped.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterManagementAddOn {
         /// `addon.open-cluster-management.io/v1alpha1`.
@@ -493,7 +522,8 @@ pub mod v1alpha1 {
     );
 
     /// `ClusterManagementAddOn.spec` (v1alpha1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterManagementAddOnSpec {
         /// Display metadata.
@@ -508,6 +538,7 @@ pub mod v1alpha1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["group", "resource"]))]
         pub supported_configs: Vec<ConfigMeta>,
         /// Install strategy (server default `{type: Manual}`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -515,7 +546,8 @@ pub mod v1alpha1 {
     }
 
     /// Deprecated `addOnConfiguration`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ConfigCoordinates {
         /// CRD name.
@@ -530,7 +562,8 @@ pub mod v1alpha1 {
     }
 
     /// A supported config kind with an optional default.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ConfigMeta {
         /// API group (default `""`).
@@ -544,7 +577,8 @@ pub mod v1alpha1 {
     }
 
     /// `ClusterManagementAddOn.status` (v1alpha1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterManagementAddOnStatus {
         /// Default configs' desired hashes (JSON key `defaultconfigReferences`, lower-case `c`).
@@ -566,7 +600,8 @@ pub mod v1alpha1 {
 
     /// An addon enabled on one cluster; lives in the cluster namespace, named like the
     /// ClusterManagementAddOn. Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterAddOn {
         /// `addon.open-cluster-management.io/v1alpha1`.
@@ -599,7 +634,8 @@ pub mod v1alpha1 {
     );
 
     /// `ManagedClusterAddOn.spec` (v1alpha1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterAddOnSpec {
         /// Deprecated agent namespace (default [`super::DEFAULT_INSTALL_NAMESPACE`]).
@@ -615,7 +651,8 @@ pub mod v1alpha1 {
     }
 
     /// `ManagedClusterAddOn.status` (v1alpha1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterAddOnStatus {
         /// Conditions (`super::CONDITION_*`).
@@ -624,6 +661,7 @@ pub mod v1alpha1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
         /// Related objects.
         #[serde(
@@ -644,6 +682,7 @@ pub mod v1alpha1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["group", "resource"]))]
         pub supported_configs: Vec<ConfigGroupResource>,
         /// Configs in use.
         #[serde(
@@ -667,11 +706,13 @@ pub mod v1alpha1 {
         pub health_check: Option<HealthCheck>,
         /// `KUBE_CLIENT_DRIVER_*` for the kube-apiserver-client registration.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [KUBE_CLIENT_DRIVER_CSR, KUBE_CLIENT_DRIVER_TOKEN]))]
         pub kube_client_driver: Option<String>,
     }
 
     /// A config in use (v1alpha1: with the deprecated inline namespace/name).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ConfigReference {
         /// API group (default `""`).
@@ -696,7 +737,8 @@ pub mod v1alpha1 {
     }
 
     /// A client certificate the agent should obtain (v1alpha1 shape).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct RegistrationConfig {
         /// CSR signer ([`super::KUBE_APISERVER_CLIENT_SIGNER_NAME`] for a hub kubeconfig).
@@ -707,7 +749,8 @@ pub mod v1alpha1 {
     }
 
     /// Certificate subject (v1alpha1: JSON key `organizationUnit`, singular).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct Subject {
         /// User (CN).
@@ -731,7 +774,8 @@ pub mod v1alpha1 {
     }
 
     /// Deployment settings an addon can reference as a config (v1alpha1). Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnDeploymentConfig {
         /// `addon.open-cluster-management.io/v1alpha1`.
@@ -762,7 +806,8 @@ pub mod v1alpha1 {
 
     /// A template addon: agent manifests and registrations the hub addon-manager deploys
     /// without a custom controller. Cluster-scoped.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnTemplate {
         /// `addon.open-cluster-management.io/v1alpha1`.
@@ -792,7 +837,8 @@ pub mod v1alpha1 {
     );
 
     /// `AddOnTemplate.spec`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnTemplateSpec {
         /// The addon this template is for.
@@ -809,11 +855,13 @@ pub mod v1alpha1 {
     }
 
     /// One template registration.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct RegistrationSpec {
         /// `REGISTRATION_TYPE_*`.
         #[serde(rename = "type")]
+        #[schemars(extend("enum" = [REGISTRATION_TYPE_KUBE_CLIENT, REGISTRATION_TYPE_CUSTOM_SIGNER]))]
         pub type_: String,
         /// For `KubeClient`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -824,7 +872,8 @@ pub mod v1alpha1 {
     }
 
     /// Hub permissions of a kubeClient registration.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct KubeClientRegistrationConfig {
         /// RBAC bindings to create on the hub.
@@ -837,11 +886,13 @@ pub mod v1alpha1 {
     }
 
     /// One hub permission.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct HubPermissionConfig {
         /// `HUB_PERMISSION_*`.
         #[serde(rename = "type")]
+        #[schemars(extend("enum" = [HUB_PERMISSION_CURRENT_CLUSTER, HUB_PERMISSION_SINGLE_NAMESPACE]))]
         pub type_: String,
         /// For `CurrentCluster`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -852,7 +903,8 @@ pub mod v1alpha1 {
     }
 
     /// Bind a ClusterRole in the cluster namespace.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct CurrentClusterBindingConfig {
         /// The ClusterRole.
@@ -860,17 +912,20 @@ pub mod v1alpha1 {
     }
 
     /// Bind a role in one namespace.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct SingleNamespaceBindingConfig {
         /// The namespace.
         pub namespace: String,
         /// The Role or ClusterRole.
+        #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
         pub role_ref: RoleRef,
     }
 
     /// A custom-signer registration.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct CustomSignerRegistrationConfig {
         /// Signer name.
@@ -884,7 +939,8 @@ pub mod v1alpha1 {
     }
 
     /// A CA secret.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct SigningCARef {
         /// Namespace.
@@ -897,6 +953,7 @@ pub mod v1alpha1 {
 
 /// `addon.open-cluster-management.io/v1beta1` (served, converted to v1alpha1 for storage).
 pub mod v1beta1 {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     pub use super::{
@@ -917,7 +974,8 @@ pub mod v1beta1 {
     pub const KUBE_CLIENT_DRIVER_TOKEN: &str = "token";
 
     /// Hub-wide registration of an addon; the name is the addon name. Cluster-scoped.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterManagementAddOn {
         /// `addon.open-cluster-management.io/v1beta1`.
@@ -950,7 +1008,8 @@ pub mod v1beta1 {
     );
 
     /// `ClusterManagementAddOn.spec` (v1beta1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterManagementAddOnSpec {
         /// Display metadata.
@@ -962,6 +1021,7 @@ pub mod v1beta1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["group", "resource"]))]
         pub default_configs: Vec<AddOnConfig>,
         /// Install strategy (server default `{type: Manual}`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -969,7 +1029,8 @@ pub mod v1beta1 {
     }
 
     /// `ClusterManagementAddOn.status` (v1beta1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterManagementAddOnStatus {
         /// Default configs' desired hashes (JSON key `defaultConfigReferences`).
@@ -989,7 +1050,8 @@ pub mod v1beta1 {
     }
 
     /// An addon enabled on one cluster; lives in the cluster namespace. Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterAddOn {
         /// `addon.open-cluster-management.io/v1beta1`.
@@ -1022,7 +1084,8 @@ pub mod v1beta1 {
     );
 
     /// `ManagedClusterAddOn.spec` (v1beta1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterAddOnSpec {
         /// Configs overriding the ClusterManagementAddOn's.
@@ -1035,7 +1098,8 @@ pub mod v1beta1 {
     }
 
     /// `ManagedClusterAddOn.status` (v1beta1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterAddOnStatus {
         /// Conditions (`super::CONDITION_*`).
@@ -1044,6 +1108,7 @@ pub mod v1beta1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
         /// Related objects.
         #[serde(
@@ -1061,6 +1126,7 @@ pub mod v1beta1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["group", "resource"]))]
         pub supported_configs: Vec<ConfigGroupResource>,
         /// Configs in use.
         #[serde(
@@ -1085,7 +1151,8 @@ pub mod v1beta1 {
     }
 
     /// A config in use (v1beta1).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ConfigReference {
         /// API group (default `""`).
@@ -1105,11 +1172,13 @@ pub mod v1beta1 {
     }
 
     /// A registration (v1beta1 shape): exactly the member named by `type` is set.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct RegistrationConfig {
         /// `REGISTRATION_TYPE_*`.
         #[serde(rename = "type")]
+        #[schemars(extend("enum" = [REGISTRATION_TYPE_KUBE_CLIENT, REGISTRATION_TYPE_CUSTOM_SIGNER]))]
         pub type_: String,
         /// For `kubeClient`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1120,7 +1189,8 @@ pub mod v1beta1 {
     }
 
     /// A hub kubeconfig registration.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct KubeClientConfig {
         /// Subject (no organization units).
@@ -1128,11 +1198,13 @@ pub mod v1beta1 {
         pub subject: Option<KubeClientSubject>,
         /// `KUBE_CLIENT_DRIVER_*` (set by the agent).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [KUBE_CLIENT_DRIVER_CSR, KUBE_CLIENT_DRIVER_TOKEN]))]
         pub driver: Option<String>,
     }
 
     /// Subject of a kubeClient registration.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct KubeClientSubject {
         /// User (CN).
@@ -1148,7 +1220,8 @@ pub mod v1beta1 {
     }
 
     /// A custom-signer registration.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct CustomSignerConfig {
         /// Signer name (`<dns>/<name>`, 5..571 chars).
@@ -1159,7 +1232,8 @@ pub mod v1beta1 {
     }
 
     /// Certificate subject (v1beta1: JSON key `organizationUnits`, plural).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct Subject {
         /// User (CN).
@@ -1182,7 +1256,8 @@ pub mod v1beta1 {
     }
 
     /// Deployment settings an addon can reference as a config (v1beta1). Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnDeploymentConfig {
         /// `addon.open-cluster-management.io/v1beta1`.

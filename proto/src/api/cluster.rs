@@ -99,6 +99,8 @@ pub const RESERVED_CLAIM_NAMES: &[&str] =
 pub mod v1 {
     use std::collections::BTreeMap;
 
+    use schemars::JsonSchema;
+
     use serde::{Deserialize, Serialize};
 
     use crate::api::meta::{
@@ -164,7 +166,8 @@ pub mod v1 {
 
     /// A managed (spoke) cluster registered with the hub. Cluster-scoped; the name is the cluster
     /// name and the name of its namespace on the hub.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedCluster {
         /// `cluster.open-cluster-management.io/v1`.
@@ -198,7 +201,8 @@ pub mod v1 {
     );
 
     /// `ManagedCluster.spec`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSpec {
         /// Spoke apiserver URLs (informational; the hub never dials them).
@@ -224,18 +228,21 @@ pub mod v1 {
     }
 
     /// One spoke apiserver endpoint.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClientConfig {
         /// The URL (https).
         pub url: String,
         /// CA bundle for the URL (base64 in JSON).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(schema_with = "crate::api::meta::bytes_schema")]
         pub ca_bundle: Option<ByteString>,
     }
 
     /// A taint on a ManagedCluster.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct Taint {
         /// Taint key (qualified name, max 316 chars).
@@ -244,6 +251,7 @@ pub mod v1 {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub value: Option<String>,
         /// One of the `TAINT_EFFECT_*` values.
+        #[schemars(extend("enum" = [TAINT_EFFECT_NO_SELECT, TAINT_EFFECT_PREFER_NO_SELECT, TAINT_EFFECT_NO_SELECT_IF_NEW]))]
         pub effect: String,
         /// When the taint was added (set by the webhook; `null` accepted on input).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,7 +259,8 @@ pub mod v1 {
     }
 
     /// `ManagedCluster.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterStatus {
         /// Conditions (`CONDITION_*`), a map keyed by `type`.
@@ -260,6 +269,7 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
         /// Sum of the nodes' `status.capacity`.
         #[serde(
@@ -292,11 +302,13 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["clusterSet", "name"]))]
         pub managed_namespaces: Vec<ClusterSetManagedNamespaceConfig>,
     }
 
     /// `status.version`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterVersion {
         /// Spoke apiserver GitVersion, e.g. `v1.30.2`.
@@ -305,7 +317,8 @@ pub mod v1 {
     }
 
     /// One reported ClusterClaim.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterClaim {
         /// Claim name (1..253 chars).
@@ -317,7 +330,8 @@ pub mod v1 {
     }
 
     /// One entry of `status.managedNamespaces`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterSetManagedNamespaceConfig {
         /// Namespace name on the spoke.
@@ -330,12 +344,14 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
     }
 }
 
 /// `cluster.open-cluster-management.io/v1beta2`: ManagedClusterSet, ManagedClusterSetBinding.
 pub mod v1beta2 {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     use crate::api::meta::{
@@ -362,7 +378,8 @@ pub mod v1beta2 {
     pub const REASON_CLUSTER_SET_NOT_FOUND: &str = "ClusterSetNotFound";
 
     /// A set of ManagedClusters. Cluster-scoped.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSet {
         /// `cluster.open-cluster-management.io/v1beta2`.
@@ -397,7 +414,8 @@ pub mod v1beta2 {
     );
 
     /// `ManagedClusterSet.spec`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSetSpec {
         /// How members are selected.
@@ -409,19 +427,23 @@ pub mod v1beta2 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
         pub managed_namespaces: Vec<ManagedNamespaceConfig>,
     }
 
     /// `spec.clusterSelector`.
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSelector {
         /// `SELECTOR_TYPE_*` (server default `ExclusiveClusterSetLabel`; missing on input reads
         /// as that default).
         #[serde(default = "default_selector_type")]
+        #[schemars(extend("enum" = [SELECTOR_TYPE_EXCLUSIVE_CLUSTER_SET_LABEL, SELECTOR_TYPE_LABEL_SELECTOR]))]
         pub selector_type: String,
         /// Label selector, only for `LabelSelector` (`{}` selects every cluster).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
         pub label_selector: Option<LabelSelector>,
     }
 
@@ -437,7 +459,8 @@ pub mod v1beta2 {
     }
 
     /// One entry of `spec.managedNamespaces`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedNamespaceConfig {
         /// Namespace name (DNS label).
@@ -445,7 +468,8 @@ pub mod v1beta2 {
     }
 
     /// `ManagedClusterSet.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSetStatus {
         /// Conditions ([`CONDITION_CLUSTER_SET_EMPTY`]).
@@ -454,12 +478,14 @@ pub mod v1beta2 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
     }
 
     /// Makes a ManagedClusterSet usable by Placements in this namespace; the name must equal
     /// `spec.clusterSet`. Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSetBinding {
         /// `cluster.open-cluster-management.io/v1beta2`.
@@ -493,7 +519,8 @@ pub mod v1beta2 {
     );
 
     /// `ManagedClusterSetBinding.spec`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSetBindingSpec {
         /// The bound set's name (minLength 1; the webhook requires it to equal
@@ -503,7 +530,8 @@ pub mod v1beta2 {
     }
 
     /// `ManagedClusterSetBinding.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManagedClusterSetBindingStatus {
         /// Conditions ([`CONDITION_BOUND`]).
@@ -512,12 +540,14 @@ pub mod v1beta2 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
     }
 }
 
 /// `cluster.open-cluster-management.io/v1beta1`: Placement, PlacementDecision.
 pub mod v1beta1 {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     use crate::api::meta::{
@@ -583,7 +613,8 @@ pub mod v1beta1 {
 
     /// Selects clusters from the sets bound to its namespace and publishes the result as
     /// PlacementDecisions. Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct Placement {
         /// `cluster.open-cluster-management.io/v1beta1`.
@@ -616,7 +647,8 @@ pub mod v1beta1 {
     );
 
     /// `Placement.spec`; all fields are ANDed.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct PlacementSpec {
         /// Restrict to these bound sets (empty = all bound sets).
@@ -654,6 +686,7 @@ pub mod v1beta1 {
         pub decision_strategy: Option<DecisionStrategy>,
         /// `SORT_BY_*` (API-only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [SORT_BY_CLUSTER_NAME, SORT_BY_SCORE]))]
         pub sort_by: Option<String>,
         /// Score refresh rate limit, `^[0-9]+[hms]$` (API-only, default `1m`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -661,7 +694,8 @@ pub mod v1beta1 {
     }
 
     /// One predicate.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterPredicate {
         /// The selector a cluster must match.
@@ -670,11 +704,13 @@ pub mod v1beta1 {
     }
 
     /// Label, claim and CEL selectors, ANDed.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterSelector {
         /// Selector on cluster labels.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
         pub label_selector: Option<LabelSelector>,
         /// Selector on `status.clusterClaims` (name -> value).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -685,7 +721,8 @@ pub mod v1beta1 {
     }
 
     /// Selector on cluster claims.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterClaimSelector {
         /// Requirements, ANDed.
@@ -698,7 +735,8 @@ pub mod v1beta1 {
     }
 
     /// CEL selector.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterCelSelector {
         /// Expressions, ANDed.
@@ -711,7 +749,8 @@ pub mod v1beta1 {
     }
 
     /// `spec.prioritizerPolicy`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct PrioritizerPolicy {
         /// `PRIORITIZER_MODE_*` (default `Additive`).
@@ -727,7 +766,8 @@ pub mod v1beta1 {
     }
 
     /// One prioritizer.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct PrioritizerConfig {
         /// Which score.
@@ -738,11 +778,13 @@ pub mod v1beta1 {
     }
 
     /// Where a score comes from.
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ScoreCoordinate {
         /// `SCORE_COORDINATE_TYPE_*` (server default `BuiltIn`; missing reads as that).
         #[serde(rename = "type", default = "default_score_coordinate_type")]
+        #[schemars(extend("enum" = [SCORE_COORDINATE_TYPE_BUILT_IN, SCORE_COORDINATE_TYPE_ADD_ON]))]
         pub type_: String,
         /// Built-in prioritizer name (`PRIORITIZER_*`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -764,7 +806,8 @@ pub mod v1beta1 {
     }
 
     /// An AddOnPlacementScore item.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnScore {
         /// AddOnPlacementScore name (in the cluster namespace).
@@ -774,7 +817,8 @@ pub mod v1beta1 {
     }
 
     /// `spec.spreadPolicy` (API-only).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct SpreadPolicy {
         /// Up to 8 constraints.
@@ -787,23 +831,27 @@ pub mod v1beta1 {
     }
 
     /// One spread constraint (API-only).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct SpreadConstraintsTerm {
         /// Label or claim name.
         pub topology_key: String,
         /// `TOPOLOGY_KEY_TYPE_*`.
+        #[schemars(extend("enum" = [TOPOLOGY_KEY_TYPE_LABEL, TOPOLOGY_KEY_TYPE_CLAIM]))]
         pub topology_key_type: String,
         /// Maximum skew (default 1).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub max_skew: Option<i32>,
         /// `WHEN_UNSATISFIABLE_*` (default `ScheduleAnyway`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [WHEN_UNSATISFIABLE_DO_NOT_SCHEDULE, WHEN_UNSATISFIABLE_SCHEDULE_ANYWAY]))]
         pub when_unsatisfiable: Option<String>,
     }
 
     /// A toleration of a cluster taint (OCM's own shape, not `corev1.Toleration`).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct Toleration {
         /// Taint key (empty = all keys, requires `Exists`).
@@ -817,6 +865,7 @@ pub mod v1beta1 {
         pub value: Option<String>,
         /// `cluster::v1::TAINT_EFFECT_*` (empty = all effects).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [crate::api::cluster::v1::TAINT_EFFECT_NO_SELECT, crate::api::cluster::v1::TAINT_EFFECT_PREFER_NO_SELECT, crate::api::cluster::v1::TAINT_EFFECT_NO_SELECT_IF_NEW]))]
         pub effect: Option<String>,
         /// Tolerated for this long after the taint's `timeAdded`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -824,7 +873,8 @@ pub mod v1beta1 {
     }
 
     /// `spec.decisionStrategy`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct DecisionStrategy {
         /// How selected clusters are grouped.
@@ -833,7 +883,8 @@ pub mod v1beta1 {
     }
 
     /// `decisionStrategy.groupStrategy`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct GroupStrategy {
         /// Named groups, matched in order.
@@ -849,7 +900,8 @@ pub mod v1beta1 {
     }
 
     /// One named decision group.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct DecisionGroup {
         /// Group name.
@@ -859,11 +911,13 @@ pub mod v1beta1 {
     }
 
     /// Label and claim selectors (no CEL), ANDed.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct GroupClusterSelector {
         /// Selector on cluster labels.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
         pub label_selector: Option<LabelSelector>,
         /// Selector on cluster claims.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -871,7 +925,8 @@ pub mod v1beta1 {
     }
 
     /// `Placement.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct PlacementStatus {
         /// Number of selected clusters.
@@ -890,6 +945,7 @@ pub mod v1beta1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
         /// Last score refresh (API-only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -897,7 +953,8 @@ pub mod v1beta1 {
     }
 
     /// One decision group in `status.decisionGroups`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct DecisionGroupStatus {
         /// Group index.
@@ -919,7 +976,8 @@ pub mod v1beta1 {
     }
 
     /// A slice (at most 100 clusters) of a Placement's decision. Namespaced; status only.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct PlacementDecision {
         /// `cluster.open-cluster-management.io/v1beta1`.
@@ -951,7 +1009,8 @@ pub mod v1beta1 {
     );
 
     /// `PlacementDecision.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct PlacementDecisionStatus {
         /// Selected clusters (required, may be empty).
@@ -959,7 +1018,8 @@ pub mod v1beta1 {
     }
 
     /// One selected cluster.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterDecision {
         /// Cluster name.
@@ -975,6 +1035,7 @@ pub mod v1beta1 {
 /// `cluster.open-cluster-management.io/v1alpha1`: AddOnPlacementScore, ClusterClaim and the
 /// shared rollout strategy types.
 pub mod v1alpha1 {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     use crate::api::meta::{
@@ -992,7 +1053,8 @@ pub mod v1alpha1 {
 
     /// A score published by an addon for one cluster (lives in the cluster namespace); read by
     /// placement `AddOn` prioritizers. Status only.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnPlacementScore {
         /// `cluster.open-cluster-management.io/v1alpha1`.
@@ -1023,7 +1085,8 @@ pub mod v1alpha1 {
     );
 
     /// `AddOnPlacementScore.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnPlacementScoreStatus {
         /// Conditions.
@@ -1032,6 +1095,7 @@ pub mod v1alpha1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
         /// Scores (map keyed by `name`).
         #[serde(
@@ -1039,6 +1103,7 @@ pub mod v1alpha1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
         pub scores: Vec<AddOnPlacementScoreItem>,
         /// Expiry (none = never).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1046,7 +1111,8 @@ pub mod v1alpha1 {
     }
 
     /// One score.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AddOnPlacementScoreItem {
         /// Score name.
@@ -1057,7 +1123,8 @@ pub mod v1alpha1 {
 
     /// A fact about a spoke cluster, reported into `ManagedCluster.status.clusterClaims`.
     /// Cluster-scoped, lives on the spoke; no status.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterClaim {
         /// `cluster.open-cluster-management.io/v1alpha1`.
@@ -1088,7 +1155,8 @@ pub mod v1alpha1 {
     );
 
     /// `ClusterClaim.spec`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ClusterClaimSpec {
         /// Claim value (1..1024 chars).
@@ -1098,11 +1166,13 @@ pub mod v1alpha1 {
 
     /// How a change rolls out over a placement's decision groups (used by
     /// ManifestWorkReplicaSet and ClusterManagementAddOn install strategies).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct RolloutStrategy {
         /// `ROLLOUT_*` (default `All`).
         #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [ROLLOUT_ALL, ROLLOUT_PROGRESSIVE, ROLLOUT_PROGRESSIVE_PER_GROUP]))]
         pub type_: Option<String>,
         /// Settings for `All`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1117,7 +1187,8 @@ pub mod v1alpha1 {
 
     /// Timing and failure tolerance shared by every rollout type (Go's `RolloutConfig`, which
     /// `RolloutAll` consists of).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct RolloutConfig {
         /// Soak time after success (duration, default `0`).
@@ -1132,7 +1203,8 @@ pub mod v1alpha1 {
     }
 
     /// `rolloutStrategy.progressive`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct RolloutProgressive {
         /// Soak time after success (duration, default `0`).
@@ -1157,7 +1229,8 @@ pub mod v1alpha1 {
     }
 
     /// `rolloutStrategy.progressivePerGroup`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct RolloutProgressivePerGroup {
         /// Soak time after success (duration, default `0`).
@@ -1179,7 +1252,8 @@ pub mod v1alpha1 {
     }
 
     /// A decision group named by name or index.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct MandatoryDecisionGroup {
         /// Group name (matched first).

@@ -1,11 +1,12 @@
 //! The pieces every OCM kind shares: the `apiVersion`/`kind` tags, the generic [`ObjectList`],
-//! the embedded-manifest newtype, condition status values and the serde helpers the kind
-//! modules use.
+//! the embedded-manifest newtype, condition status values and the serde and JSON-schema helpers
+//! the kind modules use.
 
 use std::fmt;
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Deserializer};
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
@@ -96,6 +97,29 @@ macro_rules! tag {
     };
 }
 
+/// A tag is a string, described by the field that holds it (always inlined: it has no name of
+/// its own).
+macro_rules! tag_schema {
+    ($tag:ident) => {
+        impl<K> JsonSchema for $tag<K> {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                "string".into()
+            }
+
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!({"type": "string"})
+            }
+        }
+    };
+}
+
+tag_schema!(ApiVersionTag);
+tag_schema!(KindTag);
+
 tag!(ApiVersionTag, API_VERSION, "apiVersion");
 tag!(KindTag, KIND, "kind");
 
@@ -148,6 +172,25 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectList<T> {
 #[serde(transparent)]
 pub struct Manifest(pub serde_json::Value);
 
+impl JsonSchema for Manifest {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Manifest".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "A Kubernetes object, kept as written.",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-embedded-resource": true,
+        })
+    }
+}
+
 impl From<serde_json::Value> for Manifest {
     fn from(value: serde_json::Value) -> Self {
         Self(value)
@@ -161,4 +204,32 @@ where
     T: Deserialize<'de> + Default,
 {
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// The schema of a `[]metav1.Condition` field: a list keyed by `type` whose items are the
+/// upstream Condition (inlined, so `status` can carry its enum, which the upstream schema leaves
+/// out).
+pub(crate) fn conditions_schema(generator: &mut SchemaGenerator) -> Schema {
+    let mut item = <Condition as JsonSchema>::json_schema(generator);
+    if let Some(status) = item
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("status"))
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        status.insert(
+            "enum".into(),
+            serde_json::json!([CONDITION_TRUE, CONDITION_FALSE, CONDITION_UNKNOWN]),
+        );
+    }
+    json_schema!({
+        "type": "array",
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    })
+}
+
+/// The schema of a `[]byte` field: a base64 string (`ByteString` has no schema of its own).
+pub(crate) fn bytes_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "string", "format": "byte"})
 }

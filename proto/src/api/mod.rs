@@ -20,7 +20,13 @@
 //! - upstream shapes (`metav1.Condition`, `LabelSelector`, `Time`, `Quantity`, `IntOrString`,
 //!   `corev1.Toleration`, `ResourceRequirements`, `rbacv1.RoleRef`, `[]byte`) are the
 //!   `k8s-openapi` types;
-//! - unknown fields are ignored on input, never rejected (the server prunes).
+//! - unknown fields are ignored on input, never rejected (the server prunes);
+//! - every type derives `schemars::JsonSchema` and is inlined (`#[schemars(inline)]`): the hub
+//!   publishes these schemas as its OpenAPI, so doc comments are what `kubectl explain` shows,
+//!   and what the Rust type cannot say the CRD does is an attribute: enum values
+//!   (`extend("enum" = [...])` over the `pub const`s), `x-kubernetes-list-type`/`-list-map-keys`
+//!   and `x-kubernetes-map-type`; condition lists and `[]byte` use the schema functions in
+//!   [`meta`]. `conformance/tests/schema_fidelity.rs` checks them against the CRDs.
 #![warn(missing_docs)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -97,4 +103,68 @@ pub trait Resource {
     fn metadata(&self) -> &ObjectMeta;
     /// The object's metadata, mutably.
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
+}
+
+/// A function producing one kind's JSON schema (its own, not a `$ref`), with the upstream types
+/// it uses (`ObjectMeta`, `Time`, ...) as definitions in the generator.
+pub type SchemaFn = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
+
+/// The JSON schema of the typed OCM kind `kind` at `api_version`, derived from the Rust type
+/// (descriptions from its doc comments); `None` when this crate has no type for it.
+pub fn json_schema(api_version: &str, kind: &str) -> Option<SchemaFn> {
+    use schemars::JsonSchema;
+    Some(match (api_version, kind) {
+        ("cluster.open-cluster-management.io/v1", "ManagedCluster") => {
+            cluster::v1::ManagedCluster::json_schema
+        }
+        ("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSet") => {
+            cluster::v1beta2::ManagedClusterSet::json_schema
+        }
+        ("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSetBinding") => {
+            cluster::v1beta2::ManagedClusterSetBinding::json_schema
+        }
+        ("cluster.open-cluster-management.io/v1beta1", "Placement") => {
+            cluster::v1beta1::Placement::json_schema
+        }
+        ("cluster.open-cluster-management.io/v1beta1", "PlacementDecision") => {
+            cluster::v1beta1::PlacementDecision::json_schema
+        }
+        ("cluster.open-cluster-management.io/v1alpha1", "AddOnPlacementScore") => {
+            cluster::v1alpha1::AddOnPlacementScore::json_schema
+        }
+        ("cluster.open-cluster-management.io/v1alpha1", "ClusterClaim") => {
+            cluster::v1alpha1::ClusterClaim::json_schema
+        }
+        ("work.open-cluster-management.io/v1", "ManifestWork") => {
+            work::v1::ManifestWork::json_schema
+        }
+        ("work.open-cluster-management.io/v1", "AppliedManifestWork") => {
+            work::v1::AppliedManifestWork::json_schema
+        }
+        ("work.open-cluster-management.io/v1alpha1", "ManifestWorkReplicaSet") => {
+            work::v1alpha1::ManifestWorkReplicaSet::json_schema
+        }
+        ("addon.open-cluster-management.io/v1alpha1", "ClusterManagementAddOn") => {
+            addon::v1alpha1::ClusterManagementAddOn::json_schema
+        }
+        ("addon.open-cluster-management.io/v1alpha1", "ManagedClusterAddOn") => {
+            addon::v1alpha1::ManagedClusterAddOn::json_schema
+        }
+        ("addon.open-cluster-management.io/v1alpha1", "AddOnDeploymentConfig") => {
+            addon::v1alpha1::AddOnDeploymentConfig::json_schema
+        }
+        ("addon.open-cluster-management.io/v1alpha1", "AddOnTemplate") => {
+            addon::v1alpha1::AddOnTemplate::json_schema
+        }
+        ("addon.open-cluster-management.io/v1beta1", "ClusterManagementAddOn") => {
+            addon::v1beta1::ClusterManagementAddOn::json_schema
+        }
+        ("addon.open-cluster-management.io/v1beta1", "ManagedClusterAddOn") => {
+            addon::v1beta1::ManagedClusterAddOn::json_schema
+        }
+        ("addon.open-cluster-management.io/v1beta1", "AddOnDeploymentConfig") => {
+            addon::v1beta1::AddOnDeploymentConfig::json_schema
+        }
+        _ => return None,
+    })
 }

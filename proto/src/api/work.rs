@@ -41,6 +41,7 @@ pub const FINALIZER_MANIFEST_WORK_REPLICA_SET_CLEANUP: &str =
 
 /// `work.open-cluster-management.io/v1`: ManifestWork, AppliedManifestWork.
 pub mod v1 {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     pub use crate::api::meta::Manifest;
@@ -148,7 +149,8 @@ pub mod v1 {
 
     /// Resources for one managed cluster, stored in the cluster's namespace on the hub and
     /// applied by its work agent. Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWork {
         /// `work.open-cluster-management.io/v1`.
@@ -182,7 +184,8 @@ pub mod v1 {
     );
 
     /// `ManifestWork.spec` (also the MWRS `manifestWorkTemplate` and AddOnTemplate `agentSpec`).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkSpec {
         /// The manifests.
@@ -204,7 +207,8 @@ pub mod v1 {
     }
 
     /// `spec.workload`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestsTemplate {
         /// Embedded Kubernetes objects, kept verbatim.
@@ -217,11 +221,13 @@ pub mod v1 {
     }
 
     /// `spec.deleteOption`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct DeleteOption {
         /// `PROPAGATION_*` (default `Foreground`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [PROPAGATION_FOREGROUND, PROPAGATION_ORPHAN, PROPAGATION_SELECTIVELY_ORPHAN]))]
         pub propagation_policy: Option<String>,
         /// Resources kept on deletion with `SelectivelyOrphan` (JSON key is plural).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,7 +238,8 @@ pub mod v1 {
     }
 
     /// `deleteOption.selectivelyOrphans`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct SelectivelyOrphan {
         /// Resources to orphan.
@@ -245,7 +252,8 @@ pub mod v1 {
     }
 
     /// Identifies one resource (`group` "" = core, `namespace` "" = cluster-scoped).
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ResourceIdentifier {
         /// API group.
@@ -264,7 +272,8 @@ pub mod v1 {
     pub type OrphaningRule = ResourceIdentifier;
 
     /// One entry of `spec.manifestConfigs`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestConfigOption {
         /// The resource these options are for.
@@ -285,18 +294,22 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["condition"]))]
         pub condition_rules: Vec<ConditionRule>,
         /// `FEEDBACK_SCRAPE_*` (default `Poll`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [FEEDBACK_SCRAPE_POLL, FEEDBACK_SCRAPE_WATCH]))]
         pub feedback_scrape_type: Option<String>,
     }
 
     /// One feedback rule.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct FeedbackRule {
         /// `FEEDBACK_*`.
         #[serde(rename = "type")]
+        #[schemars(extend("enum" = [FEEDBACK_WELL_KNOWN_STATUS, FEEDBACK_JSON_PATHS]))]
         pub type_: String,
         /// Paths for `JSONPaths` (map keyed by `name`).
         #[serde(
@@ -304,11 +317,13 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
         pub json_paths: Vec<JsonPath>,
     }
 
     /// A named JSON path relative to the object's `.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct JsonPath {
         /// Feedback value name.
@@ -321,11 +336,13 @@ pub mod v1 {
     }
 
     /// `manifestConfigs[].updateStrategy`.
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct UpdateStrategy {
         /// `UPDATE_STRATEGY_*` (server default `Update`; missing reads as that).
         #[serde(rename = "type", default = "default_update_strategy_type")]
+        #[schemars(extend("enum" = [UPDATE_STRATEGY_UPDATE, UPDATE_STRATEGY_CREATE_ONLY, UPDATE_STRATEGY_SERVER_SIDE_APPLY, UPDATE_STRATEGY_READ_ONLY]))]
         pub type_: String,
         /// Options for `ServerSideApply`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -344,7 +361,8 @@ pub mod v1 {
     }
 
     /// `updateStrategy.serverSideApply`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ServerSideApplyConfig {
         /// Force conflicts.
@@ -359,15 +377,18 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["condition"]))]
         pub ignore_fields: Vec<IgnoreField>,
     }
 
     /// One set of ignored fields.
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct IgnoreField {
         /// `IGNORE_FIELDS_*` (server default `OnSpokePresent`; missing reads as that).
         #[serde(default = "default_ignore_field_condition")]
+        #[schemars(extend("enum" = [IGNORE_FIELDS_ON_SPOKE_PRESENT, IGNORE_FIELDS_ON_SPOKE_CHANGE]))]
         pub condition: String,
         /// JSON paths.
         #[serde(
@@ -409,13 +430,15 @@ pub mod v1 {
     }
 
     /// One condition rule.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ConditionRule {
         /// Condition type to produce ([`CONDITION_COMPLETE`] is special).
         pub condition: String,
         /// `CONDITION_RULE_*`.
         #[serde(rename = "type")]
+        #[schemars(extend("enum" = [CONDITION_RULE_WELL_KNOWN_CONDITIONS, CONDITION_RULE_CEL]))]
         pub type_: String,
         /// CEL expressions (ANDed) for `CEL`.
         #[serde(
@@ -433,7 +456,8 @@ pub mod v1 {
     }
 
     /// `spec.executor`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkExecutor {
         /// The identity.
@@ -442,11 +466,13 @@ pub mod v1 {
     }
 
     /// `executor.subject`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkExecutorSubject {
         /// [`EXECUTOR_SUBJECT_SERVICE_ACCOUNT`].
         #[serde(rename = "type")]
+        #[schemars(extend("enum" = [EXECUTOR_SUBJECT_SERVICE_ACCOUNT]))]
         pub type_: String,
         /// The service account.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -454,7 +480,8 @@ pub mod v1 {
     }
 
     /// A spoke service account.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkSubjectServiceAccount {
         /// Namespace.
@@ -464,7 +491,8 @@ pub mod v1 {
     }
 
     /// `ManifestWork.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkStatus {
         /// Work-level conditions.
@@ -473,6 +501,7 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
         /// Per-manifest status.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -480,7 +509,8 @@ pub mod v1 {
     }
 
     /// `status.resourceStatus`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestResourceStatus {
         /// One entry per manifest.
@@ -493,7 +523,8 @@ pub mod v1 {
     }
 
     /// Status of one manifest.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestCondition {
         /// Which manifest.
@@ -502,11 +533,13 @@ pub mod v1 {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub status_feedback: Option<StatusFeedbackResult>,
         /// Manifest conditions (required).
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
     }
 
     /// Identifies a manifest by position and coordinates.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestResourceMeta {
         /// Index in `spec.workload.manifests`.
@@ -532,7 +565,8 @@ pub mod v1 {
     }
 
     /// `statusFeedback`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct StatusFeedbackResult {
         /// Values (map keyed by `name`).
@@ -541,11 +575,13 @@ pub mod v1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
         pub values: Vec<FeedbackValue>,
     }
 
     /// One feedback value.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct FeedbackValue {
         /// Name (from the rule).
@@ -555,11 +591,13 @@ pub mod v1 {
     }
 
     /// A typed feedback value; exactly the member named by `type` is set.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct FieldValue {
         /// `FIELD_VALUE_*`.
         #[serde(rename = "type")]
+        #[schemars(extend("enum" = [FIELD_VALUE_INTEGER, FIELD_VALUE_STRING, FIELD_VALUE_BOOLEAN, FIELD_VALUE_JSON_RAW]))]
         pub type_: String,
         /// For `Integer`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -577,7 +615,8 @@ pub mod v1 {
 
     /// The agent's record of what one ManifestWork applied on the spoke; named
     /// `<hubHash>-<work name>`. Cluster-scoped, lives on the spoke.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AppliedManifestWork {
         /// `work.open-cluster-management.io/v1`.
@@ -611,7 +650,8 @@ pub mod v1 {
     );
 
     /// `AppliedManifestWork.spec`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AppliedManifestWorkSpec {
         /// SHA-256 (hex) of the hub apiserver URL.
@@ -624,7 +664,8 @@ pub mod v1 {
     }
 
     /// `AppliedManifestWork.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AppliedManifestWorkStatus {
         /// Resources applied (sorted by group, version, resource, namespace, name).
@@ -640,7 +681,8 @@ pub mod v1 {
     }
 
     /// One applied resource.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct AppliedManifestResourceMeta {
         /// API group.
@@ -663,6 +705,7 @@ pub mod v1 {
 
 /// `work.open-cluster-management.io/v1alpha1`: ManifestWorkReplicaSet.
 pub mod v1alpha1 {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     use super::v1::ManifestWorkSpec;
@@ -699,7 +742,8 @@ pub mod v1alpha1 {
     pub const REASON_INVALID_MANIFEST_WORK_NAME: &str = "InvalidManifestWorkName";
 
     /// Fans a ManifestWork template out to the clusters of one or more Placements. Namespaced.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkReplicaSet {
         /// `work.open-cluster-management.io/v1alpha1`.
@@ -733,7 +777,8 @@ pub mod v1alpha1 {
     );
 
     /// `ManifestWorkReplicaSet.spec`.
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkReplicaSetSpec {
         /// The ManifestWork spec created in each selected cluster namespace.
@@ -743,6 +788,7 @@ pub mod v1alpha1 {
         pub placement_refs: Vec<LocalPlacementReference>,
         /// `CASCADE_DELETION_*` (server default `Background`; missing reads as that).
         #[serde(default = "default_cascade_deletion_policy")]
+        #[schemars(extend("enum" = [CASCADE_DELETION_BACKGROUND, CASCADE_DELETION_FOREGROUND]))]
         pub cascade_deletion_policy: String,
     }
 
@@ -762,7 +808,8 @@ pub mod v1alpha1 {
     }
 
     /// One placement reference.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct LocalPlacementReference {
         /// Placement name (same namespace).
@@ -774,7 +821,8 @@ pub mod v1alpha1 {
     }
 
     /// `ManifestWorkReplicaSet.status`.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkReplicaSetStatus {
         /// Conditions (`CONDITION_*`).
@@ -783,6 +831,7 @@ pub mod v1alpha1 {
             deserialize_with = "null_as_default",
             skip_serializing_if = "Vec::is_empty"
         )]
+        #[schemars(schema_with = "crate::api::meta::conditions_schema")]
         pub conditions: Vec<Condition>,
         /// Per-placement summaries (JSON key is singular).
         #[serde(
@@ -797,7 +846,8 @@ pub mod v1alpha1 {
     }
 
     /// One placement's summary.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct PlacementSummary {
         /// Placement name.
@@ -812,7 +862,8 @@ pub mod v1alpha1 {
     }
 
     /// Work counts.
-    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
     #[serde(rename_all = "camelCase")]
     pub struct ManifestWorkReplicaSetSummary {
         /// Works matching the template.
