@@ -191,7 +191,10 @@ impl Pki {
         Ok((cert.pem(), key.serialize_pem()))
     }
 
-    /// Issues a client certificate (`CN=user`, `O=group` per group), returning (cert, key) PEM.
+    /// Issues a client certificate (`CN=user`, `O=group`), returning (cert, key) PEM. rcgen's
+    /// `DistinguishedName` keeps one value per attribute type, so only the last group is
+    /// written; several `O`s (what OCM's agent certificates carry) need the registration
+    /// issue's CSR signer.
     pub fn issue_client(
         &self,
         user: &str,
@@ -284,5 +287,22 @@ mod tests {
         b.write_admin_kubeconfig(&kc, "https://127.0.0.1:1").unwrap();
         let text = fs::read_to_string(kc).unwrap();
         assert!(text.contains("client-certificate-data"));
+    }
+
+    #[test]
+    fn client_certificates_name_user_and_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::load_or_create(dir.path(), &[]).unwrap();
+        let (pem, _) = pki.issue_client("alice", &["team-a"], 1).unwrap();
+        let der = pem_certs(&pem, Path::new("alice.crt")).unwrap().remove(0);
+        let id = crate::rest::Identity::from_certificate(der.as_ref()).unwrap();
+        assert_eq!(id.user, "alice");
+        assert_eq!(id.groups, ["team-a", "system:authenticated"]);
+        assert!(id.authenticated);
+        let (pem, _) = pki.issue_client(ADMIN_USER, &[ADMIN_GROUP], 1).unwrap();
+        let der = pem_certs(&pem, Path::new("admin.crt")).unwrap().remove(0);
+        let admin = crate::rest::Identity::from_certificate(der.as_ref()).unwrap();
+        assert!(admin.groups.iter().any(|g| g == ADMIN_GROUP));
+        assert!(crate::rest::Identity::from_certificate(b"not a certificate").is_none());
     }
 }

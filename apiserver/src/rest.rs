@@ -41,9 +41,44 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 pub struct Identity {
     /// The user name (certificate CN).
     pub user: String,
+    /// The groups (certificate O, plus `system:authenticated`).
+    pub groups: Vec<String>,
     /// Whether the client presented a certificate the hub CA signed.
     pub authenticated: bool,
 }
+
+impl Identity {
+    /// The identity a verified client certificate (DER) names: CN is the user, each O a group,
+    /// and every authenticated user is in `system:authenticated` (Kubernetes' x509
+    /// authenticator). `None` when the certificate has no CN.
+    pub fn from_certificate(der: &[u8]) -> Option<Identity> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let user = subject.iter_common_name().next()?.as_str().ok()?.to_owned();
+        if user.is_empty() {
+            return None;
+        }
+        let mut groups: Vec<String> = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok())
+            .map(str::to_owned)
+            .collect();
+        groups.push(AUTHENTICATED_GROUP.to_owned());
+        Some(Identity { user, groups, authenticated: true })
+    }
+
+    /// No usable credentials.
+    pub fn anonymous() -> Identity {
+        Identity {
+            user: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            authenticated: false,
+        }
+    }
+}
+
+/// The group every authenticated user is in.
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// Everything a request handler needs.
 #[derive(Debug)]

@@ -206,10 +206,15 @@ pub async fn run(
                     }
                     Err(_) => return,
                 };
-            let authenticated = tls.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
-            // Until the security issue lands, any client certificate the hub CA signed is the
-            // admin (the TLS layer has already verified the chain).
-            let identity = Identity { user: crate::pki::ADMIN_USER.to_owned(), authenticated };
+            // The TLS layer has verified the chain against the hub CA; the certificate's subject
+            // names the user and groups.
+            let identity = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|leaf| Identity::from_certificate(leaf.as_ref()))
+                .unwrap_or_else(Identity::anonymous);
             let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(identity.clone());
                 req
