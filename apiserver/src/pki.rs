@@ -157,6 +157,18 @@ impl Pki {
         Ok(pki)
     }
 
+    /// Opens an existing CA in `data_dir/pki` without writing anything (to issue client
+    /// certificates for a running hub: tests, `ocm-hub` tooling).
+    pub fn open(data_dir: &Path) -> Result<Pki, PkiError> {
+        let dir = data_dir.join("pki");
+        let ca_crt = dir.join("ca.crt");
+        let ca_key_path = dir.join("ca.key");
+        let ca_pem = fs::read_to_string(&ca_crt).map_err(io_err(&ca_crt))?;
+        let key_pem = fs::read_to_string(&ca_key_path).map_err(io_err(&ca_key_path))?;
+        let ca_key = KeyPair::from_pem(&key_pem).map_err(cert_err("CA key"))?;
+        Ok(Pki { dir, ca_pem, ca_key, serving: (String::new(), String::new()) })
+    }
+
     /// The CA as an issuer: same subject and key as the stored CA certificate, which is all a
     /// signature and its issuer name depend on.
     fn issuer(&self) -> Result<Issuer<'_, &KeyPair>, PkiError> {

@@ -131,17 +131,46 @@ impl TestHub {
         self.path().join("admin.kubeconfig")
     }
 
-    fn tls(&self, with_client_cert: bool) -> anyhow::Result<rustls::ClientConfig> {
+    /// A client certificate and key (PEM) the hub CA signs for `user` in `group`.
+    pub fn certificate_for(
+        &self,
+        user: &str,
+        group: Option<&str>,
+    ) -> anyhow::Result<(String, String)> {
+        let pki = ocm_apiserver::pki::Pki::open(self.path())?;
+        let groups: Vec<&str> = group.into_iter().collect();
+        Ok(pki.issue_client(user, &groups, 1)?)
+    }
+
+    /// An HTTPS client presenting a certificate for `user` (in `group`).
+    pub fn http_as(&self, user: &str, group: Option<&str>) -> anyhow::Result<reqwest::Client> {
+        let (crt, key) = self.certificate_for(user, group)?;
+        let certs =
+            CertificateDer::pem_slice_iter(crt.as_bytes()).collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes())?;
+        let config = self.tls_builder()?.with_client_auth_cert(certs, key)?;
+        Ok(reqwest::Client::builder().use_preconfigured_tls(alpn(config)).build()?)
+    }
+
+    fn tls_builder(
+        &self,
+    ) -> anyhow::Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>>
+    {
         let pki = self.path().join("pki");
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_file_iter(pki.join("ca.crt"))? {
             roots.add(cert?)?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
+        Ok(rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots);
-        let mut config = if with_client_cert {
+            .with_root_certificates(roots))
+    }
+
+    fn tls(&self, with_client_cert: bool) -> anyhow::Result<rustls::ClientConfig> {
+        let pki = self.path().join("pki");
+        let builder = self.tls_builder()?;
+        let config = if with_client_cert {
             let certs = CertificateDer::pem_file_iter(pki.join("admin.crt"))?
                 .collect::<Result<Vec<_>, _>>()?;
             let key = PrivateKeyDer::from_pem_file(pki.join("admin.key"))?;
@@ -149,8 +178,7 @@ impl TestHub {
         } else {
             builder.with_no_client_auth()
         };
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(config)
+        Ok(alpn(config))
     }
 
     /// An HTTPS client presenting the admin certificate.
@@ -204,4 +232,10 @@ impl Drop for TestHub {
             let _ = tx.send(());
         }
     }
+}
+
+/// Offers HTTP/2 and HTTP/1.1.
+fn alpn(mut config: rustls::ClientConfig) -> rustls::ClientConfig {
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config
 }
