@@ -91,6 +91,11 @@ impl ApiError {
         ApiError::new(403, "Forbidden", message).about(subject)
     }
 
+    /// 403 `Forbidden` with a message already in kube-apiserver's words (authorization).
+    pub fn forbidden_with(subject: Subject, message: String) -> ApiError {
+        ApiError::new(403, "Forbidden", message).about(subject)
+    }
+
     /// 404 `NotFound` for an object.
     pub fn not_found(subject: Subject) -> ApiError {
         let message = format!("{} {:?} not found", subject.qualified(), subject.name);

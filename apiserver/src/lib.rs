@@ -3,6 +3,7 @@
 //! collection, namespace lifecycle) and the `serve` entry point. Read `ARCHITECTURE.md` for how
 //! the parts fit.
 
+pub mod access;
 pub mod authz;
 pub mod background;
 pub mod cache;

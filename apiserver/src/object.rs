@@ -140,6 +140,16 @@ pub fn check_dns_subdomain(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a path segment name (Kubernetes' `ValidatePathSegmentName`, RBAC kinds).
+pub fn check_path_segment(s: &str) -> Result<(), String> {
+    match s {
+        "." | ".." => Err(format!("may not be '{s}'")),
+        _ if s.contains('/') => Err("may not contain '/'".to_owned()),
+        _ if s.contains('%') => Err("may not contain '%'".to_owned()),
+        _ => Ok(()),
+    }
+}
+
 /// Checks a DNS-1123 label (names of namespaces and managed clusters): at most 63 characters of
 /// lowercase alphanumerics and `-`, alphanumeric at both ends.
 pub fn check_dns_label(s: &str) -> Result<(), String> {

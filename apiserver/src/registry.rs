@@ -217,6 +217,7 @@ fn validate_meta(rt: &ResourceType, obj: &Value, errs: &mut Vec<FieldError>) {
     let check = match rt.strategy.name_rule() {
         NameRule::Subdomain => object::check_dns_subdomain(name),
         NameRule::Label => object::check_dns_label(name),
+        NameRule::PathSegment => object::check_path_segment(name),
     };
     if let Err(msg) = check {
         errs.push(FieldError::invalid("metadata.name", name, msg));

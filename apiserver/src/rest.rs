@@ -19,6 +19,7 @@ use ocm_proto::selector::{FieldSelector, LabelSelector};
 use ocm_proto::validation::FieldError;
 use serde_json::{Value, json};
 
+use crate::authz;
 use crate::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
 use crate::discovery::Discovery;
 use crate::encoding;
@@ -95,6 +96,8 @@ pub struct ApiState {
     pub bookmark_every: Duration,
     /// The in-flight request limits.
     pub inflight: Inflight,
+    /// The authorizer (RBAC).
+    pub access: Arc<crate::access::Access>,
 }
 
 /// The router: every path goes through [`handle`].
@@ -357,12 +360,13 @@ async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError
         }
         _ => {}
     }
-    let identity = req.extensions().get::<Identity>().cloned();
-    if !identity.is_some_and(|i| i.authenticated) {
+    let Some(identity) = req.extensions().get::<Identity>().cloned().filter(|i| i.authenticated)
+    else {
         return Err(ApiError::unauthorized());
-    }
+    };
     let q = Query::parse(req.uri().query());
     let _seat = state.inflight.admit(req.method(), q.flag("watch").unwrap_or(false))?;
+    state.access.check(&identity, &attributes(req.method(), &path, &q))?;
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
     match segments.as_slice() {
@@ -1295,5 +1299,78 @@ fn watch_stream(
                 }
             }
         }
+    }
+}
+
+/// The authorization attributes of a request (Kubernetes' RequestInfo): resource requests under
+/// `/api/v1/...` and `/apis/<group>/<version>/...`, everything else (discovery documents,
+/// OpenAPI, `/version`, `/metrics`) a non-resource request with the lower-case HTTP method.
+fn attributes(method: &Method, path: &str, q: &Query) -> authz::Attributes {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segments.as_slice() {
+        ["api", version, rest @ ..] if !rest.is_empty() => ("", *version, rest),
+        ["apis", group, version, rest @ ..] if !rest.is_empty() => (*group, *version, rest),
+        _ => {
+            return authz::Attributes {
+                verb: method.as_str().to_ascii_lowercase(),
+                resource_request: false,
+                path: path.to_owned(),
+                ..Default::default()
+            };
+        }
+    };
+    let (namespace, parts): (&str, &[&str]) = match rest {
+        ["namespaces", ns, more @ ..] if !more.is_empty() => (ns, more),
+        // `/namespaces/<name>` is the namespace object itself, in its own namespace.
+        ["namespaces", ns] => (ns, rest),
+        _ => ("", rest),
+    };
+    let (resource, name, subresource) = match parts {
+        ["namespaces", n] => ("namespaces", *n, ""),
+        [r] => (*r, "", ""),
+        [r, n] => (*r, *n, ""),
+        [r, n, s, ..] => (*r, *n, *s),
+        [] => ("", "", ""),
+    };
+    let watch = matches!(q.get("watch"), Some("true" | "1"));
+    let mut name = name.to_owned();
+    let verb = match (method.as_str(), name.is_empty()) {
+        ("GET" | "HEAD", true) if watch => "watch",
+        ("GET" | "HEAD", true) => "list",
+        ("GET" | "HEAD", false) if watch => "watch",
+        ("GET" | "HEAD", false) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "deletecollection",
+        ("DELETE", false) => "delete",
+        (other, _) => {
+            return authz::Attributes {
+                verb: other.to_ascii_lowercase(),
+                resource_request: false,
+                path: path.to_owned(),
+                ..Default::default()
+            };
+        }
+    };
+    // A list or watch narrowed to one name by `fieldSelector=metadata.name=<n>` is authorized
+    // as that name (so resourceNames rules allow `kubectl get x -w`).
+    if matches!(verb, "list" | "watch") && name.is_empty() {
+        if let Some(n) = q.get("fieldSelector").and_then(|f| f.strip_prefix("metadata.name=")) {
+            if !n.contains(',') {
+                name = n.to_owned();
+            }
+        }
+    }
+    authz::Attributes {
+        verb: verb.to_owned(),
+        resource_request: true,
+        api_group: group.to_owned(),
+        api_version: version.to_owned(),
+        resource: resource.to_owned(),
+        subresource: subresource.to_owned(),
+        namespace: namespace.to_owned(),
+        name,
+        path: path.to_owned(),
     }
 }

@@ -467,21 +467,29 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             .sub(STATUS)
             .sub(Subresource { name: "approval", owns: &["status.conditions"] })
             .fields(&["spec.signerName"]),
-            rbac_row("Role", "roles", true, Arc::new(Typed::<rbac::v1::Role>::new("Role", None))),
+            rbac_row(
+                "Role",
+                "roles",
+                true,
+                Arc::new(Typed::<rbac::v1::Role>::new("Role", None).path_segment_names()),
+            ),
             rbac_row(
                 "RoleBinding",
                 "rolebindings",
                 true,
                 Arc::new(
                     Typed::<rbac::v1::RoleBinding>::new("RoleBinding", Some(check_binding))
-                        .columns(table::binding_columns()),
+                        .columns(table::binding_columns())
+                        .path_segment_names(),
                 ),
             ),
             rbac_row(
                 "ClusterRole",
                 "clusterroles",
                 false,
-                Arc::new(Typed::<rbac::v1::ClusterRole>::new("ClusterRole", None)),
+                Arc::new(
+                    Typed::<rbac::v1::ClusterRole>::new("ClusterRole", None).path_segment_names(),
+                ),
             ),
             rbac_row(
                 "ClusterRoleBinding",
@@ -492,7 +500,8 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                         "ClusterRoleBinding",
                         Some(check_binding),
                     )
-                    .columns(table::binding_columns()),
+                    .columns(table::binding_columns())
+                    .path_segment_names(),
                 ),
             ),
         ]),

@@ -144,7 +144,12 @@ pub async fn run(
     let background = Background::new();
     let registry = Registry::new(storage, scheme, config.cache, &background).await?;
     ensure_namespaces(&registry).await?;
+    ensure_default_rbac(&registry).await?;
     crate::controllers::start(registry.clone(), &background);
+    // The authorizer starts from the cache once it holds every write made so far (the default
+    // RBAC included), so the first request is decided on it.
+    registry.cache.sync().await?;
+    let access = crate::access::Access::start(&registry, &background);
 
     let listener = TcpListener::bind(config.listen)
         .await
@@ -171,6 +176,7 @@ pub async fn run(
             config.max_requests_inflight,
             config.max_mutating_requests_inflight,
         ),
+        access,
     });
     let router = crate::rest::router(Arc::clone(&state));
     let endpoints = config.data_dir.join("endpoints.json");
@@ -231,6 +237,27 @@ pub async fn run(
     // Connections, controllers and cache followers go before the storage closes (the last
     // reference to it is dropped as `run` returns).
     background.stop().await;
+    Ok(())
+}
+
+/// Creates the default RBAC on first start (`cluster-admin` for `system:masters`, discovery and
+/// self-review rights for every authenticated user, OCM's bootstrap role); objects that exist
+/// are left as they are.
+async fn ensure_default_rbac(registry: &Registry) -> Result<(), ApiError> {
+    for obj in crate::authz::default_objects() {
+        let kind = obj.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+        let plural = format!("{}s", kind.to_ascii_lowercase());
+        let Some(rt) = registry.scheme.lookup("rbac.authorization.k8s.io", "v1", &plural).cloned()
+        else {
+            continue;
+        };
+        let namespace = crate::object::namespace(&obj).to_owned();
+        match registry.create(&rt, &namespace, obj, &WriteOptions::default()).await {
+            Ok(_) => {}
+            Err(e) if e.reason == "AlreadyExists" => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(())
 }
 

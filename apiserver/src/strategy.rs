@@ -22,6 +22,8 @@ pub enum NameRule {
     Subdomain,
     /// DNS-1123 label (namespaces, managed clusters: a cluster name is a namespace name).
     Label,
+    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC kinds: `system:discovery`).
+    PathSegment,
 }
 
 /// The per-kind part of the registry's recipe. Every method has a neutral default, so a kind
@@ -191,6 +193,12 @@ impl<T> Typed<T> {
     /// What the kind's defaulting (and kube-apiserver's conversion) does on every write.
     pub fn defaults(mut self, f: fn(&mut Value)) -> Typed<T> {
         self.defaults = Some(f);
+        self
+    }
+
+    /// Names are path segments (RBAC kinds).
+    pub fn path_segment_names(mut self) -> Typed<T> {
+        self.name_rule = NameRule::PathSegment;
         self
     }
 

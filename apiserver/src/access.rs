@@ -1,0 +1,122 @@
+//! The hub's authorizer at run time: the RBAC index kept current from the watch cache (one
+//! follower per RBAC kind), and the check every authenticated request passes before it is
+//! served (a 403 `Forbidden` in kube-apiserver's words otherwise).
+
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crate::authz::{Attributes, Decision, RbacIndex, UserInfo};
+use crate::background::Background;
+use crate::cache::{EventType, Msg, Start};
+use crate::error::{ApiError, Subject};
+use crate::object;
+use crate::registry::Registry;
+use crate::rest::Identity;
+use crate::scheme::ResourceType;
+
+/// The RBAC kinds the index follows.
+const RBAC_KINDS: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
+
+/// The authorizer of one hub.
+#[derive(Debug, Default)]
+pub struct Access {
+    index: RwLock<RbacIndex>,
+}
+
+impl Access {
+    /// Loads every RBAC object the cache holds now, then follows their changes in the
+    /// background.
+    pub fn start(registry: &Registry, background: &Background) -> Arc<Access> {
+        let access = Arc::new(Access::default());
+        for plural in RBAC_KINDS {
+            let Some(rt) = registry.scheme.lookup("rbac.authorization.k8s.io", "v1", plural) else {
+                continue;
+            };
+            let rt = Arc::clone(rt);
+            // The snapshot is applied before `start` returns, so the first request sees it.
+            let first = registry.cache.subscribe(&rt.prefix, Start::Snapshot).ok();
+            let mut known = HashSet::new();
+            if let Some(sub) = &first {
+                for ev in &sub.initial {
+                    access.apply(&rt, ev.kind, &ev.object.value, &mut known);
+                }
+            }
+            background.spawn(follow(Arc::clone(&access), registry.clone(), rt, first, known));
+        }
+        access
+    }
+
+    fn apply(
+        &self,
+        rt: &ResourceType,
+        kind: EventType,
+        obj: &serde_json::Value,
+        known: &mut HashSet<(String, String)>,
+    ) {
+        let id = (object::namespace(obj).to_owned(), object::name(obj).to_owned());
+        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            EventType::Deleted => {
+                index.remove(&rt.kind, &id.0, &id.1);
+                known.remove(&id);
+            }
+            EventType::Added | EventType::Modified => {
+                index.upsert(obj);
+                known.insert(id);
+            }
+        }
+    }
+
+    /// Allows the request or answers the 403 kube-apiserver would.
+    pub fn check(&self, identity: &Identity, attrs: &Attributes) -> Result<(), ApiError> {
+        let user = UserInfo {
+            name: identity.user.clone(),
+            groups: identity.groups.clone(),
+            ..Default::default()
+        };
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        match index.authorize(&user, attrs) {
+            Decision::Allow { .. } => Ok(()),
+            Decision::Deny { .. } => Err(ApiError::forbidden_with(
+                Subject {
+                    group: attrs.api_group.clone(),
+                    kind: attrs.resource.clone(),
+                    name: attrs.name.clone(),
+                },
+                crate::authz::forbidden_message(&user, attrs),
+            )),
+        }
+    }
+}
+
+/// Follows one RBAC kind; after falling behind, resubscribes from a snapshot and drops what
+/// disappeared meanwhile.
+async fn follow(
+    access: Arc<Access>,
+    registry: Registry,
+    rt: Arc<ResourceType>,
+    mut sub: Option<crate::cache::Subscription>,
+    mut known: HashSet<(String, String)>,
+) {
+    loop {
+        if let Some(mut s) = sub.take() {
+            while let Some(msg) = s.live.recv().await {
+                if let Msg::Event(ev) = msg {
+                    access.apply(&rt, ev.kind, &ev.object.value, &mut known);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Ok(s) = registry.cache.subscribe(&rt.prefix, Start::Snapshot) else { continue };
+        let mut seen = HashSet::new();
+        for ev in &s.initial {
+            access.apply(&rt, ev.kind, &ev.object.value, &mut seen);
+        }
+        for (ns, name) in known.difference(&seen) {
+            access.index.write().unwrap_or_else(|e| e.into_inner()).remove(&rt.kind, ns, name);
+        }
+        known = seen;
+        sub = Some(s);
+    }
+}

@@ -1,0 +1,266 @@
+//! Authorization against a running hub: identities from client certificates (CN user, O group),
+//! decided by Kubernetes RBAC kept current from the store; each denial is kube-apiserver's 403.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use ocm_conformance::hub::{Backend, TestHub};
+use serde_json::{Value, json};
+
+const MCL: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+
+struct Scene {
+    hub: TestHub,
+    admin: reqwest::Client,
+}
+
+impl Scene {
+    async fn start() -> anyhow::Result<Scene> {
+        let hub = TestHub::start(Backend::Memory).await?;
+        let admin = hub.http()?;
+        Ok(Scene { hub, admin })
+    }
+
+    /// `(status, body)` of `method path` by `client`.
+    async fn call(
+        &self,
+        client: &reqwest::Client,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut req = client.request(method, format!("{}{path}", self.hub.url));
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await?;
+        let code = resp.status().as_u16();
+        let text = resp.text().await?;
+        Ok((code, serde_json::from_str(&text).unwrap_or(Value::String(text))))
+    }
+
+    async fn get(&self, client: &reqwest::Client, path: &str) -> anyhow::Result<(u16, Value)> {
+        self.call(client, reqwest::Method::GET, path, None).await
+    }
+
+    async fn admin_create(&self, path: &str, body: Value) -> anyhow::Result<()> {
+        let (code, v) = self.call(&self.admin, reqwest::Method::POST, path, Some(&body)).await?;
+        ensure!(code == 201, "POST {path}: {code} {v}");
+        Ok(())
+    }
+
+    /// Waits until `client` may GET `path` (grants reach the authorizer through the watch
+    /// cache, a moment after the write, as with kube-apiserver's informers).
+    async fn until_allowed(&self, client: &reqwest::Client, path: &str) -> anyhow::Result<Value> {
+        let mut last = (0, Value::Null);
+        for _ in 0..200 {
+            last = self.get(client, path).await?;
+            if last.0 == 200 {
+                return Ok(last.1);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        anyhow::bail!("GET {path} never allowed: {} {}", last.0, last.1)
+    }
+}
+
+fn forbidden(resp: &(u16, Value), message: &str) -> anyhow::Result<()> {
+    let (code, body) = resp;
+    ensure!(*code == 403, "expected 403, got {code}: {body}");
+    ensure!(body["kind"] == "Status" && body["reason"] == "Forbidden", "{body}");
+    ensure!(body["message"] == message, "message {}\nexpected {message}", body["message"]);
+    Ok(())
+}
+
+fn role(ns: &str, name: &str, rules: Value) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+           "metadata": {"name": name, "namespace": ns}, "rules": rules})
+}
+
+fn binding(
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+    role_kind: &str,
+    role: &str,
+    subjects: Value,
+) -> Value {
+    let mut meta = json!({"name": name});
+    if let Some(ns) = ns {
+        meta["namespace"] = json!(ns);
+    }
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+           "subjects": subjects})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_get_what_rbac_grants_and_nothing_else() -> anyhow::Result<()> {
+    let s = Scene::start().await?;
+    let alice = s.hub.http_as("alice", None)?;
+    // Discovery and /version are open to every authenticated user (system:discovery,
+    // system:public-info-viewer); data is not.
+    ensure!(s.get(&alice, "/apis").await?.0 == 200);
+    ensure!(s.get(&alice, "/version").await?.0 == 200);
+    forbidden(
+        &s.get(&alice, "/api/v1/namespaces/default/configmaps").await?,
+        "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"",
+    )?;
+    forbidden(
+        &s.get(&alice, &format!("{MCL}/c1")).await?,
+        "managedclusters.cluster.open-cluster-management.io \"c1\" is forbidden: User \"alice\" cannot get resource \"managedclusters\" in API group \"cluster.open-cluster-management.io\" at the cluster scope",
+    )?;
+
+    // A Role in namespace `team` bound to alice: read config maps there, and only there.
+    for ns in ["team", "other"] {
+        s.admin_create("/api/v1/namespaces", json!({"metadata": {"name": ns}})).await?;
+        s.admin_create(
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            json!({"metadata": {"name": "cm"}}),
+        )
+        .await?;
+    }
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team/roles",
+        role("team", "reader", json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}])),
+    )
+    .await?;
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team/rolebindings",
+        binding(
+            "RoleBinding",
+            Some("team"),
+            "alice-reads",
+            "Role",
+            "reader",
+            json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]),
+        ),
+    )
+    .await?;
+    let list = s.until_allowed(&alice, "/api/v1/namespaces/team/configmaps").await?;
+    ensure!(list["items"].as_array().map(Vec::len) == Some(1), "{list}");
+    ensure!(s.get(&alice, "/api/v1/namespaces/team/configmaps/cm").await?.0 == 200);
+    forbidden(
+        &s.get(&alice, "/api/v1/namespaces/other/configmaps").await?,
+        "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"other\"",
+    )?;
+    // Across namespaces needs a cluster-wide grant: 403, never a filtered list.
+    forbidden(
+        &s.get(&alice, "/api/v1/configmaps").await?,
+        "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" at the cluster scope",
+    )?;
+    ensure!(s.get(&alice, "/api/v1/configmaps?watch=true&timeoutSeconds=1").await?.0 == 403);
+    // Reading is not writing.
+    let (code, body) = s
+        .call(
+            &alice,
+            reqwest::Method::POST,
+            "/api/v1/namespaces/team/configmaps",
+            Some(&json!({"metadata": {"name": "x"}})),
+        )
+        .await?;
+    ensure!(code == 403, "{code} {body}");
+    // Removing the binding takes the grant away.
+    let (code, _) = s
+        .call(
+            &s.admin,
+            reqwest::Method::DELETE,
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/team/rolebindings/alice-reads",
+            None,
+        )
+        .await?;
+    ensure!(code == 200);
+    let mut denied = false;
+    for _ in 0..200 {
+        if s.get(&alice, "/api/v1/namespaces/team/configmaps").await?.0 == 403 {
+            denied = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    ensure!(denied, "the grant outlived its binding");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_names_subresources_and_groups() -> anyhow::Result<()> {
+    let s = Scene::start().await?;
+    for name in ["c1", "c2"] {
+        s.admin_create(
+            MCL,
+            json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                                   "metadata": {"name": name}, "spec": {"hubAcceptsClient": true}}),
+        )
+        .await?;
+    }
+    // A ClusterRole naming one cluster, bound to a group (certificate O).
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "c1-reader"},
+               "rules": [{"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["managedclusters"],
+                          "resourceNames": ["c1"], "verbs": ["get", "list", "watch"]}]}),
+    )
+    .await?;
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        binding(
+            "ClusterRoleBinding",
+            None,
+            "c1-readers",
+            "ClusterRole",
+            "c1-reader",
+            json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "agents"}]),
+        ),
+    )
+    .await?;
+    let agent = s.hub.http_as("agent-1", Some("agents"))?;
+    let c1 = s.until_allowed(&agent, &format!("{MCL}/c1")).await?;
+    ensure!(c1["metadata"]["name"] == "c1");
+    ensure!(s.get(&agent, &format!("{MCL}/c2")).await?.0 == 403);
+    // resourceNames never allow a whole list; a list narrowed to the name is that name.
+    ensure!(s.get(&agent, MCL).await?.0 == 403);
+    let narrowed = s.get(&agent, &format!("{MCL}?fieldSelector=metadata.name%3Dc1")).await?;
+    ensure!(
+        narrowed.0 == 200 && narrowed.1["items"].as_array().map(Vec::len) == Some(1),
+        "{narrowed:?}"
+    );
+    // A rule on managedclusters does not reach its status subresource.
+    forbidden(
+        &s.get(&agent, &format!("{MCL}/c1/status")).await?,
+        "managedclusters.cluster.open-cluster-management.io \"c1\" is forbidden: User \"agent-1\" cannot get resource \"managedclusters/status\" in API group \"cluster.open-cluster-management.io\" at the cluster scope",
+    )?;
+    // Someone outside the group gets nothing.
+    let stranger = s.hub.http_as("stranger", Some("others"))?;
+    ensure!(s.get(&stranger, &format!("{MCL}/c1")).await?.0 == 403);
+    // The admin (system:masters, bound to cluster-admin by default) reads everything.
+    ensure!(s.get(&s.admin, MCL).await?.0 == 200);
+    let crb = s
+        .get(&s.admin, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin")
+        .await?;
+    ensure!(crb.0 == 200 && crb.1["subjects"][0]["name"] == "system:masters", "{crb:?}");
+    let _ = s.hub.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_stays_open_and_strangers_are_unauthorized() -> anyhow::Result<()> {
+    let s = Scene::start().await?;
+    let anonymous = s.hub.anonymous()?;
+    for path in ["/healthz", "/livez", "/readyz"] {
+        ensure!(s.get(&anonymous, path).await?.0 == 200, "{path}");
+    }
+    let (code, body) = s.get(&anonymous, MCL).await?;
+    ensure!(code == 401 && body["reason"] == "Unauthorized", "{code} {body}");
+    let nobody = s.hub.http_as("nobody", None)?;
+    let (code, body) = s.get(&nobody, "/api/v1/namespaces").await?;
+    ensure!(code == 403, "{code} {body}");
+    ensure!(
+        body["message"]
+            .as_str()
+            .context("message")?
+            .contains("User \"nobody\" cannot list resource \"namespaces\""),
+        "{body}"
+    );
+    Ok(())
+}
