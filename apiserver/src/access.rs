@@ -68,15 +68,20 @@ impl Access {
         }
     }
 
+    /// What RBAC decides for `user` doing `attrs`.
+    pub fn decide(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).authorize(user, attrs)
+    }
+
+    /// The rules that apply to `user` in `namespace` (SelfSubjectRulesReview).
+    pub fn rules(&self, user: &UserInfo, namespace: &str) -> crate::authz::SubjectRules {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).rules_for(user, namespace)
+    }
+
     /// Allows the request or answers the 403 kube-apiserver would.
     pub fn check(&self, identity: &Identity, attrs: &Attributes) -> Result<(), ApiError> {
-        let user = UserInfo {
-            name: identity.user.clone(),
-            groups: identity.groups.clone(),
-            ..Default::default()
-        };
-        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
-        match index.authorize(&user, attrs) {
+        let user = identity.user_info();
+        match self.decide(&user, attrs) {
             Decision::Allow { .. } => Ok(()),
             Decision::Deny { .. } => Err(ApiError::forbidden_with(
                 Subject {

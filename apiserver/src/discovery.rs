@@ -63,6 +63,11 @@ pub(crate) fn upper_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
+/// The verbs of a kind: all of them, or `create` for the review kinds.
+fn verbs(rt: &ResourceType) -> &'static [&'static str] {
+    if rt.review.is_some() { &["create"] } else { &VERBS }
+}
+
 fn gv(group: &str, version: &str) -> String {
     if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") }
 }
@@ -73,9 +78,15 @@ fn legacy_resources(rt: &ResourceType, version: &str) -> Vec<Value> {
         "singularName": rt.singular,
         "namespaced": rt.namespaced,
         "kind": rt.kind,
-        "verbs": VERBS,
+        "verbs": verbs(rt),
         "storageVersionHash": storage_version_hash(&rt.group, version, &rt.kind),
     });
+    if rt.review.is_some() {
+        // kube-apiserver gives the review kinds no storage version hash.
+        if let Some(m) = main.as_object_mut() {
+            m.remove("storageVersionHash");
+        }
+    }
     if !rt.short_names.is_empty() {
         main["shortNames"] = json!(rt.short_names);
     }
@@ -102,7 +113,7 @@ fn aggregated_resource(rt: &ResourceType, version: &str) -> Value {
         "responseKind": kind,
         "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": rt.singular,
-        "verbs": VERBS,
+        "verbs": verbs(rt),
     });
     if !rt.short_names.is_empty() {
         r["shortNames"] = json!(rt.short_names);

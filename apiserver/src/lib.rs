@@ -22,6 +22,7 @@ pub mod pki;
 pub mod protobuf;
 pub mod registry;
 pub mod rest;
+pub mod reviews;
 pub mod scheme;
 pub mod server;
 pub mod strategy;

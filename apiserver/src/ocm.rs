@@ -72,6 +72,7 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
             .iter()
             .map(|v| (v.name.clone(), Arc::new(Shape::from_crd(&v.schema))))
             .collect(),
+        review: None,
     }
 }
 

@@ -235,12 +235,24 @@ impl Pki {
             let p = self.dir.join(name);
             fs::read_to_string(&p).map_err(io_err(&p))
         };
+        self.write_kubeconfig(path, server, ADMIN_USER, &read("admin.crt")?, &read("admin.key")?)
+    }
+
+    /// Writes a kubeconfig for `server` that presents `user`'s certificate and key (PEM).
+    pub fn write_kubeconfig(
+        &self,
+        path: &Path,
+        server: &str,
+        user: &str,
+        crt: &str,
+        key: &str,
+    ) -> Result<(), PkiError> {
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
         let config = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: ocm-hub\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {ADMIN_USER}\n  user:\n    client-certificate-data: {crt}\n    client-key-data: {key}\ncontexts:\n- name: ocm-hub\n  context:\n    cluster: ocm-hub\n    user: {ADMIN_USER}\ncurrent-context: ocm-hub\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: ocm-hub\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {crt}\n    client-key-data: {key}\ncontexts:\n- name: ocm-hub\n  context:\n    cluster: ocm-hub\n    user: {user}\ncurrent-context: ocm-hub\n",
             ca = b64(&self.ca_pem),
-            crt = b64(&read("admin.crt")?),
-            key = b64(&read("admin.key")?),
+            crt = b64(crt),
+            key = b64(key),
         );
         write_file(path, &config, true)
     }

@@ -395,6 +395,10 @@ static KINDS: &[(&str, &str, &Msg)] = &[
     ("rbac.authorization.k8s.io/v1", "ClusterRole", &CLUSTER_ROLE),
     ("rbac.authorization.k8s.io/v1", "RoleBinding", &ROLE_BINDING),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &ROLE_BINDING),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", &SELF_SUBJECT_ACCESS_REVIEW),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", &SUBJECT_ACCESS_REVIEW),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", &SELF_SUBJECT_RULES_REVIEW),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", &SELF_SUBJECT_REVIEW),
 ];
 
 // meta/v1
@@ -698,6 +702,69 @@ static SUBJECT: Msg = Msg {
         f(4, "namespace", Str, Opt),
     ],
 };
+
+// authorization/v1 and authentication/v1 (k8s.io/api generated.proto): the review kinds
+// `kubectl auth can-i` and `kubectl auth whoami` send. Only the request halves are decoded;
+// a status sent by a client is ignored by the server anyway.
+
+static SELF_SUBJECT_ACCESS_REVIEW: Msg = Msg {
+    name: "SelfSubjectAccessReview",
+    fields: &[m(1, "metadata", &OBJECT_META), m(2, "spec", &SELF_SUBJECT_ACCESS_REVIEW_SPEC)],
+};
+
+static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Msg = Msg {
+    name: "SelfSubjectAccessReviewSpec",
+    fields: &[
+        m(1, "resourceAttributes", &RESOURCE_ATTRIBUTES),
+        m(2, "nonResourceAttributes", &NON_RESOURCE_ATTRIBUTES),
+    ],
+};
+
+static SUBJECT_ACCESS_REVIEW: Msg = Msg {
+    name: "SubjectAccessReview",
+    fields: &[m(1, "metadata", &OBJECT_META), m(2, "spec", &SUBJECT_ACCESS_REVIEW_SPEC)],
+};
+
+static SUBJECT_ACCESS_REVIEW_SPEC: Msg = Msg {
+    name: "SubjectAccessReviewSpec",
+    fields: &[
+        m(1, "resourceAttributes", &RESOURCE_ATTRIBUTES),
+        m(2, "nonResourceAttributes", &NON_RESOURCE_ATTRIBUTES),
+        f(3, "user", Str, Opt),
+        f(4, "groups", Str, Rep),
+        f(5, "extra", StrList, MapOf),
+        f(6, "uid", Str, Opt),
+    ],
+};
+
+static RESOURCE_ATTRIBUTES: Msg = Msg {
+    name: "ResourceAttributes",
+    fields: &[
+        f(1, "namespace", Str, Opt),
+        f(2, "verb", Str, Opt),
+        f(3, "group", Str, Opt),
+        f(4, "version", Str, Opt),
+        f(5, "resource", Str, Opt),
+        f(6, "subresource", Str, Opt),
+        f(7, "name", Str, Opt),
+    ],
+};
+
+static NON_RESOURCE_ATTRIBUTES: Msg = Msg {
+    name: "NonResourceAttributes",
+    fields: &[f(1, "path", Str, Opt), f(2, "verb", Str, Opt)],
+};
+
+static SELF_SUBJECT_RULES_REVIEW: Msg = Msg {
+    name: "SelfSubjectRulesReview",
+    fields: &[m(1, "metadata", &OBJECT_META), m(2, "spec", &SELF_SUBJECT_RULES_REVIEW_SPEC)],
+};
+
+static SELF_SUBJECT_RULES_REVIEW_SPEC: Msg =
+    Msg { name: "SelfSubjectRulesReviewSpec", fields: &[f(1, "namespace", Str, Opt)] };
+
+static SELF_SUBJECT_REVIEW: Msg =
+    Msg { name: "SelfSubjectReview", fields: &[m(1, "metadata", &OBJECT_META)] };
 
 static ROLE_REF: Msg = Msg {
     name: "RoleRef",

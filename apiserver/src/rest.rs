@@ -68,6 +68,15 @@ impl Identity {
         Some(Identity { user, groups, authenticated: true })
     }
 
+    /// The identity as the authorizer sees it.
+    pub fn user_info(&self) -> crate::authz::UserInfo {
+        crate::authz::UserInfo {
+            name: self.user.clone(),
+            groups: self.groups.clone(),
+            ..Default::default()
+        }
+    }
+
     /// No usable credentials.
     pub fn anonymous() -> Identity {
         Identity {
@@ -786,6 +795,22 @@ async fn resource(
     q: Query,
 ) -> Result<Response, ApiError> {
     let method = req.method().clone();
+    if let Some(review) = target.rt.review {
+        // Review kinds are created and answered, never stored.
+        if method != Method::POST || target.name.is_some() || target.sub.is_some() {
+            let verb = method.as_str().to_ascii_lowercase();
+            return Err(ApiError::method_not_allowed(&verb, &target.rt.plural));
+        }
+        let identity =
+            req.extensions().get::<Identity>().cloned().unwrap_or_else(Identity::anonymous);
+        let body = read_body(req).await?;
+        check_type(&target, &body)?;
+        let answered = crate::reviews::answer(review, &state.access, &identity, body)?;
+        return Ok(json_response(
+            StatusCode::CREATED,
+            serde_json::to_vec(&answered).map_err(ApiError::internal)?,
+        ));
+    }
     let registry = &state.registry;
     let rt = Arc::clone(&target.rt);
     let subject = |name: &str| Subject {

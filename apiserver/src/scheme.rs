@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::merge::shape::{self, Shape};
 use crate::object;
+use crate::reviews::Review;
 use crate::strategy::{NameRule, OpenApiSchema, Schemaless, Strategy, Typed, require};
 use crate::table;
 
@@ -71,6 +72,8 @@ pub struct ResourceType {
     pub prefix: String,
     /// The merge shape of each served version (strategic merge patch, field management).
     pub shapes: HashMap<String, Arc<Shape>>,
+    /// A review kind: created only, never stored, answered by the authorizer.
+    pub review: Option<Review>,
 }
 
 impl std::fmt::Debug for ResourceType {
@@ -239,6 +242,7 @@ pub struct Row {
     strategy: Arc<dyn Strategy>,
     stored_as: Option<&'static str>,
     store_with: Option<&'static str>,
+    review: Option<Review>,
 }
 
 impl Row {
@@ -262,7 +266,14 @@ impl Row {
             strategy,
             stored_as: None,
             store_with: None,
+            review: None,
         }
+    }
+
+    /// A review kind (create only, answered, never stored).
+    fn review(mut self, review: Review) -> Row {
+        self.review = Some(review);
+        self
     }
 
     /// Stores the kind's objects as another kind's (`plural` of the core group at `api_version`).
@@ -315,6 +326,7 @@ impl Row {
                     self.kind,
                 )),
             )]),
+            review: self.review,
         }
     }
 }
@@ -565,6 +577,43 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                 .sub(STATUS),
             ]);
         }
+    }
+    // The review kinds every Kubernetes API serves (`kubectl auth can-i`, `auth whoami`).
+    {
+        use k8s_openapi::api::{authentication::v1 as authn, authorization::v1 as authz};
+        let review = |group, kind, plural, strategy: Schemaless, review| {
+            Row::new(group, "v1", kind, plural, false, Arc::new(strategy)).review(review)
+        };
+        rows.extend([
+            review(
+                "authorization.k8s.io",
+                "SelfSubjectAccessReview",
+                "selfsubjectaccessreviews",
+                Schemaless::published_as::<authz::SelfSubjectAccessReview>(),
+                Review::SelfSubjectAccess,
+            ),
+            review(
+                "authorization.k8s.io",
+                "SubjectAccessReview",
+                "subjectaccessreviews",
+                Schemaless::published_as::<authz::SubjectAccessReview>(),
+                Review::SubjectAccess,
+            ),
+            review(
+                "authorization.k8s.io",
+                "SelfSubjectRulesReview",
+                "selfsubjectrulesreviews",
+                Schemaless::published_as::<authz::SelfSubjectRulesReview>(),
+                Review::SelfSubjectRules,
+            ),
+            review(
+                "authentication.k8s.io",
+                "SelfSubjectReview",
+                "selfsubjectreviews",
+                Schemaless::published_as::<authn::SelfSubjectReview>(),
+                Review::SelfSubject,
+            ),
+        ]);
     }
     rows.into_iter().map(Row::build).collect()
 }

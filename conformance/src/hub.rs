@@ -142,6 +142,15 @@ impl TestHub {
         Ok(pki.issue_client(user, &groups, 1)?)
     }
 
+    /// A kubeconfig (in the data dir) presenting a certificate for `user` (in `group`).
+    pub fn kubeconfig_as(&self, user: &str, group: Option<&str>) -> anyhow::Result<PathBuf> {
+        let (crt, key) = self.certificate_for(user, group)?;
+        let path = self.path().join(format!("{user}.kubeconfig"));
+        let pki = ocm_apiserver::pki::Pki::open(self.path())?;
+        pki.write_kubeconfig(&path, &self.url, user, &crt, &key)?;
+        Ok(path)
+    }
+
     /// An HTTPS client presenting a certificate for `user` (in `group`).
     pub fn http_as(&self, user: &str, group: Option<&str>) -> anyhow::Result<reqwest::Client> {
         let (crt, key) = self.certificate_for(user, group)?;

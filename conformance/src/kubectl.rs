@@ -45,13 +45,18 @@ pub struct Kubectl {
 impl Kubectl {
     /// kubectl for `hub`; an error naming what to install when kubectl is missing.
     pub fn new(hub: &TestHub) -> anyhow::Result<Kubectl> {
+        Kubectl::with_kubeconfig(hub.kubeconfig())
+    }
+
+    /// kubectl with another kubeconfig (another user: [`TestHub::kubeconfig_as`]).
+    pub fn with_kubeconfig(kubeconfig: PathBuf) -> anyhow::Result<Kubectl> {
         let binary = crate::programs::find("kubectl", "OCM_KUBECTL_BIN").with_context(|| {
             format!(
                 "kubectl not found on PATH: install kubectl 1.32, set OCM_KUBECTL_BIN, or set \
                  {SKIP_KUBECTL_ENV}=1 to skip the kubectl suite"
             )
         })?;
-        Ok(Kubectl { binary, kubeconfig: hub.kubeconfig(), home: tempfile::tempdir()? })
+        Ok(Kubectl { binary, kubeconfig, home: tempfile::tempdir()? })
     }
 
     /// The command for `kubectl ARGS` with extra environment variables; `TMPDIR` is the private

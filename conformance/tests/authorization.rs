@@ -264,3 +264,67 @@ async fn health_stays_open_and_strangers_are_unauthorized() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// `kubectl auth can-i` (protobuf SelfSubjectAccessReviews), `can-i --list`
+/// (SelfSubjectRulesReview) and `auth whoami` (SelfSubjectReview) as the admin and as a user
+/// with one namespaced grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_reviews() -> anyhow::Result<()> {
+    if ocm_conformance::kubectl::skip_requested() {
+        return Ok(());
+    }
+    let s = Scene::start().await?;
+    let admin = ocm_conformance::kubectl::Kubectl::new(&s.hub)?;
+    ensure!(admin.ok(&["auth", "can-i", "create", "managedclusters"]).await?.trim() == "yes");
+    let who = admin.ok(&["auth", "whoami"]).await?;
+    ensure!(who.contains("ocm-admin") && who.contains("system:masters"), "{who}");
+
+    s.admin_create("/api/v1/namespaces", json!({"metadata": {"name": "team"}})).await?;
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team/roles",
+        role(
+            "team",
+            "reader",
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]),
+        ),
+    )
+    .await?;
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team/rolebindings",
+        binding(
+            "RoleBinding",
+            Some("team"),
+            "alice-reads",
+            "Role",
+            "reader",
+            json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]),
+        ),
+    )
+    .await?;
+    let alice = ocm_conformance::kubectl::Kubectl::with_kubeconfig(
+        s.hub.kubeconfig_as("alice", Some("devs"))?,
+    )?;
+    let who = alice.ok(&["auth", "whoami"]).await?;
+    ensure!(
+        who.contains("alice") && who.contains("devs") && who.contains("system:authenticated"),
+        "{who}"
+    );
+    // The grant reaches the authorizer through the cache; wait for it, then ask.
+    s.until_allowed(&s.hub.http_as("alice", Some("devs"))?, "/api/v1/namespaces/team/configmaps")
+        .await?;
+    ensure!(
+        alice.ok(&["auth", "can-i", "list", "configmaps", "-n", "team"]).await?.trim() == "yes"
+    );
+    let r = alice.run(&["auth", "can-i", "list", "configmaps", "-n", "default"]).await?;
+    ensure!(r.code == 1 && r.stdout.trim() == "no", "{r:?}");
+    let r = alice.run(&["auth", "can-i", "delete", "configmaps", "-n", "team"]).await?;
+    ensure!(r.code == 1 && r.stdout.trim() == "no", "{r:?}");
+    let list = alice.ok(&["auth", "can-i", "--list", "-n", "team"]).await?;
+    let row = list.lines().find(|l| l.starts_with("configmaps ")).context(list.clone())?;
+    ensure!(row.contains("[get list]"), "{list}");
+    ensure!(!list.lines().any(|l| l.starts_with("*.*")), "alice is no admin: {list}");
+    // Data stays closed to her outside the grant, as kubectl shows.
+    let r = alice.run(&["get", "configmaps", "-n", "default"]).await?;
+    ensure!(r.code == 1 && r.stderr.contains("Error from server (Forbidden)"), "{r:?}");
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The review kinds: `SelfSubjectAccessReview`, `SubjectAccessReview`, `SelfSubjectRulesReview`
+//! (authorization.k8s.io/v1) and `SelfSubjectReview` (authentication.k8s.io/v1). They are never
+//! stored: a create is answered with the request and its `status`, computed by the authorizer
+//! (so `kubectl auth can-i [--list]` and `kubectl auth whoami` work).
+
+use serde_json::{Map, Value, json};
+
+use crate::access::Access;
+use crate::authz::{Attributes, UserInfo};
+use crate::error::ApiError;
+use crate::rest::Identity;
+use ocm_proto::validation::FieldError;
+
+/// Which review a kind is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Review {
+    /// May I do this?
+    SelfSubjectAccess,
+    /// May this user do this?
+    SubjectAccess,
+    /// What may I do in this namespace?
+    SelfSubjectRules,
+    /// Who am I?
+    SelfSubject,
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The attributes a review's spec asks about: exactly one of `resourceAttributes` and
+/// `nonResourceAttributes`.
+fn asked(kind: &str, spec: &Value) -> Result<Attributes, ApiError> {
+    let resource = spec.get("resourceAttributes").filter(|v| v.is_object());
+    let non_resource = spec.get("nonResourceAttributes").filter(|v| v.is_object());
+    match (resource, non_resource) {
+        (Some(r), None) => Ok(Attributes {
+            verb: str_at(r, "verb").to_owned(),
+            resource_request: true,
+            api_group: str_at(r, "group").to_owned(),
+            api_version: str_at(r, "version").to_owned(),
+            resource: str_at(r, "resource").to_owned(),
+            subresource: str_at(r, "subresource").to_owned(),
+            namespace: str_at(r, "namespace").to_owned(),
+            name: str_at(r, "name").to_owned(),
+            path: String::new(),
+        }),
+        (None, Some(n)) => Ok(Attributes::non_resource(str_at(n, "verb"), str_at(n, "path"))),
+        _ => {
+            let err = FieldError::invalid(
+                "spec.resourceAttributes",
+                Value::Null,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            );
+            Err(ApiError::invalid("authorization.k8s.io", kind, "", &[err]))
+        }
+    }
+}
+
+/// The user a `SubjectAccessReview` asks about.
+fn subject(spec: &Value) -> Result<UserInfo, ApiError> {
+    let name = str_at(spec, "user").to_owned();
+    let groups: Vec<String> = spec
+        .get("groups")
+        .and_then(Value::as_array)
+        .map(|g| g.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    if name.is_empty() && groups.is_empty() {
+        let err =
+            FieldError::invalid("spec.user", "", "at least one of user or group must be specified");
+        return Err(ApiError::invalid("authorization.k8s.io", "SubjectAccessReview", "", &[err]));
+    }
+    Ok(UserInfo { name, uid: str_at(spec, "uid").to_owned(), groups, ..Default::default() })
+}
+
+/// Answers a review created by `identity`: the request with its `status`.
+pub fn answer(
+    review: Review,
+    access: &Access,
+    identity: &Identity,
+    mut body: Value,
+) -> Result<Value, ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    let me = identity.user_info();
+    let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let status = match review {
+        Review::SelfSubjectAccess | Review::SubjectAccess => {
+            let kind = if review == Review::SubjectAccess {
+                "SubjectAccessReview"
+            } else {
+                "SelfSubjectAccessReview"
+            };
+            let attrs = asked(kind, &spec)?;
+            let user = if review == Review::SubjectAccess { subject(&spec)? } else { me };
+            let decision = access.decide(&user, &attrs);
+            let mut status = Map::new();
+            status.insert("allowed".into(), Value::Bool(decision.is_allowed()));
+            if !decision.reason().is_empty() {
+                status.insert("reason".into(), Value::String(decision.reason().to_owned()));
+            }
+            Value::Object(status)
+        }
+        Review::SelfSubjectRules => {
+            let namespace = str_at(&spec, "namespace");
+            if namespace.is_empty() {
+                let err = FieldError::required("spec.namespace", "");
+                return Err(ApiError::invalid(
+                    "authorization.k8s.io",
+                    "SelfSubjectRulesReview",
+                    "",
+                    &[err],
+                ));
+            }
+            access.rules(&me, namespace).to_status()
+        }
+        Review::SelfSubject => json!({"userInfo": {"username": me.name, "groups": me.groups}}),
+    };
+    let obj = body.as_object_mut().expect("checked above");
+    let meta = obj.entry("metadata").or_insert_with(|| json!({}));
+    if let Some(m) = meta.as_object_mut() {
+        m.insert("creationTimestamp".into(), Value::Null);
+    }
+    obj.insert("status".into(), status);
+    Ok(body)
+}
