@@ -78,6 +78,44 @@ impl Access {
         self.index.read().unwrap_or_else(|e| e.into_inner()).rules_for(user, namespace)
     }
 
+    /// Applies `Impersonate-User` / `Impersonate-Group` (kubectl `--as`, `--as-group`): the
+    /// caller needs the `impersonate` verb on `users` (and `groups`) named so, else 403; the
+    /// request then runs as that user, in the groups named plus `system:authenticated`.
+    /// Without the headers the identity is unchanged; groups without a user are a 400.
+    pub fn impersonate(
+        &self,
+        identity: Identity,
+        headers: &http::HeaderMap,
+    ) -> Result<Identity, ApiError> {
+        let values = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect()
+        };
+        let users = values("impersonate-user");
+        let groups = values("impersonate-group");
+        let Some(user) = users.first() else {
+            if groups.is_empty() {
+                return Ok(identity);
+            }
+            return Err(ApiError::bad_request(
+                "requested Impersonate-Group without Impersonate-User",
+            ));
+        };
+        let asked = std::iter::once(("users", user.as_str()))
+            .chain(groups.iter().map(|g| ("groups", g.as_str())));
+        for (resource, name) in asked {
+            let attrs = Attributes::resource("impersonate", "", resource, "", name);
+            self.check(&identity, &attrs)?;
+        }
+        let mut groups = groups;
+        groups.push(crate::rest::AUTHENTICATED_GROUP.to_owned());
+        Ok(Identity { user: user.clone(), groups, authenticated: true })
+    }
+
     /// Allows the request or answers the 403 kube-apiserver would.
     pub fn check(&self, identity: &Identity, attrs: &Attributes) -> Result<(), ApiError> {
         let user = identity.user_info();

@@ -351,7 +351,7 @@ pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Respons
     encoding::finish(resp, wanted).await
 }
 
-async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError> {
+async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_owned();
     match path.as_str() {
         "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => {
@@ -373,6 +373,8 @@ async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError
     else {
         return Err(ApiError::unauthorized());
     };
+    let identity = state.access.impersonate(identity, req.headers())?;
+    req.extensions_mut().insert(identity.clone());
     let q = Query::parse(req.uri().query());
     let _seat = state.inflight.admit(req.method(), q.flag("watch").unwrap_or(false))?;
     state.access.check(&identity, &attributes(req.method(), &path, &q))?;

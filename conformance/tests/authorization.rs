@@ -326,5 +326,22 @@ async fn kubectl_auth_reviews() -> anyhow::Result<()> {
     // Data stays closed to her outside the grant, as kubectl shows.
     let r = alice.run(&["get", "configmaps", "-n", "default"]).await?;
     ensure!(r.code == 1 && r.stderr.contains("Error from server (Forbidden)"), "{r:?}");
+
+    // Impersonation: the admin may act as alice (and then has only her rights); alice may not
+    // act as anyone.
+    let r =
+        admin.run(&["auth", "can-i", "list", "configmaps", "-n", "default", "--as=alice"]).await?;
+    ensure!(r.code == 1 && r.stdout.trim() == "no", "{r:?}");
+    let who = admin.ok(&["auth", "whoami", "--as=alice", "--as-group=devs"]).await?;
+    ensure!(
+        who.contains("alice") && who.contains("devs") && !who.contains("system:masters"),
+        "{who}"
+    );
+    let r = alice.run(&["get", "configmaps", "-n", "team", "--as=ocm-admin"]).await?;
+    ensure!(
+        r.code == 1
+            && r.stderr.contains("users \"ocm-admin\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"),
+        "{r:?}"
+    );
     Ok(())
 }
