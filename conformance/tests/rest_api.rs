@@ -2819,3 +2819,42 @@ async fn gzip_large_responses() -> anyhow::Result<()> {
     ensure!(body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() == 200);
     Ok(())
 }
+
+/// Deeply nested bodies are refused with a 400 (JSON, YAML and merge patches alike), never a
+/// stack overflow, and the hub keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_bodies_are_bad_requests() -> anyhow::Result<()> {
+    let api = Api::start(Backend::Memory).await?;
+    let depth = 100_000;
+    let json = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"deep\"}},\"x\":{}{}}}",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let r = api
+        .send(Method::POST, &cms("default"), Some(("application/json", json.into_bytes())), &[])
+        .await?;
+    r.failure(400, "BadRequest")?;
+    let yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\nx: {}{}\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let r = api
+        .send(Method::POST, &cms("default"), Some(("application/yaml", yaml.into_bytes())), &[])
+        .await?;
+    r.failure(400, "BadRequest")?;
+    api.create(&cms("default"), &cm("shallow")).await?;
+    let patch = format!("{{\"data\":{}1{}}}", "{\"a\":".repeat(depth), "}".repeat(depth));
+    let r = api
+        .send(
+            Method::PATCH,
+            &format!("{}/shallow", cms("default")),
+            Some((MERGE_PATCH, patch.into_bytes())),
+            &[],
+        )
+        .await?;
+    r.failure(400, "BadRequest")?;
+    ensure!(api.get(&format!("{}/shallow", cms("default"))).await?.ok(200)?["data"]["k"] == "v");
+    Ok(())
+}
