@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use crate::authz::{Attributes, Decision, RbacIndex, UserInfo};
+use crate::authz::{self, Attributes, Decision, RbacIndex, UserInfo};
 use crate::background::Background;
 use crate::cache::{EventType, Msg, Start};
 use crate::error::{ApiError, Subject};
@@ -36,15 +36,39 @@ impl Access {
             let rt = Arc::clone(rt);
             // The snapshot is applied before `start` returns, so the first request sees it.
             let first = registry.cache.subscribe(&rt.prefix, Start::Snapshot).ok();
-            let mut known = HashSet::new();
-            if let Some(sub) = &first {
-                for ev in &sub.initial {
-                    access.apply(&rt, ev.kind, &ev.object.value, &mut known);
-                }
-            }
+            let known = match &first {
+                Some(sub) => access.load(&rt, &sub.initial, HashSet::new()),
+                None => HashSet::new(),
+            };
             background.spawn(follow(Arc::clone(&access), registry.clone(), rt, first, known));
         }
         access
+    }
+
+    /// Replaces the kind's objects with a snapshot's, in one step under the write lock (what
+    /// disappeared is removed first, so a revoked grant never outlives the resync); returns
+    /// the keys now held.
+    fn load(
+        &self,
+        rt: &ResourceType,
+        snapshot: &[Arc<crate::cache::CacheEvent>],
+        known: HashSet<(String, String)>,
+    ) -> HashSet<(String, String)> {
+        let held: HashSet<(String, String)> = snapshot
+            .iter()
+            .map(|ev| {
+                let obj = &ev.object.value;
+                (object::namespace(obj).to_owned(), object::name(obj).to_owned())
+            })
+            .collect();
+        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+        for (ns, name) in known.difference(&held) {
+            index.remove(&rt.kind, ns, name);
+        }
+        for ev in snapshot {
+            index.upsert(&ev.object.value);
+        }
+        held
     }
 
     fn apply(
@@ -87,16 +111,19 @@ impl Access {
         identity: Identity,
         headers: &http::HeaderMap,
     ) -> Result<Identity, ApiError> {
-        let values = |name: &str| -> Vec<String> {
+        let values = |name: &str| -> Result<Vec<String>, ApiError> {
             headers
                 .get_all(name)
                 .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(str::to_owned)
+                .map(|v| {
+                    v.to_str().map(str::to_owned).map_err(|_| {
+                        ApiError::bad_request(format!("the {name} header is not valid text"))
+                    })
+                })
                 .collect()
         };
-        let users = values("impersonate-user");
-        let groups = values("impersonate-group");
+        let users = values("impersonate-user")?;
+        let groups = values("impersonate-group")?;
         let Some(user) = users.first() else {
             if groups.is_empty() {
                 return Ok(identity);
@@ -105,29 +132,40 @@ impl Access {
                 "requested Impersonate-Group without Impersonate-User",
             ));
         };
-        let asked = std::iter::once(("users", user.as_str()))
-            .chain(groups.iter().map(|g| ("groups", g.as_str())));
-        for (resource, name) in asked {
-            let attrs = Attributes::resource("impersonate", "", resource, "", name);
-            self.check(&identity, &attrs)?;
+        // A service account is impersonated through `serviceaccounts` in its namespace, and
+        // comes with its groups, as in Kubernetes.
+        let mut as_groups = Vec::new();
+        let user_check = match user
+            .strip_prefix(authz::SERVICE_ACCOUNT_USER_PREFIX)
+            .and_then(|r| r.split_once(':'))
+        {
+            Some((ns, name)) => {
+                as_groups.push(authz::ALL_SERVICE_ACCOUNTS_GROUP.to_owned());
+                as_groups.push(format!("{}:{ns}", authz::ALL_SERVICE_ACCOUNTS_GROUP));
+                Attributes::resource("impersonate", "", "serviceaccounts", ns, name)
+            }
+            None => Attributes::resource("impersonate", "", "users", "", user),
+        };
+        self.check(&identity, &user_check)?;
+        for g in &groups {
+            self.check(&identity, &Attributes::resource("impersonate", "", "groups", "", g))?;
         }
-        let mut groups = groups;
-        groups.push(crate::rest::AUTHENTICATED_GROUP.to_owned());
-        Ok(Identity { user: user.clone(), groups, authenticated: true })
+        as_groups.extend(groups);
+        as_groups.push(authz::AUTHENTICATED_GROUP.to_owned());
+        Ok(Identity::new(UserInfo { name: user.clone(), groups: as_groups, ..Default::default() }))
     }
 
     /// Allows the request or answers the 403 kube-apiserver would.
-    pub fn check(&self, identity: &Identity, attrs: &Attributes) -> Result<(), ApiError> {
-        let user = identity.user_info();
-        match self.decide(&user, attrs) {
+    pub fn check(&self, user: &UserInfo, attrs: &Attributes) -> Result<(), ApiError> {
+        match self.decide(user, attrs) {
             Decision::Allow { .. } => Ok(()),
-            Decision::Deny { .. } => Err(ApiError::forbidden_with(
+            decision @ Decision::Deny { .. } => Err(ApiError::forbidden_with(
                 Subject {
                     group: attrs.api_group.clone(),
                     kind: attrs.resource.clone(),
                     name: attrs.name.clone(),
                 },
-                crate::authz::forbidden_message(&user, attrs),
+                crate::authz::forbidden_message(user, attrs, decision.reason()),
             )),
         }
     }
@@ -142,6 +180,7 @@ async fn follow(
     mut sub: Option<crate::cache::Subscription>,
     mut known: HashSet<(String, String)>,
 ) {
+    let mut backoff = Duration::from_millis(10);
     loop {
         if let Some(mut s) = sub.take() {
             while let Some(msg) = s.live.recv().await {
@@ -150,16 +189,16 @@ async fn follow(
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let Ok(s) = registry.cache.subscribe(&rt.prefix, Start::Snapshot) else { continue };
-        let mut seen = HashSet::new();
-        for ev in &s.initial {
-            access.apply(&rt, ev.kind, &ev.object.value, &mut seen);
+        match registry.cache.subscribe(&rt.prefix, Start::Snapshot) {
+            Ok(s) => {
+                known = access.load(&rt, &s.initial, std::mem::take(&mut known));
+                sub = Some(s);
+                backoff = Duration::from_millis(10);
+            }
+            Err(_) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
         }
-        for (ns, name) in known.difference(&seen) {
-            access.index.write().unwrap_or_else(|e| e.into_inner()).remove(&rt.kind, ns, name);
-        }
-        known = seen;
-        sub = Some(s);
     }
 }

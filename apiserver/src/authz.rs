@@ -65,6 +65,7 @@ pub struct UserInfo {
 
 impl UserInfo {
     /// A user with a name and groups.
+    #[cfg(test)]
     pub fn new(name: impl Into<String>, groups: &[&str]) -> UserInfo {
         UserInfo {
             name: name.into(),
@@ -76,6 +77,7 @@ impl UserInfo {
     /// A service account as an authenticator presents it: user
     /// `system:serviceaccount:<namespace>:<name>` in groups `system:serviceaccounts`,
     /// `system:serviceaccounts:<namespace>` and `system:authenticated`.
+    #[cfg(test)]
     pub fn service_account(namespace: &str, name: &str) -> UserInfo {
         UserInfo {
             name: service_account_user(namespace, name),
@@ -137,6 +139,7 @@ impl Attributes {
     }
 
     /// The same request on a subresource.
+    #[cfg(test)]
     pub fn with_subresource(mut self, subresource: &str) -> Attributes {
         self.subresource = subresource.to_string();
         self
@@ -491,13 +494,10 @@ impl SubjectIndex {
 }
 
 impl RbacIndex {
-    pub fn new() -> RbacIndex {
-        RbacIndex::default()
-    }
-
     /// An index of these objects.
+    #[cfg(test)]
     pub fn from_objects<'a>(objects: impl IntoIterator<Item = &'a Value>) -> RbacIndex {
-        let mut index = RbacIndex::new();
+        let mut index = RbacIndex::default();
         for obj in objects {
             index.upsert(obj);
         }
@@ -723,14 +723,9 @@ impl RbacIndex {
 /// kube-apiserver's Forbidden message for a denied request (the `message` of its `Status`):
 /// `managedclusters.cluster.open-cluster-management.io "c1" is forbidden: User "u" cannot get
 /// resource "managedclusters" in API group "cluster.open-cluster-management.io" at the cluster
-/// scope`, `forbidden: User "u" cannot get path "/metrics"`.
-pub fn forbidden_message(user: &UserInfo, attrs: &Attributes) -> String {
-    forbidden_message_with_reason(user, attrs, "")
-}
-
-/// The Forbidden message with the authorizer's reason appended as kube does (`<message>:
-/// <reason>`, nothing when the reason is empty).
-pub fn forbidden_message_with_reason(user: &UserInfo, attrs: &Attributes, reason: &str) -> String {
+/// scope`, `forbidden: User "u" cannot get path "/metrics"`; the authorizer's reason is
+/// appended as kube does (`<message>: <reason>`, nothing when the reason is empty).
+pub fn forbidden_message(user: &UserInfo, attrs: &Attributes, reason: &str) -> String {
     let mut why = if !attrs.resource_request {
         format!(
             "User {} cannot {} path {}",
@@ -1349,7 +1344,7 @@ mod tests {
 
     #[test]
     fn a_binding_to_a_missing_role_starts_working_when_the_role_appears() {
-        let mut index = RbacIndex::new();
+        let mut index = RbacIndex::default();
         index.upsert(&crb("b", "ClusterRole", "later", vec![subject("User", "alice")]));
         index.upsert(&rb("a", "b", "Role", "later-role", vec![subject("User", "alice")]));
         let alice = user("alice");
@@ -1408,7 +1403,7 @@ mod tests {
 
     #[test]
     fn objects_that_are_not_rbac_are_ignored() {
-        let mut index = RbacIndex::new();
+        let mut index = RbacIndex::default();
         let mut foreign = cluster_role("r", vec![rule(&["*"], &["*"], &["*"])]);
         foreign["apiVersion"] = json!("example.com/v1");
         index.upsert(&foreign);
@@ -1650,7 +1645,7 @@ mod tests {
     fn forbidden_messages_are_kubes() {
         let u = UserInfo::new("system:open-cluster-management:a:agent", &["g"]);
         assert_eq!(
-            forbidden_message(&u, &get(CLUSTER_GROUP, "managedclusters", "", "b")),
+            forbidden_message(&u, &get(CLUSTER_GROUP, "managedclusters", "", "b"), ""),
             "managedclusters.cluster.open-cluster-management.io \"b\" is forbidden: User \
              \"system:open-cluster-management:a:agent\" cannot get resource \"managedclusters\" in API group \
              \"cluster.open-cluster-management.io\" at the cluster scope"
@@ -1658,21 +1653,23 @@ mod tests {
         assert_eq!(
             forbidden_message(
                 &u,
-                &Attributes::resource("list", WORK_GROUP, "manifestworks", "b", "")
+                &Attributes::resource("list", WORK_GROUP, "manifestworks", "b", ""),
+                ""
             ),
             "manifestworks.work.open-cluster-management.io is forbidden: User \
              \"system:open-cluster-management:a:agent\" cannot list resource \"manifestworks\" in API group \
              \"work.open-cluster-management.io\" in the namespace \"b\""
         );
         assert_eq!(
-            forbidden_message(&user("bob"), &get("", "secrets", "ns", "s")),
+            forbidden_message(&user("bob"), &get("", "secrets", "ns", "s"), ""),
             "secrets \"s\" is forbidden: User \"bob\" cannot get resource \"secrets\" in API group \"\" in the namespace \"ns\""
         );
         assert_eq!(
             forbidden_message(
                 &user("bob"),
                 &Attributes::resource("patch", CLUSTER_GROUP, "managedclusters", "", "c")
-                    .with_subresource("status")
+                    .with_subresource("status"),
+                ""
             ),
             "managedclusters.cluster.open-cluster-management.io \"c\" is forbidden: User \"bob\" cannot patch \
              resource \"managedclusters/status\" in API group \"cluster.open-cluster-management.io\" at the cluster scope"
@@ -1680,12 +1677,13 @@ mod tests {
         assert_eq!(
             forbidden_message(
                 &UserInfo::new("system:anonymous", &[]),
-                &Attributes::non_resource("get", "/metrics")
+                &Attributes::non_resource("get", "/metrics"),
+                ""
             ),
             "forbidden: User \"system:anonymous\" cannot get path \"/metrics\""
         );
         assert_eq!(
-            forbidden_message_with_reason(
+            forbidden_message(
                 &user("bob"),
                 &get("", "pods", "", ""),
                 "RBAC: clusterrole.rbac.authorization.k8s.io \"r\" not found"
@@ -1903,7 +1901,7 @@ mod tests {
     /// looks at the bindings naming the user or its groups.
     #[test]
     fn decisions_consult_only_the_users_own_bindings() {
-        let mut index = RbacIndex::new();
+        let mut index = RbacIndex::default();
         index.upsert(&ocm_work_role());
         for obj in default_objects() {
             index.upsert(&obj);

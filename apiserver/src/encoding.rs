@@ -28,14 +28,10 @@ pub struct Wanted {
 }
 
 impl Wanted {
-    /// Reads `Accept` and `Accept-Encoding`.
+    /// Reads `Accept` (with the REST layer's negotiation, so both agree on YAML) and
+    /// `Accept-Encoding`.
     pub fn of(headers: &HeaderMap) -> Wanted {
-        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-        let yaml = accept
-            .split(',')
-            .map(|part| part.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
-            .find(|m| matches!(m.as_str(), "application/json" | "application/yaml" | "*/*"))
-            .is_some_and(|m| m == "application/yaml");
+        let yaml = crate::rest::yaml_negotiated(headers);
         let gzip = headers
             .get_all(header::ACCEPT_ENCODING)
             .iter()
@@ -56,6 +52,14 @@ impl Wanted {
 /// body is large enough. A body that cannot be re-encoded is sent as it is.
 pub async fn finish(resp: Response, wanted: Wanted) -> Response {
     if resp.extensions().get::<Streaming>().is_some() || !(wanted.yaml || wanted.gzip) {
+        return resp;
+    }
+    // Most responses kubectl gets (it always accepts gzip) are small: a body whose size is
+    // known and under the threshold is left alone, without buffering it again.
+    let small = axum::body::HttpBody::size_hint(resp.body())
+        .exact()
+        .is_some_and(|n| n <= GZIP_THRESHOLD as u64);
+    if !wanted.yaml && small {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
@@ -115,5 +119,44 @@ mod tests {
         assert!(Wanted::of(&headers(&[("accept-encoding", "deflate, gzip")])).gzip);
         assert!(!Wanted::of(&headers(&[("accept-encoding", "gzip;q=0")])).gzip);
         assert!(!Wanted::of(&headers(&[])).gzip);
+        // As the REST negotiation answers: `application/*` is JSON, a YAML transform is skipped.
+        assert!(!Wanted::of(&headers(&[("accept", "application/*, application/yaml")])).yaml);
+        let skipped = "application/yaml;as=Table;g=meta.k8s.io;v=v1, application/json";
+        assert!(!Wanted::of(&headers(&[("accept", skipped)])).yaml);
+        let unknown = "application/json;as=Widget;g=example.com;v=v1, application/yaml";
+        assert!(Wanted::of(&headers(&[("accept", unknown)])).yaml);
+    }
+
+    fn json(code: http::StatusCode, body: &'static str) -> Response {
+        let mut resp = Response::new(Body::from(body));
+        *resp.status_mut() = code;
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp
+    }
+
+    async fn text(resp: Response) -> String {
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn finish_writes_yaml_keeps_406_and_streams_json() {
+        let yaml = Wanted { yaml: true, gzip: false };
+        let resp = finish(json(http::StatusCode::OK, r#"{"kind":"X","a":[1]}"#), yaml).await;
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/yaml");
+        let back: Value = serde_saphyr::from_str(&text(resp).await).unwrap();
+        assert_eq!(back, serde_json::json!({"kind": "X", "a": [1]}));
+        let refused =
+            finish(json(http::StatusCode::NOT_ACCEPTABLE, r#"{"kind":"Status"}"#), yaml).await;
+        assert_eq!(refused.headers()[header::CONTENT_TYPE], "application/json");
+        let mut streamed = json(http::StatusCode::OK, r#"{"type":"ADDED"}"#);
+        streamed.extensions_mut().insert(Streaming);
+        let streamed = finish(streamed, Wanted { yaml: true, gzip: true }).await;
+        assert_eq!(text(streamed).await, r#"{"type":"ADDED"}"#);
+        // Small bodies are not compressed.
+        let small =
+            finish(json(http::StatusCode::OK, "{}"), Wanted { yaml: false, gzip: true }).await;
+        assert!(small.headers().get(header::CONTENT_ENCODING).is_none());
     }
 }

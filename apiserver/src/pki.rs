@@ -21,7 +21,7 @@ use time::{Duration, OffsetDateTime};
 /// The user the admin certificate names; its group is `system:masters`.
 pub const ADMIN_USER: &str = "ocm-admin";
 /// The group of the admin certificate (Kubernetes' superuser group).
-pub const ADMIN_GROUP: &str = "system:masters";
+pub const ADMIN_GROUP: &str = crate::authz::MASTERS_GROUP;
 
 /// A PKI failure.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +103,15 @@ fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), PkiError>
     fs::rename(&tmp, path).map_err(io_err(path))
 }
 
+/// The stored CA certificate (PEM) and key of a `pki` directory.
+fn read_ca(dir: &Path) -> Result<(String, KeyPair), PkiError> {
+    let crt = dir.join("ca.crt");
+    let key_path = dir.join("ca.key");
+    let pem = fs::read_to_string(&crt).map_err(io_err(&crt))?;
+    let key_pem = fs::read_to_string(&key_path).map_err(io_err(&key_path))?;
+    Ok((pem, KeyPair::from_pem(&key_pem).map_err(cert_err("CA key"))?))
+}
+
 fn validity(params: &mut CertificateParams, days: i64) {
     let now = OffsetDateTime::now_utc();
     params.not_before = now - Duration::minutes(5);
@@ -134,10 +143,7 @@ impl Pki {
         let ca_crt = dir.join("ca.crt");
         let ca_key_path = dir.join("ca.key");
         let (ca_pem, ca_key) = if ca_crt.exists() && ca_key_path.exists() {
-            let pem = fs::read_to_string(&ca_crt).map_err(io_err(&ca_crt))?;
-            let key_pem = fs::read_to_string(&ca_key_path).map_err(io_err(&ca_key_path))?;
-            let key = KeyPair::from_pem(&key_pem).map_err(cert_err("CA key"))?;
-            (pem, key)
+            read_ca(&dir)?
         } else {
             let key = KeyPair::generate().map_err(cert_err("CA key"))?;
             let cert = ca_params().self_signed(&key).map_err(cert_err("CA"))?;
@@ -150,7 +156,7 @@ impl Pki {
         write_file(&pki.dir.join("serving.crt"), &pki.serving.0, false)?;
         write_file(&pki.dir.join("serving.key"), &pki.serving.1, true)?;
         if !pki.dir.join("admin.crt").exists() || !pki.dir.join("admin.key").exists() {
-            let (crt, key) = pki.issue_client(ADMIN_USER, &[ADMIN_GROUP], 365)?;
+            let (crt, key) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 365)?;
             write_file(&pki.dir.join("admin.key"), &key, true)?;
             write_file(&pki.dir.join("admin.crt"), &crt, false)?;
         }
@@ -161,11 +167,7 @@ impl Pki {
     /// certificates for a running hub: tests, `ocm-hub` tooling).
     pub fn open(data_dir: &Path) -> Result<Pki, PkiError> {
         let dir = data_dir.join("pki");
-        let ca_crt = dir.join("ca.crt");
-        let ca_key_path = dir.join("ca.key");
-        let ca_pem = fs::read_to_string(&ca_crt).map_err(io_err(&ca_crt))?;
-        let key_pem = fs::read_to_string(&ca_key_path).map_err(io_err(&ca_key_path))?;
-        let ca_key = KeyPair::from_pem(&key_pem).map_err(cert_err("CA key"))?;
+        let (ca_pem, ca_key) = read_ca(&dir)?;
         Ok(Pki { dir, ca_pem, ca_key, serving: (String::new(), String::new()) })
     }
 
@@ -203,21 +205,20 @@ impl Pki {
         Ok((cert.pem(), key.serialize_pem()))
     }
 
-    /// Issues a client certificate (`CN=user`, `O=group`), returning (cert, key) PEM. rcgen's
-    /// `DistinguishedName` keeps one value per attribute type, so only the last group is
-    /// written; several `O`s (what OCM's agent certificates carry) need the registration
-    /// issue's CSR signer.
+    /// Issues a client certificate (`CN=user`, `O=group`), returning (cert, key) PEM. One group
+    /// at most: rcgen's `DistinguishedName` keeps one value per attribute type, so several `O`s
+    /// (what OCM's agent certificates carry) need the registration issue's CSR signer.
     pub fn issue_client(
         &self,
         user: &str,
-        groups: &[&str],
+        group: Option<&str>,
         days: i64,
     ) -> Result<(String, String), PkiError> {
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, user);
-        for g in groups {
-            dn.push(DnType::OrganizationName, *g);
+        if let Some(g) = group {
+            dn.push(DnType::OrganizationName, g);
         }
         params.distinguished_name = dn;
         params.key_usages =
@@ -317,16 +318,15 @@ mod tests {
     fn client_certificates_name_user_and_groups() {
         let dir = tempfile::tempdir().unwrap();
         let pki = Pki::load_or_create(dir.path(), &[]).unwrap();
-        let (pem, _) = pki.issue_client("alice", &["team-a"], 1).unwrap();
+        let (pem, _) = pki.issue_client("alice", Some("team-a"), 1).unwrap();
         let der = pem_certs(&pem, Path::new("alice.crt")).unwrap().remove(0);
-        let id = crate::rest::Identity::from_certificate(der.as_ref()).unwrap();
-        assert_eq!(id.user, "alice");
+        let id = crate::rest::user_from_certificate(der.as_ref()).unwrap();
+        assert_eq!(id.name, "alice");
         assert_eq!(id.groups, ["team-a", "system:authenticated"]);
-        assert!(id.authenticated);
-        let (pem, _) = pki.issue_client(ADMIN_USER, &[ADMIN_GROUP], 1).unwrap();
+        let (pem, _) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 1).unwrap();
         let der = pem_certs(&pem, Path::new("admin.crt")).unwrap().remove(0);
-        let admin = crate::rest::Identity::from_certificate(der.as_ref()).unwrap();
+        let admin = crate::rest::user_from_certificate(der.as_ref()).unwrap();
         assert!(admin.groups.iter().any(|g| g == ADMIN_GROUP));
-        assert!(crate::rest::Identity::from_certificate(b"not a certificate").is_none());
+        assert!(crate::rest::user_from_certificate(b"not a certificate").is_none());
     }
 }

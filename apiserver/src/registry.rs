@@ -41,16 +41,14 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `fieldValidation`.
     pub field_validation: FieldValidation,
-    /// The apiVersion a patch is written against, when it is not the storage version: the
-    /// current object is converted to it, patched, and converted back.
-    pub patch_version: Option<String>,
     /// The manager the written fields are recorded under (`fieldManager`, or the product
     /// name of the User-Agent); empty for the hub's own writes, recorded as `ocm-hub`.
     pub field_manager: String,
     /// `force` of an apply: take over fields other managers own.
     pub force: bool,
-    /// The apiVersion of the request, which managedFields entries name (empty: the storage
-    /// version).
+    /// The apiVersion of the request (empty: the storage version). managedFields entries name
+    /// it, and a patch written against another version than the stored one is applied to the
+    /// object converted to it, then converted back.
     pub api_version: String,
 }
 
@@ -674,14 +672,17 @@ impl Registry {
             _ => None,
         };
         let storage_version = rt.storage_api_version();
-        let version = opts.patch_version.as_deref().unwrap_or(&storage_version);
-        let shape = rt.shape(version_name(version));
+        let version =
+            if opts.api_version.is_empty() { storage_version.as_str() } else { &opts.api_version };
+        let converted = version != storage_version;
+        let shape = rt.shape(version);
         let applied = matches!(patch, Patch::Apply(_));
         let result = self
             .write_loop(rt, namespace, name, sub, opts, precondition, applied, |current| {
-                let mut doc = match &opts.patch_version {
-                    Some(v) => rt.strategy.storage_to_version(current.clone(), v)?,
-                    None => current.clone(),
+                let mut doc = if converted {
+                    rt.strategy.storage_to_version(current.clone(), version)?
+                } else {
+                    current.clone()
                 };
                 match patch {
                     Patch::Merge(p) => {
@@ -704,9 +705,10 @@ impl Registry {
                             .map_err(|e| ApiError::patch_failed(e.to_string()))?;
                     }
                 }
-                match &opts.patch_version {
-                    Some(_) => rt.strategy.version_to_storage(doc, &storage_version),
-                    None => Ok(doc),
+                if converted {
+                    rt.strategy.version_to_storage(doc, &storage_version)
+                } else {
+                    Ok(doc)
                 }
             })
             .await;
@@ -729,9 +731,10 @@ impl Registry {
                 }
                 let obj =
                     server_side_apply(rt, None, opts, version, &Value::Null, &config, &shape)?;
-                let obj = match &opts.patch_version {
-                    Some(_) => rt.strategy.version_to_storage(obj, &storage_version)?,
-                    None => obj,
+                let obj = if converted {
+                    rt.strategy.version_to_storage(obj, &storage_version)?
+                } else {
+                    obj
                 };
                 self.create_tracked(rt, namespace, obj, opts, true).await
             }
@@ -834,18 +837,16 @@ impl Registry {
             let err = FieldError::invalid("metadata.uid", body_uid, "field is immutable");
             return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &[err]));
         }
-        let candidate_managed = match (sub, tracked) {
-            (Some(_), true) => {
-                object::meta(&candidate).and_then(|m| m.get("managedFields")).cloned()
-            }
-            _ => None,
-        };
         let mut next = match sub {
             Some(sub) => {
                 // A subresource write changes only what the subresource owns.
                 let mut next = old.clone();
                 for path in sub.owns {
                     copy_path(&mut next, &candidate, path);
+                }
+                // An apply computed the entries with the rest of the candidate.
+                if tracked {
+                    copy_path(&mut next, &candidate, "metadata.managedFields");
                 }
                 next
             }
@@ -899,19 +900,8 @@ impl Registry {
                 return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &[err]));
             }
         }
-        match (sub, tracked) {
-            // An apply to a subresource: only what the subresource owns came from the
-            // candidate, so its managedFields are taken from it here.
-            (Some(_), true) => match candidate_managed {
-                Some(v) => {
-                    meta_mut(&mut next).insert("managedFields".into(), v);
-                }
-                None => {
-                    meta_mut(&mut next).remove("managedFields");
-                }
-            },
-            (_, true) => {}
-            (_, false) => track_update(rt, old, &mut next, sub, opts)?,
+        if !tracked {
+            track_update(rt, old, &mut next, sub, opts)?;
         }
         let mut errs = Vec::new();
         validate_meta(rt, &next, &mut errs);
@@ -1055,12 +1045,6 @@ impl Registry {
     }
 }
 
-/// Whether an object passes label and field selectors.
-/// The version name of an apiVersion (`v1` of `cluster.open-cluster-management.io/v1`).
-fn version_name(api_version: &str) -> &str {
-    api_version.rsplit('/').next().unwrap_or(api_version)
-}
-
 /// Who a write is recorded under, and which part of the object it manages.
 fn writer<'a>(
     sub: Option<&'a Subresource>,
@@ -1107,18 +1091,24 @@ fn track_update(
     sub: Option<&Subresource>,
     opts: &WriteOptions,
 ) -> Result<(), ApiError> {
-    let base = match managed::decode(next).map_err(|e| bad_managed_fields(rt, next, e))? {
-        Managed::Reset => {
-            meta_mut(next).remove("managedFields");
-            return Ok(());
+    let stored = || match managed::decode(old) {
+        Ok(Managed::Entries(entries)) => entries,
+        _ => Vec::new(),
+    };
+    // A subresource write carries the stored entries (it changes only what it owns).
+    let base = if sub.is_some() {
+        stored()
+    } else {
+        match managed::decode(next).map_err(|e| bad_managed_fields(rt, next, e))? {
+            Managed::Reset => {
+                meta_mut(next).remove("managedFields");
+                return Ok(());
+            }
+            // A client creating an object with managedFields keeps them as they are.
+            Managed::Entries(_) if old.is_null() => return Ok(()),
+            Managed::Entries(entries) => entries,
+            Managed::Absent => stored(),
         }
-        Managed::Entries(entries) if sub.is_none() && !old.is_null() => entries,
-        // A client creating an object with managedFields keeps them as they are.
-        Managed::Entries(_) if old.is_null() => return Ok(()),
-        _ => match managed::decode(old) {
-            Ok(Managed::Entries(entries)) => entries,
-            _ => Vec::new(),
-        },
     };
     let storage_api_version = rt.storage_api_version();
     let owned = owned_by_subresources(rt);
@@ -1156,14 +1146,20 @@ fn server_side_apply(
     let owned = owned_by_subresources(rt);
     let now = object::now_rfc3339();
     let w = writer(sub, opts, api_version, &owned, &now);
-    // kubectl's upgrade from client-side apply: conflicts on fields whose live value is still
-    // what its last client-side apply set are taken over.
-    let last_applied: Option<Value> = (w.manager == "kubectl")
-        .then(|| object::meta(live)?.get("annotations")?.get(LAST_APPLIED)?.as_str())
-        .flatten()
-        .and_then(|s| serde_json::from_str(s).ok());
+    // kubectl's upgrade from client-side apply: conflicts on fields its last client-side apply
+    // set, whose live value is still that, are taken over. The annotation is read only when a
+    // conflict asks.
+    let last_applied = std::cell::OnceCell::new();
     let allowed = |p: &[fields::Pe]| {
-        last_applied.as_ref().is_some_and(|la| fields::get(live, p) == fields::get(la, p))
+        let la: &Option<Value> = last_applied.get_or_init(|| {
+            (w.manager == "kubectl")
+                .then(|| object::meta(live)?.get("annotations")?.get(LAST_APPLIED)?.as_str())
+                .flatten()
+                .and_then(|s| serde_json::from_str(s).ok())
+        });
+        la.as_ref()
+            .and_then(|la| fields::get(la, p))
+            .is_some_and(|v| fields::get(live, p) == Some(v))
     };
     match managed::apply(live, config, entries, &w, shape, opts.force, &allowed) {
         Ok((mut merged, entries)) => {
@@ -1183,6 +1179,7 @@ fn server_side_apply(
 /// kubectl's client-side apply annotation.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// Whether an object passes label and field selectors.
 pub fn selectors_match(
     rt: &ResourceType,
     obj: &Value,

@@ -23,7 +23,7 @@ use crate::authz;
 use crate::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
 use crate::discovery::Discovery;
 use crate::encoding;
-use crate::error::{ApiError, Subject};
+use crate::error::ApiError;
 use crate::limits::Inflight;
 use crate::object;
 use crate::openapi::OpenApi;
@@ -37,58 +37,25 @@ use crate::table::{self, Include, TableRequest};
 /// The largest request body (kube-apiserver's default, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// Who sent a request, as the TLS layer established it.
-#[derive(Debug, Clone)]
-pub struct Identity {
-    /// The user name (certificate CN).
-    pub user: String,
-    /// The groups (certificate O, plus `system:authenticated`).
-    pub groups: Vec<String>,
-    /// Whether the client presented a certificate the hub CA signed.
-    pub authenticated: bool,
+/// Who sent a request, as the TLS layer established it: a request extension, absent when the
+/// client presented no certificate. Shared, so a request carries it without copying.
+pub type Identity = Arc<authz::UserInfo>;
+
+/// The user a verified client certificate (DER) names: CN is the user, each O a group, and
+/// every authenticated user is in `system:authenticated` (Kubernetes' x509 authenticator).
+/// `None` when the certificate has no CN.
+pub fn user_from_certificate(der: &[u8]) -> Option<authz::UserInfo> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?.to_owned();
+    if name.is_empty() {
+        return None;
+    }
+    let mut groups: Vec<String> =
+        subject.iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_owned).collect();
+    groups.push(authz::AUTHENTICATED_GROUP.to_owned());
+    Some(authz::UserInfo { name, groups, ..Default::default() })
 }
-
-impl Identity {
-    /// The identity a verified client certificate (DER) names: CN is the user, each O a group,
-    /// and every authenticated user is in `system:authenticated` (Kubernetes' x509
-    /// authenticator). `None` when the certificate has no CN.
-    pub fn from_certificate(der: &[u8]) -> Option<Identity> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject();
-        let user = subject.iter_common_name().next()?.as_str().ok()?.to_owned();
-        if user.is_empty() {
-            return None;
-        }
-        let mut groups: Vec<String> = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok())
-            .map(str::to_owned)
-            .collect();
-        groups.push(AUTHENTICATED_GROUP.to_owned());
-        Some(Identity { user, groups, authenticated: true })
-    }
-
-    /// The identity as the authorizer sees it.
-    pub fn user_info(&self) -> crate::authz::UserInfo {
-        crate::authz::UserInfo {
-            name: self.user.clone(),
-            groups: self.groups.clone(),
-            ..Default::default()
-        }
-    }
-
-    /// No usable credentials.
-    pub fn anonymous() -> Identity {
-        Identity {
-            user: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-            authenticated: false,
-        }
-    }
-}
-
-/// The group every authenticated user is in.
-pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// Everything a request handler needs.
 #[derive(Debug)]
@@ -218,13 +185,11 @@ impl Query {
                 .map(|ua| ua.split('/').next().unwrap_or("").chars().take(128).collect())
                 .unwrap_or_default(),
         };
-        let force = self.flag("force")?;
         Ok(WriteOptions {
             dry_run,
             field_validation,
-            patch_version: None,
             field_manager,
-            force,
+            force: false,
             api_version: target.rt.api_version(&target.version),
         })
     }
@@ -256,6 +221,18 @@ struct Target {
     sub: Option<String>,
 }
 
+/// Splits `namespaces/<ns>/<resource>...` into the namespace and the rest; the namespace
+/// object's own paths (`namespaces/<n>`, `namespaces/<n>/status|finalize`) stay whole.
+/// Routing and authorization both use it, so they never disagree on what a path names.
+fn namespace_scope<'a>(parts: &'a [&'a str]) -> (&'a str, &'a [&'a str]) {
+    match parts {
+        ["namespaces", ns, next, ..] if !matches!(*next, "status" | "finalize") => {
+            (ns, &parts[2..])
+        }
+        _ => ("", parts),
+    }
+}
+
 /// Parses `/api/v1/...` or `/apis/<g>/<v>/...` after the group-version.
 fn resolve(
     state: &ApiState,
@@ -264,12 +241,8 @@ fn resolve(
     parts: &[&str],
 ) -> Result<Target, ApiError> {
     let scheme = &state.registry.scheme;
-    let mut namespace = String::new();
-    let mut rest = parts;
-    if parts[0] == "namespaces" && parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
-        namespace = parts[1].to_owned();
-        rest = &parts[2..];
-    }
+    let (namespace, rest) = namespace_scope(parts);
+    let namespace = namespace.to_owned();
     let rt = scheme.lookup(group, version, rest[0]).ok_or_else(ApiError::path_not_found)?;
     if !namespace.is_empty() && !rt.namespaced {
         return Err(ApiError::path_not_found());
@@ -351,7 +324,7 @@ pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Respons
     encoding::finish(resp, wanted).await
 }
 
-async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiError> {
+async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_owned();
     match path.as_str() {
         "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => {
@@ -369,17 +342,21 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         }
         _ => {}
     }
-    let Some(identity) = req.extensions().get::<Identity>().cloned().filter(|i| i.authenticated)
-    else {
+    let Some(identity) = req.extensions().get::<Identity>().cloned() else {
         return Err(ApiError::unauthorized());
     };
     let identity = state.access.impersonate(identity, req.headers())?;
-    req.extensions_mut().insert(identity.clone());
     let q = Query::parse(req.uri().query());
-    let _seat = state.inflight.admit(req.method(), q.flag("watch").unwrap_or(false))?;
-    state.access.check(&identity, &attributes(req.method(), &path, &q))?;
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
+    // `//` would name nothing here, yet could name something else to a parser that skipped
+    // it: refused before anything reads the path.
+    if segments.iter().any(|s| s.is_empty()) {
+        return Err(ApiError::path_not_found());
+    }
+    let attrs = attributes(req.method(), &path, &segments, &q);
+    let _seat = state.inflight.admit(req.method(), attrs.verb == "watch")?;
+    state.access.check(&identity, &attrs)?;
     match segments.as_slice() {
         ["api"] => discovery_root(state, req.headers(), true),
         ["apis"] => discovery_root(state, req.headers(), false),
@@ -393,11 +370,11 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         ["apis", group, version] => group_version(state, group, version),
         ["api", "v1", rest @ ..] => {
             let target = resolve(state, "", "v1", rest)?;
-            resource(state, target, req, q).await
+            resource(state, target, req, q, &identity).await
         }
         ["apis", group, version, rest @ ..] => {
             let target = resolve(state, group, version, rest)?;
-            resource(state, target, req, q).await
+            resource(state, target, req, q, &identity).await
         }
         _ => Err(ApiError::path_not_found()),
     }
@@ -738,6 +715,30 @@ enum Output {
     Metadata(&'static str),
 }
 
+/// Whether the `Accept` entry [`negotiate`] answers is `application/yaml`: the first entry that
+/// is YAML without an `as=` transform, or a JSON one it serves (plain, or a meta.k8s.io
+/// transform). The response is then re-encoded by [`crate::encoding`].
+pub(crate) fn yaml_negotiated(headers: &HeaderMap) -> bool {
+    for (media, params) in accepts(headers) {
+        let transform = params.get("as").map(String::as_str);
+        match media.as_str() {
+            "application/yaml" if transform.is_none() => return true,
+            "application/json" | "*/*" | "application/*" => {
+                let meta = params.get("g").map(String::as_str) == Some("meta.k8s.io");
+                let known = matches!(
+                    transform,
+                    None | Some("Table" | "PartialObjectMetadata" | "PartialObjectMetadataList")
+                );
+                if transform.is_none() || (meta && known) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Picks the first `Accept` entry the resource can answer (kube-api.md §4.1, §8): plain JSON, a
 /// Table (`as=Table;g=meta.k8s.io;v=v1|v1beta1`, main resources only), or metadata only
 /// (`as=PartialObjectMetadataList` for a list, `as=PartialObjectMetadata` otherwise); none is 406.
@@ -795,6 +796,7 @@ async fn resource(
     target: Target,
     req: Request,
     q: Query,
+    user: &authz::UserInfo,
 ) -> Result<Response, ApiError> {
     let method = req.method().clone();
     if let Some(review) = target.rt.review {
@@ -803,11 +805,9 @@ async fn resource(
             let verb = method.as_str().to_ascii_lowercase();
             return Err(ApiError::method_not_allowed(&verb, &target.rt.plural));
         }
-        let identity =
-            req.extensions().get::<Identity>().cloned().unwrap_or_else(Identity::anonymous);
         let body = read_body(req).await?;
         check_type(&target, &body)?;
-        let answered = crate::reviews::answer(review, &state.access, &identity, body)?;
+        let answered = crate::reviews::answer(review, &state.access, user, body)?;
         return Ok(json_response(
             StatusCode::CREATED,
             serde_json::to_vec(&answered).map_err(ApiError::internal)?,
@@ -815,11 +815,6 @@ async fn resource(
     }
     let registry = &state.registry;
     let rt = Arc::clone(&target.rt);
-    let subject = |name: &str| Subject {
-        group: rt.group.clone(),
-        kind: rt.plural.clone(),
-        name: name.to_owned(),
-    };
     let sub = target.sub.as_deref().and_then(|s| rt.subresource(s)).cloned();
     let watching = q.flag("watch")?;
     let is_list = method == Method::GET && target.name.is_none() && !watching;
@@ -866,9 +861,10 @@ async fn resource(
             object_response(StatusCode::OK, &target, written.object, &written.warnings, out)
         }
         (&Method::PATCH, Some(name)) => {
-            let opts = q.write_options(&target, req.headers())?;
+            let mut opts = q.write_options(&target, req.headers())?;
             let content_type = media_type(req.headers());
             let apply = content_type == "application/apply-patch+yaml";
+            opts.force = q.flag("force")?;
             if q.get("force").is_some() && !apply {
                 let err =
                     FieldError::forbidden("force", "may not be specified for non-apply patch");
@@ -911,10 +907,6 @@ async fn resource(
                     ));
                 }
             };
-            let mut opts = opts;
-            if rt.api_version(&target.version) != rt.storage_api_version() {
-                opts.patch_version = Some(rt.api_version(&target.version));
-            }
             let written =
                 registry.patch(&rt, &target.namespace, &name, &patch, sub.as_ref(), &opts).await?;
             let code = if written.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -946,7 +938,6 @@ async fn resource(
                             "uid": object::uid(&obj),
                         },
                     });
-                    let _ = subject;
                     value_response(&status)
                 }
             }
@@ -1332,72 +1323,50 @@ fn watch_stream(
 /// The authorization attributes of a request (Kubernetes' RequestInfo): resource requests under
 /// `/api/v1/...` and `/apis/<group>/<version>/...`, everything else (discovery documents,
 /// OpenAPI, `/version`, `/metrics`) a non-resource request with the lower-case HTTP method.
-fn attributes(method: &Method, path: &str, q: &Query) -> authz::Attributes {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-    let (group, version, rest) = match segments.as_slice() {
+fn attributes(method: &Method, path: &str, segments: &[&str], q: &Query) -> authz::Attributes {
+    let non_resource =
+        || authz::Attributes::non_resource(&method.as_str().to_ascii_lowercase(), path);
+    let (group, version, rest) = match segments {
         ["api", version, rest @ ..] if !rest.is_empty() => ("", *version, rest),
         ["apis", group, version, rest @ ..] if !rest.is_empty() => (*group, *version, rest),
-        _ => {
-            return authz::Attributes {
-                verb: method.as_str().to_ascii_lowercase(),
-                resource_request: false,
-                path: path.to_owned(),
-                ..Default::default()
-            };
-        }
+        _ => return non_resource(),
     };
-    let (namespace, parts): (&str, &[&str]) = match rest {
-        ["namespaces", ns, more @ ..] if !more.is_empty() => (ns, more),
-        // `/namespaces/<name>` is the namespace object itself, in its own namespace.
-        ["namespaces", ns] => (ns, rest),
-        _ => ("", rest),
-    };
+    let (namespace, parts) = namespace_scope(rest);
     let (resource, name, subresource) = match parts {
-        ["namespaces", n] => ("namespaces", *n, ""),
         [r] => (*r, "", ""),
         [r, n] => (*r, *n, ""),
         [r, n, s, ..] => (*r, *n, *s),
         [] => ("", "", ""),
     };
-    let watch = matches!(q.get("watch"), Some("true" | "1"));
+    // The namespace object is in its own namespace (Kubernetes' RequestInfo).
+    let namespace = if resource == "namespaces" && namespace.is_empty() { name } else { namespace };
     let mut name = name.to_owned();
     let verb = match (method.as_str(), name.is_empty()) {
-        ("GET" | "HEAD", true) if watch => "watch",
-        ("GET" | "HEAD", true) => "list",
-        ("GET" | "HEAD", false) if watch => "watch",
+        // A named GET is a get, whatever `watch` says (it is served as one).
         ("GET" | "HEAD", false) => "get",
+        ("GET" | "HEAD", true) if matches!(q.get("watch"), Some("true" | "1")) => "watch",
+        ("GET" | "HEAD", true) => "list",
         ("POST", _) => "create",
         ("PUT", _) => "update",
         ("PATCH", _) => "patch",
         ("DELETE", true) => "deletecollection",
         ("DELETE", false) => "delete",
-        (other, _) => {
-            return authz::Attributes {
-                verb: other.to_ascii_lowercase(),
-                resource_request: false,
-                path: path.to_owned(),
-                ..Default::default()
-            };
-        }
+        _ => return non_resource(),
     };
     // A list or watch narrowed to one name by `fieldSelector=metadata.name=<n>` is authorized
     // as that name (so resourceNames rules allow `kubectl get x -w`).
-    if matches!(verb, "list" | "watch") && name.is_empty() {
-        if let Some(n) = q.get("fieldSelector").and_then(|f| f.strip_prefix("metadata.name=")) {
-            if !n.contains(',') {
-                name = n.to_owned();
-            }
+    if matches!(verb, "list" | "watch") {
+        let selected = q.get("fieldSelector").and_then(|f| {
+            f.strip_prefix("metadata.name==").or_else(|| f.strip_prefix("metadata.name="))
+        });
+        if let Some(n) =
+            selected.filter(|n| object::check_path_segment(n).is_ok() && !n.contains(','))
+        {
+            name = n.to_owned();
         }
     }
-    authz::Attributes {
-        verb: verb.to_owned(),
-        resource_request: true,
-        api_group: group.to_owned(),
-        api_version: version.to_owned(),
-        resource: resource.to_owned(),
-        subresource: subresource.to_owned(),
-        namespace: namespace.to_owned(),
-        name,
-        path: path.to_owned(),
-    }
+    let mut attrs = authz::Attributes::resource(verb, group, resource, namespace, &name);
+    attrs.api_version = version.to_owned();
+    attrs.subresource = subresource.to_owned();
+    attrs
 }

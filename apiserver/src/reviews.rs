@@ -8,7 +8,6 @@ use serde_json::{Map, Value, json};
 use crate::access::Access;
 use crate::authz::{Attributes, UserInfo};
 use crate::error::ApiError;
-use crate::rest::Identity;
 use ocm_proto::validation::FieldError;
 
 /// Which review a kind is.
@@ -73,17 +72,16 @@ fn subject(spec: &Value) -> Result<UserInfo, ApiError> {
     Ok(UserInfo { name, uid: str_at(spec, "uid").to_owned(), groups, ..Default::default() })
 }
 
-/// Answers a review created by `identity`: the request with its `status`.
+/// Answers a review created by `me`: the request with its `status`.
 pub fn answer(
     review: Review,
     access: &Access,
-    identity: &Identity,
+    me: &UserInfo,
     mut body: Value,
 ) -> Result<Value, ApiError> {
     if !body.is_object() {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
-    let me = identity.user_info();
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = match review {
         Review::SelfSubjectAccess | Review::SubjectAccess => {
@@ -93,8 +91,14 @@ pub fn answer(
                 "SelfSubjectAccessReview"
             };
             let attrs = asked(kind, &spec)?;
-            let user = if review == Review::SubjectAccess { subject(&spec)? } else { me };
-            let decision = access.decide(&user, &attrs);
+            let asked_for;
+            let user = if review == Review::SubjectAccess {
+                asked_for = subject(&spec)?;
+                &asked_for
+            } else {
+                me
+            };
+            let decision = access.decide(user, &attrs);
             let mut status = Map::new();
             status.insert("allowed".into(), Value::Bool(decision.is_allowed()));
             if !decision.reason().is_empty() {
@@ -113,7 +117,7 @@ pub fn answer(
                     &[err],
                 ));
             }
-            access.rules(&me, namespace).to_status()
+            access.rules(me, namespace).to_status()
         }
         Review::SelfSubject => json!({"userInfo": {"username": me.name, "groups": me.groups}}),
     };

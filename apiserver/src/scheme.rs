@@ -111,8 +111,10 @@ impl ResourceType {
         }
     }
 
-    /// The merge shape of objects of `version` (the storage version's for an unknown one).
+    /// The merge shape of objects of `version` (a version, or a whole apiVersion; the storage
+    /// version's for an unknown one).
     pub fn shape(&self, version: &str) -> Arc<Shape> {
+        let version = version.rsplit('/').next().unwrap_or(version);
         self.shapes
             .get(version)
             .or_else(|| self.shapes.get(&self.storage_version))

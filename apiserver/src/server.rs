@@ -214,15 +214,17 @@ pub async fn run(
                 };
             // The TLS layer has verified the chain against the hub CA; the certificate's subject
             // names the user and groups.
-            let identity = tls
+            let identity: Option<Identity> = tls
                 .get_ref()
                 .1
                 .peer_certificates()
                 .and_then(|chain| chain.first())
-                .and_then(|leaf| Identity::from_certificate(leaf.as_ref()))
-                .unwrap_or_else(Identity::anonymous);
+                .and_then(|leaf| crate::rest::user_from_certificate(leaf.as_ref()))
+                .map(Arc::new);
             let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(identity.clone());
+                if let Some(identity) = &identity {
+                    req.extensions_mut().insert(Arc::clone(identity));
+                }
                 req
             });
             let builder = auto::Builder::new(TokioExecutor::new());
@@ -246,16 +248,14 @@ pub async fn run(
 async fn ensure_default_rbac(registry: &Registry) -> Result<(), ApiError> {
     for obj in crate::authz::default_objects() {
         let kind = obj.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
-        let plural = format!("{}s", kind.to_ascii_lowercase());
-        let Some(rt) = registry.scheme.lookup("rbac.authorization.k8s.io", "v1", &plural).cloned()
-        else {
-            continue;
-        };
-        let namespace = crate::object::namespace(&obj).to_owned();
-        match registry.create(&rt, &namespace, obj, &WriteOptions::default()).await {
-            Ok(_) => {}
-            Err(e) if e.reason == "AlreadyExists" => {}
-            Err(e) => return Err(e),
+        let rt = registry
+            .scheme
+            .types()
+            .iter()
+            .find(|rt| rt.group == crate::authz::RBAC_GROUP && rt.kind == kind)
+            .cloned();
+        if let Some(rt) = rt {
+            create_if_absent(registry, &rt, obj).await?;
         }
     }
     Ok(())
@@ -268,11 +268,21 @@ async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
     };
     for name in ["default", "kube-system", "kube-public"] {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        match registry.create(&rt, "", obj, &WriteOptions::default()).await {
-            Ok(_) => {}
-            Err(e) if e.reason == "AlreadyExists" => {}
-            Err(e) => return Err(e),
-        }
+        create_if_absent(registry, &rt, obj).await?;
     }
     Ok(())
+}
+
+/// Creates an object the hub needs unless it exists (a later start keeps what is there).
+async fn create_if_absent(
+    registry: &Registry,
+    rt: &crate::scheme::ResourceType,
+    obj: serde_json::Value,
+) -> Result<(), ApiError> {
+    let namespace = crate::object::namespace(&obj).to_owned();
+    match registry.create(rt, &namespace, obj, &WriteOptions::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.reason == "AlreadyExists" => Ok(()),
+        Err(e) => Err(e),
+    }
 }

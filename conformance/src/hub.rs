@@ -138,8 +138,7 @@ impl TestHub {
         group: Option<&str>,
     ) -> anyhow::Result<(String, String)> {
         let pki = ocm_apiserver::pki::Pki::open(self.path())?;
-        let groups: Vec<&str> = group.into_iter().collect();
-        Ok(pki.issue_client(user, &groups, 1)?)
+        Ok(pki.issue_client(user, group, 1)?)
     }
 
     /// A kubeconfig (in the data dir) presenting a certificate for `user` (in `group`).

@@ -345,3 +345,140 @@ async fn kubectl_auth_reviews() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Authorization and routing read a path the same way: an empty segment names nothing (it
+/// once let `/apis//v1/secrets` pass as a discovery path and be served as every Secret), a
+/// namespace's own subresources are `namespaces/status|finalize`, and a named GET is a get
+/// whatever `watch` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_are_read_once_for_routing_and_authorization() -> anyhow::Result<()> {
+    let s = Scene::start().await?;
+    s.admin_create(
+        "/api/v1/namespaces/default/secrets",
+        json!({"metadata": {"name": "top"}, "data": {}}),
+    )
+    .await?;
+    let bob = s.hub.http_as("bob", None)?;
+    for path in [
+        "/apis//v1/secrets",
+        "/api//v1/secrets",
+        "/api/v1/namespaces//secrets",
+        "/api/v1/namespaces/default//secrets",
+        "/apis//v1/secrets?watch=true",
+    ] {
+        // reqwest keeps `//` in the path as sent.
+        let (code, body) = s.get(&bob, path).await?;
+        ensure!(code == 404, "{path}: {code} {body}");
+        ensure!(s.get(&s.admin, path).await?.0 == 404, "{path} as admin");
+    }
+    // Only `watch` on one namespace's status: a get of it is refused, as is a get through
+    // `?watch=true` on a name.
+    s.admin_create("/api/v1/namespaces", json!({"metadata": {"name": "team"}})).await?;
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "ns-status"},
+               "rules": [{"apiGroups": [""], "resources": ["namespaces/status"], "verbs": ["get"]},
+                         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["watch"]}]}),
+    )
+    .await?;
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        binding(
+            "ClusterRoleBinding",
+            None,
+            "bob-ns-status",
+            "ClusterRole",
+            "ns-status",
+            json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"}]),
+        ),
+    )
+    .await?;
+    let status = s.until_allowed(&bob, "/api/v1/namespaces/team/status").await?;
+    ensure!(status["metadata"]["name"] == "team", "{status}");
+    forbidden(
+        &s.get(&bob, "/api/v1/namespaces/team").await?,
+        "namespaces \"team\" is forbidden: User \"bob\" cannot get resource \"namespaces\" in API group \"\" in the namespace \"team\"",
+    )?;
+    s.admin_create("/api/v1/namespaces/team/configmaps", json!({"metadata": {"name": "cm"}}))
+        .await?;
+    forbidden(
+        &s.get(&bob, "/api/v1/namespaces/team/configmaps/cm?watch=true").await?,
+        "configmaps \"cm\" is forbidden: User \"bob\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"team\"",
+    )?;
+    Ok(())
+}
+
+/// Impersonating a service account needs `impersonate` on `serviceaccounts` in its namespace,
+/// and the request then carries the account's groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonating_service_accounts() -> anyhow::Result<()> {
+    let s = Scene::start().await?;
+    s.admin_create("/api/v1/namespaces", json!({"metadata": {"name": "team"}})).await?;
+    // carol may impersonate any user, but no service account.
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "user-impersonator"},
+               "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}]}),
+    )
+    .await?;
+    s.admin_create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        binding(
+            "ClusterRoleBinding",
+            None,
+            "carol",
+            "ClusterRole",
+            "user-impersonator",
+            json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"}]),
+        ),
+    )
+    .await?;
+    let carol = s.hub.http_as("carol", None)?;
+    let whoami = |client: &reqwest::Client, user: &'static str| {
+        client
+            .post(format!("{}/apis/authentication.k8s.io/v1/selfsubjectreviews", s.hub.url))
+            .header("impersonate-user", user)
+            .json(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
+            .send()
+    };
+    let mut allowed = false;
+    for _ in 0..200 {
+        if whoami(&carol, "dave").await?.status() == 201 {
+            allowed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    ensure!(allowed, "carol never got to impersonate users");
+    let sa = "system:serviceaccount:team:builder";
+    let resp = whoami(&carol, sa).await?;
+    ensure!(resp.status() == 403, "{}", resp.status());
+    let body: Value = resp.json().await?;
+    ensure!(
+        body["message"].as_str().is_some_and(|m| m.contains("cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"team\"")),
+        "{body}"
+    );
+    // The admin may: the account's groups come along.
+    let resp = whoami(&s.admin, sa).await?;
+    ensure!(resp.status() == 201);
+    let body: Value = resp.json().await?;
+    let groups: Vec<&str> = body["status"]["userInfo"]["groups"]
+        .as_array()
+        .context("groups")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    ensure!(
+        body["status"]["userInfo"]["username"] == sa
+            && groups
+                == [
+                    "system:serviceaccounts",
+                    "system:serviceaccounts:team",
+                    "system:authenticated"
+                ],
+        "{body}"
+    );
+    Ok(())
+}

@@ -110,6 +110,7 @@ impl FieldSet {
     }
 
     /// Whether `path` is a member.
+    #[cfg(test)]
     pub fn contains(&self, path: &[Pe]) -> bool {
         let mut node = self;
         for pe in path {
@@ -192,14 +193,6 @@ impl FieldSet {
     pub fn without_fields(&self, fields: &[&str]) -> FieldSet {
         let mut out = self.clone();
         out.children.retain(|pe, _| !matches!(pe, Pe::Field(f) if fields.contains(&f.as_str())));
-        out
-    }
-
-    /// The set restricted to the subtrees at the given top-level fields.
-    pub fn only_fields(&self, fields: &[&str]) -> FieldSet {
-        let mut out = self.clone();
-        out.member = false;
-        out.children.retain(|pe, _| matches!(pe, Pe::Field(f) if fields.contains(&f.as_str())));
         out
     }
 

@@ -269,11 +269,11 @@ impl Writer<'_> {
     }
 }
 
-/// Sets `entry`'s set in `entries` (replacing its identity's entry; `time` only moves when the
-/// set changes).
-fn put(entries: &mut Vec<Entry>, entry: Entry) {
+/// Sets `entry`'s set in `entries` (replacing its identity's entry). `time` moves when the
+/// write `touched` the object or the owned set changes; a write that changed nothing keeps it.
+fn put(entries: &mut Vec<Entry>, entry: Entry, touched: bool) {
     match entries.iter_mut().find(|e| e.same_identity(&entry)) {
-        Some(e) if e.set == entry.set => {
+        Some(e) if e.set == entry.set && !touched => {
             e.api_version = entry.api_version;
         }
         Some(e) => *e = entry,
@@ -306,7 +306,8 @@ pub fn record_update(
         .map(|e| e.set.difference(&removed))
         .unwrap_or_default()
         .union(&changed);
-    put(&mut entries, writer.entry(Operation::Update, own));
+    let touched = !changed.is_empty() || !removed.is_empty();
+    put(&mut entries, writer.entry(Operation::Update, own), touched);
     entries.retain(|e| !e.set.is_empty());
     cap_updates(&mut entries, writer.now);
     entries
@@ -362,8 +363,6 @@ pub struct Conflict {
     pub manager: String,
     /// The field, as `.spec.color`.
     pub field: String,
-    /// The field's path.
-    pub path: Vec<Pe>,
 }
 
 /// The message of a 409 for `conflicts` (kube-apiserver's wording).
@@ -390,8 +389,8 @@ pub struct Conflicts(pub Vec<Conflict>);
 
 /// Server-side apply of `config` (the manager's whole intent) onto `live` (`Value::Null` when
 /// the object does not exist yet). Returns the merged object and the new entries; conflicts
-/// unless `force`. With `allowed`, conflicts on paths it accepts are forced (kubectl's
-/// client-side to server-side upgrade).
+/// unless `force`. Conflicts on paths `allowed` accepts are taken over as if forced (kubectl's
+/// client-side to server-side upgrade); the others are reported.
 pub fn apply(
     live: &Value,
     config: &Value,
@@ -432,21 +431,28 @@ pub fn apply(
             conflicts.push((e.describe(), path));
         }
     }
-    let forced = force || conflicts.iter().all(|(_, p)| allowed(p));
-    if !conflicts.is_empty() && !forced {
-        return Err(Conflicts(
-            conflicts
-                .into_iter()
-                .map(|(manager, path)| Conflict { manager, field: fields::display(&path), path })
-                .collect(),
-        ));
+    // Conflicts `allowed` accepts are taken over; any other one refuses the apply, and only
+    // those are reported.
+    if !force {
+        let refused: Vec<Conflict> = conflicts
+            .iter()
+            .filter(|(_, p)| !allowed(p))
+            .map(|(manager, path)| Conflict {
+                manager: manager.clone(),
+                field: fields::display(path),
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(Conflicts(refused));
+        }
     }
     for e in entries.iter_mut() {
         if !e.same_identity(&me) {
             e.set = e.set.difference(&changed).difference(&compare.removed);
         }
     }
-    put(&mut entries, me);
+    let touched = !changed.is_empty() || !compare.removed.is_empty();
+    put(&mut entries, me, touched);
     entries.retain(|e| !e.set.is_empty());
     Ok((merged, entries))
 }
@@ -510,6 +516,10 @@ mod tests {
     use crate::merge::shape;
     use serde_json::json;
 
+    fn data_a() -> Vec<Pe> {
+        vec![Pe::Field("data".into()), Pe::Field("a".into())]
+    }
+
     const SCOPE: Scope<'static> = Scope { subresource: None, owned_elsewhere: &["status"] };
 
     fn writer(manager: &str) -> Writer<'_> {
@@ -570,7 +580,12 @@ mod tests {
             &none,
         )
         .unwrap();
-        assert_eq!(shared.len(), 2);
+        let owners_of_a: Vec<&str> = shared
+            .iter()
+            .filter(|e| e.set.contains(&data_a()))
+            .map(|e| e.manager.as_str())
+            .collect();
+        assert_eq!(owners_of_a, ["kubectl", "kubectl-patch"], "equal values share ownership");
         // Force moves `a` to the applier; the other manager's entry empties and goes.
         let (obj, forced) = apply(
             &patched,
@@ -584,6 +599,8 @@ mod tests {
         .unwrap();
         assert_eq!(obj["data"]["a"], json!("1"));
         assert_eq!(forced.len(), 1);
+        assert_eq!(forced[0].manager, "kubectl");
+        assert!(forced[0].set.contains(&data_a()));
         // Dropping `b` from the applied config removes it.
         let (obj, _) =
             apply(&obj, &cm(json!({"a": "1"})), forced, &writer("kubectl"), &shape, false, &none)
@@ -612,7 +629,71 @@ mod tests {
         let (obj, entries) =
             apply(&obj, &bare, entries, &writer("one"), &shape, false, &none).unwrap();
         assert_eq!(obj["data"], json!({"a": "1"}));
-        assert_eq!(entries.iter().filter(|e| !e.set.is_empty()).count(), 1);
+        let owners: Vec<&str> = entries
+            .iter()
+            .filter(|e| e.set.contains(&data_a()))
+            .map(|e| e.manager.as_str())
+            .collect();
+        assert_eq!(owners, ["two"]);
+    }
+
+    #[test]
+    fn allowed_conflicts_are_taken_over_and_the_rest_reported() {
+        let shape = shape::core("", "ConfigMap");
+        let none = |_: &[Pe]| false;
+        let (obj, entries) = apply(
+            &Value::Null,
+            &cm(json!({"a": "1", "b": "1"})),
+            vec![],
+            &writer("other"),
+            &shape,
+            false,
+            &none,
+        )
+        .unwrap();
+        // `a` may be taken over (kubectl's upgrade rule), `b` may not: only `b` is reported.
+        let only_a = |p: &[Pe]| p == data_a().as_slice();
+        let err = apply(
+            &obj,
+            &cm(json!({"a": "2", "b": "2"})),
+            entries.clone(),
+            &writer("kubectl"),
+            &shape,
+            false,
+            &only_a,
+        )
+        .unwrap_err();
+        let fields: Vec<&str> = err.0.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, [".data.b"]);
+        let (obj, after) = apply(
+            &obj,
+            &cm(json!({"a": "2"})),
+            entries,
+            &writer("kubectl"),
+            &shape,
+            false,
+            &only_a,
+        )
+        .unwrap();
+        assert_eq!(obj["data"], json!({"a": "2", "b": "1"}));
+        let kubectl = after.iter().find(|e| e.manager == "kubectl").unwrap();
+        assert!(kubectl.set.contains(&data_a()));
+    }
+
+    #[test]
+    fn time_moves_when_a_manager_changes_what_it_owns() {
+        let shape = shape::core("", "ConfigMap");
+        let early = Writer { now: "2026-01-01T00:00:00Z", ..writer("m") };
+        let late = Writer { now: "2026-01-02T00:00:00Z", ..writer("m") };
+        let v1 = cm(json!({"a": "1"}));
+        let entries = record_update(&Value::Null, &v1, vec![], &early, &shape);
+        // Same set, nothing changed: the time stays.
+        let same = record_update(&v1, &v1, entries.clone(), &late, &shape);
+        assert_eq!(same[0].time.as_deref(), Some("2026-01-01T00:00:00Z"));
+        // Same set, a value changed: the time moves.
+        let v2 = cm(json!({"a": "2"}));
+        let moved = record_update(&v1, &v2, entries, &late, &shape);
+        assert_eq!(moved[0].time.as_deref(), Some("2026-01-02T00:00:00Z"));
     }
 
     #[test]
