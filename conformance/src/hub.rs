@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use ocm_apiserver::server::{ETCD_PREFIX, ServeConfig, StorageChoice, run};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::etcd::{EtcdServer, skip_requested};
@@ -246,4 +247,13 @@ impl Drop for TestHub {
 fn alpn(mut config: rustls::ClientConfig) -> rustls::ClientConfig {
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config
+}
+
+/// The `metadata.managedFields` entry of `manager` with `operation` (`Apply`, `Update`) in an
+/// object the hub returned.
+pub fn managed_entry<'a>(obj: &'a Value, manager: &str, operation: &str) -> Option<&'a Value> {
+    obj["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager && e["operation"] == operation)
 }

@@ -126,6 +126,17 @@ impl Kubectl {
         Ok(Background { args, child, stdout, stderr, readers })
     }
 
+    /// Starts `kubectl ARGS -v=6` in the background and returns once it has opened its watch
+    /// (its log shows the `watch=true` request answered), so whatever the test changes next
+    /// reaches kubectl through the watch, not through its first read.
+    pub async fn spawn_watching(&self, args: &[&str]) -> anyhow::Result<Background> {
+        let mut with_log: Vec<&str> = args.to_vec();
+        with_log.push("-v=6");
+        let mut bg = self.spawn(&with_log)?;
+        bg.logged("watch=true").await?;
+        Ok(bg)
+    }
+
     /// Runs `kubectl ARGS`.
     pub async fn run(&self, args: &[&str]) -> anyhow::Result<Run> {
         self.run_with(args, None).await
@@ -174,8 +185,23 @@ impl Background {
 
     /// Waits (at most 30 s) until its standard output contains `needle`.
     pub async fn printed(&mut self, needle: &str) -> anyhow::Result<()> {
+        self.wait_for(needle, false).await
+    }
+
+    /// Waits (at most 30 s) until its standard error (where `-v=6` logs each request)
+    /// contains `needle`.
+    pub async fn logged(&mut self, needle: &str) -> anyhow::Result<()> {
+        self.wait_for(needle, true).await
+    }
+
+    async fn wait_for(&mut self, needle: &str, stderr: bool) -> anyhow::Result<()> {
+        let seen = |b: &Background| {
+            let pipe = if stderr { &b.stderr } else { &b.stdout };
+            String::from_utf8_lossy(&pipe.lock().unwrap_or_else(PoisonError::into_inner))
+                .into_owned()
+        };
         for _ in 0..600 {
-            if self.stdout().contains(needle) {
+            if seen(self).contains(needle) {
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait()? {
@@ -183,17 +209,17 @@ impl Background {
                 for r in self.readers.drain(..) {
                     r.await?;
                 }
+                let text = seen(self);
                 ensure!(
-                    self.stdout().contains(needle),
-                    "kubectl {:?} exited ({status}) without printing {needle:?}: {}",
+                    text.contains(needle),
+                    "kubectl {:?} exited ({status}) without writing {needle:?}: {text}",
                     self.args,
-                    self.stdout()
                 );
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        bail!("kubectl {:?} did not print {needle:?} in 30 s: {}", self.args, self.stdout())
+        bail!("kubectl {:?} did not write {needle:?} in 30 s: {}", self.args, seen(self))
     }
 
     /// Whether it has exited.
@@ -390,6 +416,13 @@ pub fn cluster(name: &str, labels: Value) -> Value {
         "spec": {"hubAcceptsClient": true,
                  "managedClusterClientConfigs": [{"url": format!("https://{name}:6443")}]},
     })
+}
+
+/// Writes a manifest file `name` into `dir`; its path, for `kubectl -f`.
+pub fn write_manifest(dir: &tempfile::TempDir, name: &str, text: &str) -> anyhow::Result<String> {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text)?;
+    Ok(path.to_str().context("utf-8 path")?.to_owned())
 }
 
 #[cfg(test)]

@@ -4,8 +4,6 @@
 //! (yaml, json, name, jsonpath, custom-columns), label and field selectors, chunked lists,
 //! `get --raw`, `get -w`, and the `create`/`apply`/`replace`/`diff` round trip from files.
 
-use std::time::Duration;
-
 use anyhow::{Context as _, ensure};
 use ocm_conformance::kubectl::{
     MCL, Printed, absent, cluster, create, delete, get_with, is_age, item_names, merge_patch,
@@ -143,26 +141,14 @@ async fn get_watch_prints_each_change() -> anyhow::Result<()> {
     let Some((hub, http, k)) = setup().await? else { return Ok(()) };
     let cms = "/api/v1/namespaces/default/configmaps";
     create(&hub, &http, cms, json!({"metadata": {"name": "w"}, "data": {"a": "1"}})).await?;
-    let watcher = k.run(&["get", "cm", "w", "-w", "--request-timeout=8s"]);
-    let writer = async {
-        // kubectl prints the current row first; give it time to start watching.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let resp = http
-            .patch(format!("{}{cms}/w", hub.url))
-            .header("content-type", "application/merge-patch+json")
-            .body(json!({"data": {"b": "2", "c": "3"}}).to_string())
-            .send()
-            .await?;
-        ensure!(resp.status() == 200);
-        anyhow::Ok(())
-    };
-    let (r, w) = tokio::join!(watcher, writer);
-    w?;
-    let r = r?;
-    let t = Printed::parse(&r.stdout).with_context(|| format!("{r:?}"))?;
-    ensure!(t.header == ["NAME", "DATA", "AGE"], "{r:?}");
+    // A named watch (`fieldSelector=metadata.name=w`): the current row, then one per change.
+    let mut watcher = k.spawn_watching(&["get", "cm", "w", "-w"]).await?;
+    merge_patch(&hub, &http, &format!("{cms}/w"), json!({"data": {"b": "2", "c": "3"}})).await?;
+    watcher.printed("   3   ").await?;
+    let t = Printed::parse(&watcher.stdout())?;
+    ensure!(t.header == ["NAME", "DATA", "AGE"], "{t:?}");
     let data: Vec<&str> = t.rows.iter().map(|row| row[1].as_str()).collect();
-    ensure!(data.first() == Some(&"1") && data.contains(&"3"), "rows {data:?}: {r:?}");
+    ensure!(data == ["1", "3"], "rows {data:?}");
     Ok(())
 }
 

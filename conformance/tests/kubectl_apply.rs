@@ -4,7 +4,7 @@
 //! prints and on what the hub stores.
 
 use anyhow::{Context as _, ensure};
-use ocm_conformance::hub::TestHub;
+use ocm_conformance::hub::{TestHub, managed_entry};
 use ocm_conformance::kubectl::{self, Kubectl, MCL};
 use serde_json::Value;
 
@@ -47,23 +47,13 @@ impl Scene {
 
     /// Writes a manifest file; its path.
     fn file(&self, name: &str, text: &str) -> anyhow::Result<String> {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text)?;
-        Ok(path.to_str().context("utf-8 path")?.to_owned())
+        kubectl::write_manifest(&self.dir, name, text)
     }
 
     /// The stored object at `path` (200 expected).
     async fn stored(&self, path: &str) -> anyhow::Result<Value> {
         kubectl::stored(&self.hub, &self.http, path).await
     }
-}
-
-/// The managedFields entry of `manager` with `operation`.
-fn entry<'a>(obj: &'a Value, manager: &str, operation: &str) -> Option<&'a Value> {
-    obj["metadata"]["managedFields"]
-        .as_array()?
-        .iter()
-        .find(|e| e["manager"] == manager && e["operation"] == operation)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,7 +66,7 @@ async fn server_side_apply_conflicts_and_force() -> anyhow::Result<()> {
         "{out}"
     );
     let obj = s.stored(&format!("{MCL}/s1")).await?;
-    let mine = entry(&obj, "kubectl", "Apply").context("kubectl's Apply entry")?;
+    let mine = managed_entry(&obj, "kubectl", "Apply").context("kubectl's Apply entry")?;
     ensure!(mine["fieldsV1"]["f:spec"]["f:leaseDurationSeconds"].is_object(), "{mine}");
 
     // Another manager changes a field kubectl applied.
@@ -113,7 +103,7 @@ async fn server_side_apply_conflicts_and_force() -> anyhow::Result<()> {
     let obj = s.stored(&format!("{MCL}/s1")).await?;
     ensure!(obj["spec"]["leaseDurationSeconds"] == 60, "{obj}");
     ensure!(
-        entry(&obj, "kubectl-patch", "Update").is_none(),
+        managed_entry(&obj, "kubectl-patch", "Update").is_none(),
         "kubectl-patch lost its only field: {obj}"
     );
 
@@ -146,20 +136,23 @@ async fn client_side_apply_migrates_to_server_side() -> anyhow::Result<()> {
     ensure!(s.k.ok(&["apply", "-f", &path]).await?.trim() == "configmap/app unchanged");
     let obj = s.stored(&format!("{CM}/app")).await?;
     ensure!(obj["data"]["b"] == "3", "{obj}");
-    ensure!(entry(&obj, "kubectl-client-side-apply", "Update").is_some(), "{obj}");
+    ensure!(managed_entry(&obj, "kubectl-client-side-apply", "Update").is_some(), "{obj}");
 
     // Server-side apply takes over the fields the last client-side apply set, without
     // conflicts, and kubectl moves the client-side entry into its Apply entry.
     let out = s.k.ok(&["apply", "--server-side", "-f", &path]).await?;
     ensure!(out.trim() == "configmap/app serverside-applied", "{out}");
     let obj = s.stored(&format!("{CM}/app")).await?;
-    let applied = entry(&obj, "kubectl", "Apply").context("Apply entry")?;
+    let applied = managed_entry(&obj, "kubectl", "Apply").context("Apply entry")?;
     ensure!(
         applied["fieldsV1"]["f:data"]["f:a"].is_object()
             && applied["fieldsV1"]["f:data"]["f:b"].is_object(),
         "{applied}"
     );
-    ensure!(entry(&obj, "kubectl-client-side-apply", "Update").is_none(), "migrated: {obj}");
+    ensure!(
+        managed_entry(&obj, "kubectl-client-side-apply", "Update").is_none(),
+        "migrated: {obj}"
+    );
     // Now the manifest is the whole intent: dropping a key removes it.
     let path = s.file("app.yaml", &CONFIGMAP.replace("  b: \"2\"\n", ""))?;
     s.k.ok(&["apply", "--server-side", "-f", &path]).await?;

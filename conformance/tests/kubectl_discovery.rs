@@ -181,7 +181,9 @@ async fn explain_walks_nested_fields() -> anyhow::Result<()> {
     let item = &taints["items"];
     let required: Vec<&str> =
         item["required"].as_array().context("required")?.iter().filter_map(Value::as_str).collect();
-    for (field, spec) in item["properties"].as_object().context("item properties")? {
+    let properties = item["properties"].as_object().context("item properties")?;
+    ensure!(properties.len() >= 4, "a taint has key, value, effect and timeAdded: {item}");
+    for (field, spec) in properties {
         let mark = if required.contains(&field.as_str()) { " -required-" } else { "" };
         let kind = property_type(spec, &components).with_context(|| format!("type of {spec}"))?;
         let line = format!("  {field}\t<{kind}>{mark}");

@@ -5,35 +5,9 @@
 //! one case checks that the protobuf body stores exactly what the same object sent as JSON does.
 
 use anyhow::{Context as _, ensure};
-use ocm_conformance::hub::{Backend, TestHub};
-use ocm_conformance::kubectl::{Kubectl, skip_requested};
+use base64::Engine as _;
+use ocm_conformance::kubectl::{Kubectl, absent, setup, stored};
 use serde_json::{Value, json};
-
-/// A memory hub, a REST client and kubectl; `None` when the suite is skipped.
-async fn setup() -> anyhow::Result<Option<(TestHub, reqwest::Client, Kubectl)>> {
-    if skip_requested() {
-        eprintln!("OCM_SKIP_KUBECTL=1: kubectl suite skipped");
-        return Ok(None);
-    }
-    let hub = TestHub::start(Backend::Memory).await?;
-    let http = hub.http()?;
-    let kubectl = Kubectl::new(&hub)?;
-    Ok(Some((hub, http, kubectl)))
-}
-
-/// GETs `path`: the status code and body.
-async fn get(hub: &TestHub, http: &reqwest::Client, path: &str) -> anyhow::Result<(u16, Value)> {
-    let resp = http.get(format!("{}{path}", hub.url)).send().await?;
-    let code = resp.status().as_u16();
-    Ok((code, resp.json().await.with_context(|| format!("GET {path}"))?))
-}
-
-/// GETs `path`, which must exist.
-async fn stored(hub: &TestHub, http: &reqwest::Client, path: &str) -> anyhow::Result<Value> {
-    let (code, v) = get(hub, http, path).await?;
-    ensure!(code == 200, "GET {path}: {code} {v}");
-    Ok(v)
-}
 
 /// Runs kubectl, which must succeed and print exactly `line`.
 async fn prints(k: &Kubectl, args: &[&str], line: &str) -> anyhow::Result<()> {
@@ -43,21 +17,7 @@ async fn prints(k: &Kubectl, args: &[&str], line: &str) -> anyhow::Result<()> {
 }
 
 fn b64(s: &[u8]) -> String {
-    // A tiny standard base64 encoder: the conformance crate has no base64 dependency.
-    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in s.chunks(3) {
-        let n =
-            chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ABC[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    base64::engine::general_purpose::STANDARD.encode(s)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,8 +140,7 @@ async fn dry_run_server_stores_nothing() -> anyhow::Result<()> {
         "namespace/dry created (server dry run)",
     )
     .await?;
-    let (code, v) = get(&hub, &http, "/api/v1/namespaces/dry").await?;
-    ensure!(code == 404, "{code} {v}");
+    ensure!(absent(&hub, &http, "/api/v1/namespaces/dry").await?, "{}", "/api/v1/namespaces/dry");
 
     let out = k
         .ok(&[
@@ -199,8 +158,11 @@ async fn dry_run_server_stores_nothing() -> anyhow::Result<()> {
         .await?;
     let printed: Value = serde_json::from_str(&out)?;
     ensure!(printed["data"] == json!({"a": b64(b"b")}) && printed["kind"] == "Secret", "{printed}");
-    let (code, v) = get(&hub, &http, "/api/v1/namespaces/default/secrets/s").await?;
-    ensure!(code == 404, "{code} {v}");
+    ensure!(
+        absent(&hub, &http, "/api/v1/namespaces/default/secrets/s").await?,
+        "{}",
+        "/api/v1/namespaces/default/secrets/s"
+    );
 
     prints(
         &k,
@@ -215,9 +177,11 @@ async fn dry_run_server_stores_nothing() -> anyhow::Result<()> {
         "clusterrolebinding.rbac.authorization.k8s.io/x created (server dry run)",
     )
     .await?;
-    let (code, v) =
-        get(&hub, &http, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/x").await?;
-    ensure!(code == 404, "{code} {v}");
+    ensure!(
+        absent(&hub, &http, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/x").await?,
+        "{}",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/x"
+    );
     Ok(())
 }
 
@@ -476,7 +440,15 @@ async fn protobuf_and_json_bodies_store_the_same_object() -> anyhow::Result<()> 
         pb_args.extend_from_slice(kind_words);
         pb_args.push(&pb_name);
         pb_args.extend_from_slice(flags);
-        k.ok(&pb_args).await?;
+        // kubectl logs its request headers at -v=7: the body really is protobuf.
+        pb_args.push("-v=7");
+        let r = k.run(&pb_args).await?;
+        ensure!(r.code == 0, "{pb_args:?}: {r:?}");
+        ensure!(
+            r.stderr.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+            "{pb_args:?} did not send protobuf: {}",
+            r.stderr
+        );
 
         let from_json = stored(&hub, &http, &format!("{collection}/{json_name}")).await?;
         let from_pb = stored(&hub, &http, &format!("{collection}/{pb_name}")).await?;

@@ -3,8 +3,6 @@
 //! (by label, `--all`, finalizers with and without waiting, `--force`, a namespace with content,
 //! `--dry-run=server`), each checked against what the hub stores afterwards.
 
-use std::time::Duration;
-
 use anyhow::ensure;
 use ocm_conformance::kubectl::{
     MCL, Printed, absent, cluster, create, delete, item_names, merge_patch, setup, stored,
@@ -29,14 +27,14 @@ async fn wait_for_a_condition_set_through_status() -> anyhow::Result<()> {
         condition("ManagedClusterConditionAvailable", "False"),
     )
     .await?;
-    let mut wait = k.spawn(&[
-        "wait",
-        "--for=condition=ManagedClusterConditionAvailable",
-        "mcl/c1",
-        "--timeout=50s",
-    ])?;
-    // kubectl reads the object, then watches it: a short delay lets it get there first.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut wait = k
+        .spawn_watching(&[
+            "wait",
+            "--for=condition=ManagedClusterConditionAvailable",
+            "mcl/c1",
+            "--timeout=50s",
+        ])
+        .await?;
     ensure!(!wait.exited()?, "kubectl wait returned while the condition was False");
     merge_patch(
         &hub,
@@ -53,7 +51,7 @@ async fn wait_for_a_condition_set_through_status() -> anyhow::Result<()> {
     );
     let obj = stored(&hub, &http, &c1).await?;
     ensure!(obj["status"]["conditions"][0]["status"] == "True", "{obj}");
-    // Met already: kubectl answers at once; another status value is waited for.
+    // Met already: kubectl reports it without waiting for a change.
     let out =
         k.ok(&["wait", "--for=condition=ManagedClusterConditionAvailable=True", "mcl/c1"]).await?;
     ensure!(out.trim().ends_with("c1 condition met"), "{out}");
@@ -67,13 +65,14 @@ async fn wait_for_a_jsonpath_value() -> anyhow::Result<()> {
     let mut obj = cluster("c1", json!({}));
     obj["spec"]["hubAcceptsClient"] = json!(false);
     create(&hub, &http, MCL, obj).await?;
-    let mut wait = k.spawn(&[
-        "wait",
-        "--for=jsonpath={.spec.hubAcceptsClient}=true",
-        "managedcluster/c1",
-        "--timeout=50s",
-    ])?;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut wait = k
+        .spawn_watching(&[
+            "wait",
+            "--for=jsonpath={.spec.hubAcceptsClient}=true",
+            "managedcluster/c1",
+            "--timeout=50s",
+        ])
+        .await?;
     ensure!(!wait.exited()?, "kubectl wait returned while hubAcceptsClient was false");
     // Accepting the cluster is a spec change (what `clusteradm accept` does).
     merge_patch(&hub, &http, &c1, json!({"spec": {"hubAcceptsClient": true}})).await?;
@@ -96,8 +95,8 @@ async fn wait_for_delete_returns_once_the_object_is_gone() -> anyhow::Result<()>
     let p = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
                    "metadata": {"name": "p1"}, "spec": {}});
     create(&hub, &http, placements, p).await?;
-    let mut wait = k.spawn(&["wait", "--for=delete", "placement/p1", "--timeout=50s"])?;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut wait =
+        k.spawn_watching(&["wait", "--for=delete", "placement/p1", "--timeout=50s"]).await?;
     ensure!(!wait.exited()?, "kubectl wait returned while p1 existed");
     delete(&hub, &http, &format!("{placements}/p1")).await?;
     let r = wait.finish().await?;

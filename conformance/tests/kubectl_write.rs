@@ -4,7 +4,9 @@
 //! checked against what the hub stores afterwards.
 
 use anyhow::{Context as _, ensure};
-use ocm_conformance::kubectl::{MCL, Printed, absent, cluster, create, item_names, setup, stored};
+use ocm_conformance::kubectl::{
+    MCL, Printed, absent, cluster, create, item_names, setup, stored, write_manifest,
+};
 use serde_json::{Value, json};
 
 const PLACEMENTS: &str =
@@ -12,13 +14,6 @@ const PLACEMENTS: &str =
 
 fn rv(obj: &Value) -> &str {
     obj["metadata"]["resourceVersion"].as_str().unwrap_or("")
-}
-
-/// Writes `text` to `name` in `dir`; the path as a string.
-fn file(dir: &tempfile::TempDir, name: &str, text: &str) -> anyhow::Result<String> {
-    let path = dir.path().join(name);
-    std::fs::write(&path, text)?;
-    Ok(path.to_str().context("utf-8 path")?.to_owned())
 }
 
 const GENERATED_PLACEMENT: &str = "apiVersion: cluster.open-cluster-management.io/v1beta1
@@ -72,7 +67,7 @@ spec:
 async fn create_dry_run_server_then_already_exists() -> anyhow::Result<()> {
     let Some((hub, http, k)) = setup().await? else { return Ok(()) };
     let dir = tempfile::tempdir()?;
-    let path = file(&dir, "p9.yaml", P9)?;
+    let path = write_manifest(&dir, "p9.yaml", P9)?;
     let out = k.ok(&["create", "--dry-run=server", "-f", &path]).await?;
     ensure!(
         out.trim() == "placement.cluster.open-cluster-management.io/p9 created (server dry run)"
@@ -121,7 +116,7 @@ async fn create_refuses_invalid_objects_and_unknown_fields() -> anyhow::Result<(
     let Some((hub, http, k)) = setup().await? else { return Ok(()) };
     let dir = tempfile::tempdir()?;
     // A value outside the schema's enum: 422, the field named.
-    let path = file(&dir, "bad.yaml", BAD_CLUSTER)?;
+    let path = write_manifest(&dir, "bad.yaml", BAD_CLUSTER)?;
     let r = k.run(&["create", "-f", &path]).await?;
     ensure!(r.code == 1 && r.stdout.is_empty(), "{r:?}");
     ensure!(
@@ -131,7 +126,7 @@ async fn create_refuses_invalid_objects_and_unknown_fields() -> anyhow::Result<(
         "{r:?}"
     );
     // Two errors at once: every one listed.
-    let path = file(
+    let path = write_manifest(
         &dir,
         "bad2.yaml",
         &BAD_CLUSTER.replace("hubAcceptsClient: true", "hubAcceptsClient: \"yes\""),
@@ -146,7 +141,7 @@ async fn create_refuses_invalid_objects_and_unknown_fields() -> anyhow::Result<(
     ensure!(absent(&hub, &http, &format!("{MCL}/bad")).await?);
 
     // An unknown field: strict decoding refuses it (kubectl asks for fieldValidation=Strict).
-    let path = file(
+    let path = write_manifest(
         &dir,
         "p.yaml",
         &P9.replace("numberOfClusters: 1", "numberOfClusters: 1\n  colour: red"),
@@ -251,7 +246,7 @@ async fn create_core_kinds_from_a_multi_document_file() -> anyhow::Result<()> {
 async fn apply_creates_then_configures_an_ocm_object() -> anyhow::Result<()> {
     let Some((hub, http, k)) = setup().await? else { return Ok(()) };
     let dir = tempfile::tempdir()?;
-    let path = file(&dir, "p9.yaml", P9)?;
+    let path = write_manifest(&dir, "p9.yaml", P9)?;
     let out = k.ok(&["apply", "-f", &path]).await?;
     ensure!(out.trim() == "placement.cluster.open-cluster-management.io/p9 created", "{out}");
     let obj = stored(&hub, &http, &format!("{PLACEMENTS}/p9")).await?;
@@ -264,7 +259,8 @@ async fn apply_creates_then_configures_an_ocm_object() -> anyhow::Result<()> {
     let out = k.ok(&["apply", "-f", &path]).await?;
     ensure!(out.trim() == "placement.cluster.open-cluster-management.io/p9 unchanged", "{out}");
     ensure!(rv(&stored(&hub, &http, &format!("{PLACEMENTS}/p9")).await?) == rv(&obj));
-    let path = file(&dir, "p9.yaml", &P9.replace("numberOfClusters: 1", "numberOfClusters: 3"))?;
+    let path =
+        write_manifest(&dir, "p9.yaml", &P9.replace("numberOfClusters: 1", "numberOfClusters: 3"))?;
     let out = k.ok(&["apply", "-f", &path]).await?;
     ensure!(out.trim() == "placement.cluster.open-cluster-management.io/p9 configured", "{out}");
     let obj = stored(&hub, &http, &format!("{PLACEMENTS}/p9")).await?;
@@ -290,7 +286,7 @@ async fn replace_puts_the_file_and_refuses_a_stale_version() -> anyhow::Result<(
     create(&hub, &http, MCL, cluster("c1", json!({"env": "prod", "team": "a"}))).await?;
     let dir = tempfile::tempdir()?;
     // No resourceVersion in the file: kubectl reads the current one and PUTs the whole file.
-    let path = file(&dir, "c1.yaml", C1)?;
+    let path = write_manifest(&dir, "c1.yaml", C1)?;
     let out = k.ok(&["replace", "-f", &path]).await?;
     ensure!(out.trim() == "managedcluster.cluster.open-cluster-management.io/c1 replaced", "{out}");
     let obj = stored(&hub, &http, &c1).await?;
@@ -300,7 +296,7 @@ async fn replace_puts_the_file_and_refuses_a_stale_version() -> anyhow::Result<(
 
     // A resourceVersion read before a later write: Conflict, nothing stored.
     let old = k.ok(&["get", "mcl", "c1", "-o", "yaml"]).await?;
-    let stale = file(
+    let stale = write_manifest(
         &dir,
         "stale.yaml",
         &old.replace("leaseDurationSeconds: 60", "leaseDurationSeconds: 90"),

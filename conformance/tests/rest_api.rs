@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use ocm_apiserver::cache::CacheConfig;
 use ocm_conformance::fidelity;
-use ocm_conformance::hub::{Backend, TestHub};
+use ocm_conformance::hub::{Backend, TestHub, managed_entry};
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -2220,6 +2220,11 @@ async fn inflight_limit_is_too_many_requests(b: Backend) -> anyhow::Result<()> {
                         api.create(&cms("default"), &cm("written-meanwhile")).await?;
                         let mut w = api.watch(&format!("{}?watch=true", cms("default"))).await?;
                         w.event().await?;
+                        // Only evidence if the slow read still held the seat all along.
+                        if futures::poll!(&mut held).is_ready() {
+                            api.delete(&format!("{}/written-meanwhile", cms("default"))).await?;
+                            break;
+                        }
                         rejected = Some(r);
                         held.await?.failure(504, "Timeout")?;
                         break;
@@ -2463,14 +2468,6 @@ impl Api {
         let path = format!("{path}?fieldManager={manager}&force={force}");
         self.body(Method::PATCH, &path, APPLY, v).await
     }
-}
-
-/// The managedFields entry of `manager` (and `operation`), if any.
-fn managed_entry<'a>(obj: &'a Value, manager: &str, operation: &str) -> Option<&'a Value> {
-    obj["metadata"]["managedFields"]
-        .as_array()?
-        .iter()
-        .find(|e| e["manager"] == manager && e["operation"] == operation)
 }
 
 /// Strategic merge patch: core kinds merge their lists by the Go types' merge keys, OCM kinds by

@@ -66,6 +66,16 @@ impl Client {
     }
 }
 
+/// Whether `have` holds everything `want` says (objects key by key, other values equal).
+fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => {
+            w.iter().all(|(k, v)| h.get(k).is_some_and(|hv| contains(hv, v)))
+        }
+        (h, w) => h == w,
+    }
+}
+
 /// The versions of each OCM kind the hub serves, as its discovery says.
 async fn served(client: &Client) -> anyhow::Result<Vec<(&'static Crd, String)>> {
     let mut out = Vec::new();
@@ -168,6 +178,7 @@ async fn objects_read_back_validate_against_the_crd_schemas() -> anyhow::Result<
     let client = Client::start().await?;
     let served = served(&client).await?;
     let mut kinds_created = Vec::new();
+    let mut namespaces = std::collections::HashSet::new();
     for text in GOLDEN {
         let golden: Value = serde_json::from_str(text)?;
         // The golden object itself is checked too: a bad example would prove nothing.
@@ -178,8 +189,8 @@ async fn objects_read_back_validate_against_the_crd_schemas() -> anyhow::Result<
         let kind = obj["kind"].as_str().context("kind")?;
         let crd = ocm_proto::crd::find_kind(group, kind).context("crd")?;
         let namespace = obj["metadata"]["namespace"].as_str().map(str::to_owned);
-        if let Some(ns) = &namespace {
-            let _ = client
+        if let Some(ns) = namespace.as_ref().filter(|ns| namespaces.insert((*ns).clone())) {
+            client
                 .call(
                     reqwest::Method::POST,
                     "/api/v1/namespaces",
@@ -187,7 +198,7 @@ async fn objects_read_back_validate_against_the_crd_schemas() -> anyhow::Result<
                         &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
                     ),
                 )
-                .await;
+                .await?;
         }
         let path = collection(crd, version, namespace.as_deref());
         let created = client.call(reqwest::Method::POST, &path, Some(&obj)).await?;
@@ -200,7 +211,11 @@ async fn objects_read_back_validate_against_the_crd_schemas() -> anyhow::Result<
                 .call(reqwest::Method::PUT, &format!("{path}/{name}/status"), Some(&with_status))
                 .await?;
             fidelity::assert_matches_crd(&updated).context("status answer")?;
-            ensure!(updated.get("status").is_some(), "{kind} {name}: status not kept: {updated}");
+            ensure!(
+                contains(&updated["status"], status),
+                "{kind} {name}: status not kept as sent:\n{status}\n{}",
+                updated["status"]
+            );
         }
         kinds_created.push(kind.to_owned());
         for (c, v) in served.iter().filter(|(c, _)| c.kind == kind) {
