@@ -55,6 +55,9 @@ pub struct CachedObject {
     pub value: Value,
     /// `value` as JSON.
     pub json: Bytes,
+    /// Other renderings watchers asked for (a one-row Table, the metadata), made once for all
+    /// of them: `(form, version)` → bytes. A handful at most.
+    rendered: std::sync::Mutex<Vec<(&'static str, String, Bytes)>>,
 }
 
 impl CachedObject {
@@ -69,7 +72,24 @@ impl CachedObject {
     /// Wraps an object whose resourceVersion is already `rev`.
     pub fn new(key: String, value: Value, rev: u64) -> CachedObject {
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        CachedObject { key, rev, value, json }
+        CachedObject { key, rev, value, json, rendered: Default::default() }
+    }
+
+    /// The object rendered as `form` at `version`: made by `make` the first time, shared by
+    /// every later caller (every watcher of the same form sees the same bytes).
+    pub fn rendered<E>(
+        &self,
+        form: &'static str,
+        version: &str,
+        make: impl FnOnce() -> Result<Bytes, E>,
+    ) -> Result<Bytes, E> {
+        let mut done = self.rendered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, _, bytes)) = done.iter().find(|(f, v, _)| *f == form && v == version) {
+            return Ok(bytes.clone());
+        }
+        let bytes = make()?;
+        done.push((form, version.to_owned(), bytes.clone()));
+        Ok(bytes)
     }
 }
 
@@ -473,5 +493,20 @@ mod tests {
         assert_eq!(kind_prefix("/registry/core/secrets/ns/a"), "/registry/core/secrets/");
         assert_eq!(kind_prefix("/registry/g/p/a"), "/registry/g/p/");
         assert_eq!(kind_prefix("/other/x"), "/other/x");
+    }
+
+    #[test]
+    fn renderings_are_made_once_per_form_and_version() {
+        let obj = CachedObject::new("/registry/k/a".into(), serde_json::json!({"a": 1}), 1);
+        let made = std::cell::Cell::new(0);
+        let make = |text: &'static str| {
+            made.set(made.get() + 1);
+            Ok::<_, ()>(Bytes::from_static(text.as_bytes()))
+        };
+        assert_eq!(obj.rendered("table/v1/metadata", "v1", || make("row")).unwrap(), "row");
+        assert_eq!(obj.rendered("table/v1/metadata", "v1", || make("again")).unwrap(), "row");
+        assert_eq!(obj.rendered("table/v1/metadata", "v2", || make("v2")).unwrap(), "v2");
+        assert_eq!(obj.rendered("v1", "", || make("meta")).unwrap(), "meta");
+        assert_eq!(made.get(), 3);
     }
 }

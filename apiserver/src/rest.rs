@@ -1167,15 +1167,33 @@ fn event_object(
 ) -> Result<Bytes, ApiError> {
     match wr.output {
         Output::Json => wire_bytes(&wr.target, obj),
-        // Metadata is the same at every version: no conversion of the whole object.
-        Output::Metadata(version) => {
+        // Metadata is the same at every version: no conversion of the whole object. Made once
+        // per event, for every watcher.
+        Output::Metadata(version) => obj.rendered(version, "", || {
             let meta = table::partial_metadata(&obj.value, version);
             Ok(Bytes::from(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
-        }
-        Output::Table(_) => {
+        }),
+        // A watcher's first Table carries the column definitions; later rows are shared.
+        Output::Table(_) if *headers => {
             let value = to_wire(&wr.target, obj.value.clone())?;
             Ok(Bytes::from(table_or_json(wr, value, headers)?))
         }
+        Output::Table(req) => obj.rendered(table_form(req), &wr.target.version, || {
+            let value = to_wire(&wr.target, obj.value.clone())?;
+            Ok(Bytes::from(table_or_json(wr, value, &mut false)?))
+        }),
+    }
+}
+
+/// The name of a Table rendering, for [`CachedObject::rendered`].
+fn table_form(req: TableRequest) -> &'static str {
+    match (req.version, req.include) {
+        ("v1", Include::Metadata) => "table/v1/metadata",
+        ("v1", Include::Object) => "table/v1/object",
+        ("v1", Include::None) => "table/v1/none",
+        (_, Include::Metadata) => "table/v1beta1/metadata",
+        (_, Include::Object) => "table/v1beta1/object",
+        (_, Include::None) => "table/v1beta1/none",
     }
 }
 
