@@ -95,13 +95,21 @@ fn legacy_resources(rt: &ResourceType, version: &str) -> Vec<Value> {
     }
     let mut out = vec![main];
     for sub in &rt.subresources {
-        out.push(json!({
+        let mut doc = json!({
             "name": format!("{}/{}", rt.plural, sub.name),
             "singularName": "",
             "namespaced": rt.namespaced,
             "kind": rt.kind,
             "verbs": SUB_VERBS,
-        }));
+        });
+        if let Some(action) = sub.action {
+            let (group, version, kind) = action.kind();
+            doc["group"] = json!(group);
+            doc["version"] = json!(version);
+            doc["kind"] = json!(kind);
+            doc["verbs"] = json!(["create"]);
+        }
+        out.push(doc);
     }
     out
 }
@@ -125,12 +133,20 @@ fn aggregated_resource(rt: &ResourceType, version: &str) -> Value {
         r["subresources"] = Value::Array(
             rt.subresources
                 .iter()
-                .map(|s| {
-                    json!({
+                .map(|s| match s.action {
+                    Some(action) => {
+                        let (group, version, kind) = action.kind();
+                        json!({
+                            "subresource": s.name,
+                            "responseKind": {"group": group, "version": version, "kind": kind},
+                            "verbs": ["create"],
+                        })
+                    }
+                    None => json!({
                         "subresource": s.name,
                         "responseKind": kind,
                         "verbs": SUB_VERBS,
-                    })
+                    }),
                 })
                 .collect(),
         );

@@ -4,9 +4,11 @@
 //! the parts fit.
 
 pub mod access;
+pub mod authn;
 pub mod authz;
 pub mod background;
 pub mod cache;
+pub mod cli;
 pub mod controllers;
 pub mod discovery;
 pub mod encoding;
@@ -27,3 +29,5 @@ pub mod scheme;
 pub mod server;
 pub mod strategy;
 pub mod table;
+pub mod tls;
+pub mod tokens;

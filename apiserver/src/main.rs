@@ -4,8 +4,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use ocm_apiserver::cli;
 use ocm_apiserver::scheme::Profile;
 use ocm_apiserver::server::{ServeConfig, StorageChoice, run};
 
@@ -24,6 +26,40 @@ struct Cli {
 enum Command {
     /// Runs the hub.
     Serve(ServeArgs),
+    /// Bootstrap tokens for joining managed clusters (kept by the running hub).
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Creates a bootstrap token and prints it.
+    Create {
+        /// The hub's data directory (its admin.kubeconfig is used).
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+        /// How long the token works (1h, 30m, 1h30m; at most 168h).
+        #[arg(long, default_value = "1h", value_parser = parse_ttl)]
+        ttl: Duration,
+    },
+    /// Lists the bootstrap tokens (ids and expiry; never the secrets).
+    List {
+        /// The hub's data directory.
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+    },
+    /// Revokes a bootstrap token at once.
+    Revoke {
+        /// The token, or its id (the part before the dot).
+        token: String,
+        /// The hub's data directory.
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+    },
+}
+
+fn parse_ttl(text: &str) -> Result<Duration, String> {
+    cli::parse_duration(text).and_then(cli::check_ttl)
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -68,6 +104,25 @@ struct ServeArgs {
     #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_MUTATING,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_mutating_requests_inflight: usize,
+    /// Serving certificate (PEM) instead of the one the hub issues itself; re-read on change.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// Key of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// A CA bundle trusted for client certificates besides the hub CA (repeatable).
+    #[arg(long)]
+    client_ca_file: Vec<PathBuf>,
+    /// The front-proxy CA: connections with a client certificate from it may name the user in
+    /// X-Remote-User / X-Remote-Group / X-Remote-Extra-* (aggregation behind kube-apiserver).
+    #[arg(long)]
+    requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names a front-proxy certificate may carry, comma-separated (any when empty).
+    #[arg(long, value_delimiter = ',')]
+    requestheader_allowed_names: Vec<String>,
+    /// The issuer written into and required of service-account tokens.
+    #[arg(long, default_value = ocm_apiserver::tokens::DEFAULT_ISSUER)]
+    service_account_issuer: String,
 }
 
 fn usage_error(message: &str) -> ExitCode {
@@ -88,7 +143,15 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    let Command::Serve(args) = cli.command;
+    let args = match cli.command {
+        Command::Serve(args) => args,
+        Command::Token(command) => return token(command),
+    };
+    for path in args.client_ca_file.iter().chain(&args.requestheader_client_ca_file) {
+        if !path.is_file() {
+            return usage_error(&format!("{} is not a readable file", path.display()));
+        }
+    }
     let storage = match args.storage {
         StorageArg::Sled => StorageChoice::Sled,
         StorageArg::Memory => StorageChoice::Memory,
@@ -103,6 +166,11 @@ fn main() -> ExitCode {
     config.storage = storage;
     config.max_requests_inflight = args.max_requests_inflight;
     config.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
+    config.tls_cert = args.tls_cert_file.zip(args.tls_private_key_file);
+    config.client_ca_files = args.client_ca_file;
+    config.requestheader_ca = args.requestheader_client_ca_file;
+    config.requestheader_allowed_names = args.requestheader_allowed_names;
+    config.service_account_issuer = args.service_account_issuer;
     config.profile = match args.profile {
         ProfileArg::Hub => Profile::Hub,
         ProfileArg::Cluster => Profile::Cluster,
@@ -126,6 +194,45 @@ fn main() -> ExitCode {
     }));
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ocm-hub: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a `token` command against the running hub.
+fn token(command: TokenCommand) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ocm-hub: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match command {
+            TokenCommand::Create { data_dir, ttl } => {
+                let token = cli::token_create(cli::client(&data_dir).await?, ttl).await?;
+                println!("{token}");
+            }
+            TokenCommand::List { data_dir } => {
+                let tokens = cli::token_list(cli::client(&data_dir).await?).await?;
+                println!("{:<8} {:<22} GROUPS", "ID", "EXPIRES");
+                for t in tokens {
+                    println!("{:<8} {:<22} {}", t.id, t.expiration, t.groups);
+                }
+            }
+            TokenCommand::Revoke { token, data_dir } => {
+                let id = cli::token_revoke(cli::client(&data_dir).await?, &token).await?;
+                println!("bootstrap token {id} revoked");
+            }
+        }
+        Ok::<(), cli::CliError>(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(cli::CliError::Usage(message)) => usage_error(&message),
         Err(e) => {
             eprintln!("ocm-hub: {e}");
             ExitCode::FAILURE

@@ -36,7 +36,7 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
     versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     let mut subresources = Vec::new();
     if storage.status_subresource {
-        subresources.push(Subresource { name: "status", owns: &["status"] });
+        subresources.push(Subresource::part("status", &["status"]));
     }
     ResourceType {
         group: crd.group.clone(),

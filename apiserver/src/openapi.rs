@@ -451,7 +451,9 @@ fn add_paths(
         ops
     };
     paths.insert(format!("{collection}/{{name}}"), item("", ""));
-    for sub in &rt.subresources {
+    // Action subresources (serviceaccounts/token) take and answer another kind; they are not
+    // published yet (kubectl create token does not read OpenAPI).
+    for sub in rt.subresources.iter().filter(|s| s.action.is_none()) {
         let suffix = format!("{}{}", sub.name[..1].to_uppercase(), &sub.name[1..]);
         paths.insert(format!("{collection}/{{name}}/{}", sub.name), item(&suffix, sub.name));
     }

@@ -6,16 +6,12 @@ use std::fs;
 use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use base64::Engine as _;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use time::{Duration, OffsetDateTime};
 
 /// The user the admin certificate names; its group is `system:masters`.
@@ -64,8 +60,6 @@ pub struct Pki {
     /// The CA certificate (PEM), which clients trust and which signs client certificates.
     pub ca_pem: String,
     ca_key: KeyPair,
-    /// The serving certificate (PEM) and its key.
-    serving: (String, String),
 }
 
 impl std::fmt::Debug for Pki {
@@ -83,7 +77,7 @@ fn cert_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
 }
 
 /// Writes `contents` to `path` atomically (temp file + rename), private when `secret`.
-fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), PkiError> {
+pub(crate) fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), PkiError> {
     let tmp = path.with_extension("tmp");
     {
         use std::io::Write as _;
@@ -151,10 +145,11 @@ impl Pki {
             write_file(&ca_crt, &cert.pem(), false)?;
             (cert.pem(), key)
         };
-        let mut pki = Pki { dir, ca_pem, ca_key, serving: (String::new(), String::new()) };
-        pki.serving = pki.issue_serving(hosts)?;
-        write_file(&pki.dir.join("serving.crt"), &pki.serving.0, false)?;
-        write_file(&pki.dir.join("serving.key"), &pki.serving.1, true)?;
+        let pki = Pki { dir, ca_pem, ca_key };
+        let (crt, key) = pki.issue_serving(hosts)?;
+        // The key first: a reload that sees the new certificate sees its key.
+        write_file(&pki.dir.join("serving.key"), &key, true)?;
+        write_file(&pki.dir.join("serving.crt"), &crt, false)?;
         if !pki.dir.join("admin.crt").exists() || !pki.dir.join("admin.key").exists() {
             let (crt, key) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 365)?;
             write_file(&pki.dir.join("admin.key"), &key, true)?;
@@ -168,7 +163,7 @@ impl Pki {
     pub fn open(data_dir: &Path) -> Result<Pki, PkiError> {
         let dir = data_dir.join("pki");
         let (ca_pem, ca_key) = read_ca(&dir)?;
-        Ok(Pki { dir, ca_pem, ca_key, serving: (String::new(), String::new()) })
+        Ok(Pki { dir, ca_pem, ca_key })
     }
 
     /// The CA as an issuer: same subject and key as the stored CA certificate, which is all a
@@ -258,48 +253,31 @@ impl Pki {
         write_file(path, &config, true)
     }
 
-    /// The rustls server configuration: the serving certificate, ALPN `h2` and `http/1.1`, and
-    /// client certificates verified against the hub CA when offered (requests without one are
-    /// left to the authentication layer).
-    pub fn server_config(&self) -> Result<rustls::ServerConfig, PkiError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        for ca in pem_certs(&self.ca_pem, &self.dir.join("ca.crt"))? {
-            roots.add(ca)?;
-        }
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .allow_unauthenticated()
-                .build()?;
-        let certs = pem_certs(&self.serving.0, &self.dir.join("serving.crt"))?;
-        let key = pem_key(&self.serving.1, &self.dir.join("serving.key"))?;
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(certs, key)?;
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(config)
+    /// The `pki` directory.
+    pub fn dir(&self) -> PathBuf {
+        self.dir.clone()
     }
-}
 
-fn pem_certs(pem: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiError> {
-    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| PkiError::BadPem { path: path.to_owned(), detail: e.to_string() })?;
-    if certs.is_empty() {
-        return Err(PkiError::BadPem { path: path.to_owned(), detail: "no certificate".into() });
+    /// The CA certificate file.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
     }
-    Ok(certs)
-}
 
-fn pem_key(pem: &str, path: &Path) -> Result<PrivateKeyDer<'static>, PkiError> {
-    PrivateKeyDer::from_pem_slice(pem.as_bytes())
-        .map_err(|e| PkiError::BadPem { path: path.to_owned(), detail: e.to_string() })
+    /// The hub-issued serving certificate and key files.
+    pub fn serving_files(&self) -> (PathBuf, PathBuf) {
+        (self.dir.join("serving.crt"), self.dir.join("serving.key"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+
+    fn pem_certs(pem: &str) -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_slice_iter(pem.as_bytes()).collect::<Result<_, _>>().unwrap()
+    }
 
     #[test]
     fn ca_survives_restarts_and_configs_build() {
@@ -307,7 +285,15 @@ mod tests {
         let a = Pki::load_or_create(dir.path(), &["hub.example".into()]).unwrap();
         let b = Pki::load_or_create(dir.path(), &[]).unwrap();
         assert_eq!(a.ca_pem, b.ca_pem, "the CA must be kept");
-        b.server_config().unwrap();
+        let (cert, key) = b.serving_files();
+        crate::tls::Tls::load(crate::tls::TlsFiles {
+            cert,
+            key,
+            client_ca: vec![b.ca_file()],
+            requestheader_ca: None,
+            requestheader_allowed_names: Vec::new(),
+        })
+        .unwrap();
         let kc = dir.path().join("admin.kubeconfig");
         b.write_admin_kubeconfig(&kc, "https://127.0.0.1:1").unwrap();
         let text = fs::read_to_string(kc).unwrap();
@@ -319,12 +305,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pki = Pki::load_or_create(dir.path(), &[]).unwrap();
         let (pem, _) = pki.issue_client("alice", Some("team-a"), 1).unwrap();
-        let der = pem_certs(&pem, Path::new("alice.crt")).unwrap().remove(0);
+        let der = pem_certs(&pem).remove(0);
         let id = crate::rest::user_from_certificate(der.as_ref()).unwrap();
         assert_eq!(id.name, "alice");
         assert_eq!(id.groups, ["team-a", "system:authenticated"]);
         let (pem, _) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 1).unwrap();
-        let der = pem_certs(&pem, Path::new("admin.crt")).unwrap().remove(0);
+        let der = pem_certs(&pem).remove(0);
         let admin = crate::rest::user_from_certificate(der.as_ref()).unwrap();
         assert!(admin.groups.iter().any(|g| g == ADMIN_GROUP));
         assert!(crate::rest::user_from_certificate(b"not a certificate").is_none());

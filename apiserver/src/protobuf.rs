@@ -399,6 +399,8 @@ static KINDS: &[(&str, &str, &Msg)] = &[
     ("authorization.k8s.io/v1", "SubjectAccessReview", &SUBJECT_ACCESS_REVIEW),
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview", &SELF_SUBJECT_RULES_REVIEW),
     ("authentication.k8s.io/v1", "SelfSubjectReview", &SELF_SUBJECT_REVIEW),
+    ("authentication.k8s.io/v1", "TokenReview", &TOKEN_REVIEW),
+    ("authentication.k8s.io/v1", "TokenRequest", &TOKEN_REQUEST),
 ];
 
 // meta/v1
@@ -765,6 +767,40 @@ static SELF_SUBJECT_RULES_REVIEW_SPEC: Msg =
 
 static SELF_SUBJECT_REVIEW: Msg =
     Msg { name: "SelfSubjectReview", fields: &[m(1, "metadata", &OBJECT_META)] };
+
+static TOKEN_REVIEW: Msg = Msg {
+    name: "TokenReview",
+    fields: &[m(1, "metadata", &OBJECT_META), m(2, "spec", &TOKEN_REVIEW_SPEC)],
+};
+
+static TOKEN_REVIEW_SPEC: Msg = Msg {
+    name: "TokenReviewSpec",
+    fields: &[f(1, "token", Str, Opt), f(2, "audiences", Str, Rep)],
+};
+
+static TOKEN_REQUEST: Msg = Msg {
+    name: "TokenRequest",
+    fields: &[m(1, "metadata", &OBJECT_META), m(2, "spec", &TOKEN_REQUEST_SPEC)],
+};
+
+static TOKEN_REQUEST_SPEC: Msg = Msg {
+    name: "TokenRequestSpec",
+    fields: &[
+        f(1, "audiences", Str, Rep),
+        m(3, "boundObjectRef", &BOUND_OBJECT_REFERENCE),
+        f(4, "expirationSeconds", Int64, Opt),
+    ],
+};
+
+static BOUND_OBJECT_REFERENCE: Msg = Msg {
+    name: "BoundObjectReference",
+    fields: &[
+        f(1, "kind", Str, Opt),
+        f(2, "apiVersion", Str, Opt),
+        f(3, "name", Str, Opt),
+        f(4, "uid", Str, Opt),
+    ],
+};
 
 static ROLE_REF: Msg = Msg {
     name: "RoleRef",

@@ -37,8 +37,8 @@ use crate::table::{self, Include, TableRequest};
 /// The largest request body (kube-apiserver's default, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// Who sent a request, as the TLS layer established it: a request extension, absent when the
-/// client presented no certificate. Shared, so a request carries it without copying.
+/// Who sent a request, as the authenticator established it. Shared, so a request carries it
+/// without copying.
 pub type Identity = Arc<authz::UserInfo>;
 
 /// The user a verified client certificate (DER) names: CN is the user, each O a group, and
@@ -74,6 +74,8 @@ pub struct ApiState {
     pub inflight: Inflight,
     /// The authorizer (RBAC).
     pub access: Arc<crate::access::Access>,
+    /// The authenticator (front-proxy headers, certificates, tokens).
+    pub authn: crate::authn::Authenticator,
 }
 
 /// The router: every path goes through [`handle`].
@@ -324,7 +326,7 @@ pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Respons
     encoding::finish(resp, wanted).await
 }
 
-async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError> {
+async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_owned();
     match path.as_str() {
         "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => {
@@ -342,9 +344,9 @@ async fn serve(state: &Arc<ApiState>, req: Request) -> Result<Response, ApiError
         }
         _ => {}
     }
-    let Some(identity) = req.extensions().get::<Identity>().cloned() else {
-        return Err(ApiError::unauthorized());
-    };
+    let peer = req.extensions().get::<crate::authn::PeerInfo>().cloned();
+    let peer = peer.as_deref().unwrap_or(&crate::tls::Peer::Anonymous);
+    let identity = Identity::new(state.authn.authenticate(peer, req.headers_mut())?);
     let identity = state.access.impersonate(identity, req.headers())?;
     let q = Query::parse(req.uri().query());
     let trimmed = path.trim_end_matches('/');
@@ -515,7 +517,11 @@ fn decode(content_type: &str, bytes: &Bytes) -> Result<Value, ApiError> {
 
 /// Checks the body's apiVersion and kind against the endpoint.
 fn check_type(target: &Target, body: &Value) -> Result<(), ApiError> {
-    let expected = target.rt.api_version(&target.version);
+    check_type_is(body, &target.rt.api_version(&target.version), &target.rt.kind)
+}
+
+/// Checks a body's apiVersion and kind, when it names them, against `expected` and `kind`.
+fn check_type_is(body: &Value, expected: &str, expected_kind: &str) -> Result<(), ApiError> {
     let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
     if !api_version.is_empty() && api_version != expected {
@@ -523,10 +529,9 @@ fn check_type(target: &Target, body: &Value) -> Result<(), ApiError> {
             "the API version in the data ({api_version}) does not match the expected API version ({expected})"
         )));
     }
-    if !kind.is_empty() && kind != target.rt.kind {
+    if !kind.is_empty() && kind != expected_kind {
         return Err(ApiError::bad_request(format!(
-            "the kind in the data ({kind}) does not match the expected kind ({})",
-            target.rt.kind
+            "the kind in the data ({kind}) does not match the expected kind ({expected_kind})"
         )));
     }
     Ok(())
@@ -807,7 +812,29 @@ async fn resource(
         }
         let body = read_body(req).await?;
         check_type(&target, &body)?;
-        let answered = crate::reviews::answer(review, &state.access, user, body)?;
+        let answered = crate::reviews::answer(review, &state.access, &state.authn, user, body)?;
+        return Ok(json_response(
+            StatusCode::CREATED,
+            serde_json::to_vec(&answered).map_err(ApiError::internal)?,
+        ));
+    }
+    let action = target.sub.as_deref().and_then(|s| target.rt.subresource(s)).and_then(|s| s.action);
+    if let Some(action) = action {
+        // Action subresources are created and answered, never stored.
+        if method != Method::POST {
+            let verb = method.as_str().to_ascii_lowercase();
+            let sub = target.sub.as_deref().unwrap_or_default();
+            return Err(ApiError::method_not_allowed(&verb, &format!("{}/{sub}", target.rt.plural)));
+        }
+        let body = read_body(req).await?;
+        let (group, version, kind) = action.kind();
+        check_type_is(&body, &format!("{group}/{version}"), kind)?;
+        let name = target.name.as_deref().unwrap_or_default();
+        let answered = match action {
+            crate::scheme::Action::TokenRequest => {
+                state.authn.token_request(&target.namespace, name, &body)?
+            }
+        };
         return Ok(json_response(
             StatusCode::CREATED,
             serde_json::to_vec(&answered).map_err(ApiError::internal)?,

@@ -1,11 +1,13 @@
 //! The review kinds: `SelfSubjectAccessReview`, `SubjectAccessReview`, `SelfSubjectRulesReview`
-//! (authorization.k8s.io/v1) and `SelfSubjectReview` (authentication.k8s.io/v1). They are never
-//! stored: a create is answered with the request and its `status`, computed by the authorizer
-//! (so `kubectl auth can-i [--list]` and `kubectl auth whoami` work).
+//! (authorization.k8s.io/v1), `SelfSubjectReview` and `TokenReview` (authentication.k8s.io/v1).
+//! They are never stored: a create is answered with the request and its `status`, computed by the
+//! authorizer or the authenticator (so `kubectl auth can-i [--list]` and `kubectl auth whoami`
+//! work, and an aggregated server can delegate token checks here).
 
 use serde_json::{Map, Value, json};
 
 use crate::access::Access;
+use crate::authn::{Authenticator, user_json};
 use crate::authz::{Attributes, UserInfo};
 use crate::error::ApiError;
 use ocm_proto::validation::FieldError;
@@ -21,6 +23,8 @@ pub enum Review {
     SelfSubjectRules,
     /// Who am I?
     SelfSubject,
+    /// Whom does this token name?
+    Token,
 }
 
 fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -76,6 +80,7 @@ fn subject(spec: &Value) -> Result<UserInfo, ApiError> {
 pub fn answer(
     review: Review,
     access: &Access,
+    authn: &Authenticator,
     me: &UserInfo,
     mut body: Value,
 ) -> Result<Value, ApiError> {
@@ -119,7 +124,14 @@ pub fn answer(
             }
             access.rules(me, namespace).to_status()
         }
-        Review::SelfSubject => json!({"userInfo": {"username": me.name, "groups": me.groups}}),
+        Review::SelfSubject => json!({"userInfo": user_json(me)}),
+        Review::Token => {
+            if str_at(&spec, "token").is_empty() {
+                let err = FieldError::required("spec.token", "");
+                return Err(ApiError::invalid("authentication.k8s.io", "TokenReview", "", &[err]));
+            }
+            authn.token_review(&spec)
+        }
     };
     let obj = body.as_object_mut().expect("checked above");
     let meta = obj.entry("metadata").or_insert_with(|| json!({}));

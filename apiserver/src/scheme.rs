@@ -24,9 +24,35 @@ pub struct Subresource {
     /// The paths a write to this subresource replaces; everything else is kept from the stored
     /// object. The main resource keeps the stored value of every path of `status`.
     pub owns: &'static [&'static str],
+    /// An action answered by the server instead of a part of the object (create only; the
+    /// request and response are another kind).
+    pub action: Option<Action>,
 }
 
-const STATUS: Subresource = Subresource { name: "status", owns: &["status"] };
+impl Subresource {
+    /// A subresource that writes `owns` of the object.
+    pub const fn part(name: &'static str, owns: &'static [&'static str]) -> Subresource {
+        Subresource { name, owns, action: None }
+    }
+}
+
+/// The action subresources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `serviceaccounts/token`: a `TokenRequest` answered with a signed token.
+    TokenRequest,
+}
+
+impl Action {
+    /// The group, version and kind the action takes and answers.
+    pub fn kind(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Action::TokenRequest => ("authentication.k8s.io", "v1", "TokenRequest"),
+        }
+    }
+}
+
+const STATUS: Subresource = Subresource::part("status", &["status"]);
 
 /// Which kinds a hub serves (design §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,7 +400,7 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
         Row::new("", "v1", "Namespace", "namespaces", false, Arc::new(NamespaceStrategy))
             .short(&["ns"])
             .sub(STATUS)
-            .sub(Subresource { name: "finalize", owns: &["spec.finalizers"] })
+            .sub(Subresource::part("finalize", &["spec.finalizers"]))
             .fields(&["status.phase"]),
         Row::new(
             "",
@@ -412,7 +438,8 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                     .columns(table::service_account_columns()),
             ),
         )
-        .short(&["sa"]),
+        .short(&["sa"])
+        .sub(Subresource { name: "token", owns: &[], action: Some(Action::TokenRequest) }),
         Row::new(
             "",
             "v1",
@@ -479,7 +506,7 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             )
             .short(&["csr"])
             .sub(STATUS)
-            .sub(Subresource { name: "approval", owns: &["status.conditions"] })
+            .sub(Subresource::part("approval", &["status.conditions"]))
             .fields(&["spec.signerName"]),
             rbac_row(
                 "Role",
@@ -607,6 +634,13 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                 "selfsubjectrulesreviews",
                 Schemaless::published_as::<authz::SelfSubjectRulesReview>(),
                 Review::SelfSubjectRules,
+            ),
+            review(
+                "authentication.k8s.io",
+                "TokenReview",
+                "tokenreviews",
+                Schemaless::published_as::<authn::TokenReview>(),
+                Review::Token,
             ),
             review(
                 "authentication.k8s.io",

@@ -1,6 +1,6 @@
 //! Running the hub: opens storage, starts the registry and its controllers, creates the PKI and
 //! `admin.kubeconfig`, binds the HTTPS listener, writes `endpoints.json` and serves every
-//! connection over rustls until shutdown.
+//! connection over rustls, with explicit HTTP/1 and HTTP/2 limits, until shutdown.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use ocm_storage::{Engine, EtcdOptions, SledOptions, Storage};
@@ -25,7 +25,10 @@ use crate::error::ApiError;
 use crate::limits::Inflight;
 use crate::pki::{Pki, PkiError};
 use crate::registry::{Registry, WriteOptions};
-use crate::rest::{ApiState, Identity};
+use crate::authn::{Authenticator, PeerInfo};
+use crate::rest::ApiState;
+use crate::tls::{Tls, TlsFiles};
+use crate::tokens::TokenAuthority;
 use crate::scheme::{Profile, Scheme};
 
 /// Which store backs the hub.
@@ -58,6 +61,18 @@ pub struct ServeConfig {
     pub max_requests_inflight: usize,
     /// Mutating requests served at once (`--max-mutating-requests-inflight`).
     pub max_mutating_requests_inflight: usize,
+    /// Serving certificate and key files instead of the hub-issued pair (`--tls-cert-file`,
+    /// `--tls-private-key-file`); either way re-read when they change.
+    pub tls_cert: Option<(PathBuf, PathBuf)>,
+    /// CA bundles trusted for client certificates besides the hub CA (`--client-ca-file`).
+    pub client_ca_files: Vec<PathBuf>,
+    /// The front-proxy CA (`--requestheader-client-ca-file`): connections with a certificate
+    /// from it may name the user in `X-Remote-*` headers.
+    pub requestheader_ca: Option<PathBuf>,
+    /// Common names allowed for front-proxy certificates (`--requestheader-allowed-names`).
+    pub requestheader_allowed_names: Vec<String>,
+    /// The `iss` of the tokens the hub signs and accepts (`--service-account-issuer`).
+    pub service_account_issuer: String,
 }
 
 impl ServeConfig {
@@ -72,6 +87,11 @@ impl ServeConfig {
             bookmark_every: Duration::from_secs(60),
             max_requests_inflight: crate::limits::DEFAULT_READONLY,
             max_mutating_requests_inflight: crate::limits::DEFAULT_MUTATING,
+            tls_cert: None,
+            client_ca_files: Vec::new(),
+            requestheader_ca: None,
+            requestheader_allowed_names: Vec::new(),
+            service_account_issuer: crate::tokens::DEFAULT_ISSUER.to_owned(),
         }
     }
 }
@@ -164,8 +184,21 @@ pub async fn run(
     let pki = Pki::load_or_create(&config.data_dir, &[addr.ip().to_string()])?;
     let server_url = format!("https://{reach}");
     pki.write_admin_kubeconfig(&config.data_dir.join("admin.kubeconfig"), &server_url)?;
-    let acceptor = TlsAcceptor::from(Arc::new(pki.server_config()?));
+    let (cert, key) = config.tls_cert.clone().unwrap_or_else(|| pki.serving_files());
+    let mut client_ca = vec![pki.ca_file()];
+    client_ca.extend(config.client_ca_files.iter().cloned());
+    let tls = Tls::load(TlsFiles {
+        cert,
+        key,
+        client_ca,
+        requestheader_ca: config.requestheader_ca.clone(),
+        requestheader_allowed_names: config.requestheader_allowed_names.clone(),
+    })?;
+    background.spawn(Arc::clone(&tls).watch(TLS_RELOAD_EVERY));
+    let acceptor = TlsAcceptor::from(Arc::new(tls.server_config()?));
+    let tokens = TokenAuthority::load_or_create(&pki.dir(), &config.service_account_issuer)?;
 
+    let registry_for_authn = registry.clone();
     let state = Arc::new(ApiState {
         discovery: Discovery::new(&registry.scheme, &reach.to_string()),
         openapi: crate::openapi::OpenApi::new(&registry.scheme),
@@ -177,6 +210,7 @@ pub async fn run(
             config.max_mutating_requests_inflight,
         ),
         access,
+        authn: Authenticator::new(tokens, registry_for_authn),
     });
     let router = crate::rest::router(Arc::clone(&state));
     let endpoints = config.data_dir.join("endpoints.json");
@@ -186,6 +220,7 @@ pub async fn run(
     tracing::info!(%server_url, "serving");
     on_ready(Running { https: addr });
 
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -200,36 +235,36 @@ pub async fn run(
             },
         };
         let _ = tcp.set_nodelay(true);
+        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
+            // Over the connection cap: closed at once rather than queued.
+            tracing::debug!(%peer, "too many connections");
+            continue;
+        };
         let acceptor = acceptor.clone();
         let router = router.clone();
+        let tls_state = Arc::clone(&tls);
         background.spawn(async move {
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
-            // The TLS layer has verified the chain against the hub CA; the certificate's subject
-            // names the user and groups.
-            let identity: Option<Identity> = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|chain| chain.first())
-                .and_then(|leaf| crate::rest::user_from_certificate(leaf.as_ref()))
-                .map(Arc::new);
-            let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
-                if let Some(identity) = &identity {
-                    req.extensions_mut().insert(Arc::clone(identity));
+            let _slot = slot;
+            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
+                .await
+            {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
                 }
+                Err(_) => return,
+            };
+            // The handshake proved the client holds the key of the certificate it sent; what
+            // the certificate authenticates is decided here, once per connection.
+            let who: PeerInfo = Arc::new(tls_state.classify(stream.get_ref().1.peer_certificates()));
+            let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(Arc::clone(&who));
                 req
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            if let Err(e) =
-                builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(svc)).await
+            if let Err(e) = http_builder()
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc))
+                .await
             {
                 tracing::debug!(%peer, error = %e, "connection ended");
             }
@@ -240,6 +275,41 @@ pub async fn run(
     // reference to it is dropped as `run` returns).
     background.stop().await;
     Ok(())
+}
+
+/// How often certificate files are checked for changes.
+const TLS_RELOAD_EVERY: Duration = Duration::from_secs(2);
+/// A client that has not finished its TLS handshake by then is dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; more are closed on accept.
+const MAX_CONNECTIONS: usize = 4096;
+/// Concurrent HTTP/2 streams per connection (hyper's default, set explicitly: reliability.md
+/// §5.3).
+pub const MAX_CONCURRENT_STREAMS: u32 = 100;
+/// Largest header list a request may send (16 KiB, hyper's default, set explicitly).
+pub const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+
+/// The HTTP/1.1 and HTTP/2 settings of every connection, each limit set explicitly
+/// (reliability.md §5.3): bounded streams, header list, reset-stream limits against rapid-reset
+/// and MadeYouReset floods, keepalive pings that find dead peers, and a header read timeout
+/// against slowloris.
+fn http_builder() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .max_headers(100);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(MAX_HEADER_LIST_BYTES)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(1024)
+        .keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(10));
+    builder
 }
 
 /// Creates the default RBAC on first start (`cluster-admin` for `system:masters`, discovery and

@@ -1,0 +1,204 @@
+//! The hub binary's client commands (`ocm-hub token create|list|revoke`): they talk to a running
+//! hub through the `kube` client and the data dir's `admin.kubeconfig`, as clusteradm talks to
+//! a hub through client-go.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use rand::Rng as _;
+use serde_json::json;
+
+use crate::authn::{BOOTSTRAP_NAMESPACE, BOOTSTRAP_SECRET_PREFIX, BOOTSTRAP_SECRET_TYPE};
+
+/// Longest bootstrap token lifetime `token create` grants (kubeadm's default is a day; a week
+/// at most keeps joins short-lived).
+pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A client command's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The admin kubeconfig could not be read.
+    #[error("reading {path}: {detail} (is DIR the hub's --data-dir?)")]
+    Kubeconfig {
+        /// The file.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+    /// The hub answered with an error or could not be reached.
+    #[error("the hub: {0}")]
+    Hub(#[from] kube::Error),
+    /// What the user asked for is not possible.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// A client for the hub whose data dir is `data_dir`.
+pub async fn client(data_dir: &Path) -> Result<kube::Client, CliError> {
+    let path = data_dir.join("admin.kubeconfig");
+    let bad = |detail: String| CliError::Kubeconfig { path: path.display().to_string(), detail };
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).map_err(|e| bad(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| bad(e.to_string()))?;
+    kube::Client::try_from(config).map_err(CliError::Hub)
+}
+
+/// Parses a Go-style duration of hours, minutes and seconds (`1h`, `90m`, `1h30m`, `45s`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {text:?}: use hours, minutes, seconds (1h, 30m, 1h30m)");
+    let mut total = 0u64;
+    let mut number = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        number.clear();
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        total = n.checked_mul(unit).and_then(|v| total.checked_add(v)).ok_or_else(bad)?;
+    }
+    if !number.is_empty() || text.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// Checks a token lifetime: more than zero, at most [`MAX_TOKEN_TTL`].
+pub fn check_ttl(ttl: Duration) -> Result<Duration, String> {
+    if ttl.is_zero() {
+        return Err("--ttl must be more than 0s".into());
+    }
+    if ttl > MAX_TOKEN_TTL {
+        return Err(format!("--ttl must be at most {}h", MAX_TOKEN_TTL.as_secs() / 3600));
+    }
+    Ok(ttl)
+}
+
+fn random_chars(n: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..n).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+/// Creates a bootstrap token valid for `ttl` (a `bootstrap-token-<id>` Secret, as kubeadm
+/// keeps them) and returns it as `<id>.<secret>`.
+pub async fn token_create(client: kube::Client, ttl: Duration) -> Result<String, CliError> {
+    let secrets: Api<Secret> = Api::namespaced(client, BOOTSTRAP_NAMESPACE);
+    let (id, secret) = (random_chars(6), random_chars(16));
+    let expires = time::OffsetDateTime::now_utc()
+        + time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2));
+    let obj: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": format!("{BOOTSTRAP_SECRET_PREFIX}{id}"),
+            "labels": {"app.kubernetes.io/managed-by": "ocm-hub"},
+        },
+        "type": BOOTSTRAP_SECRET_TYPE,
+        "stringData": {
+            "description": "created by ocm-hub token create for joining managed clusters",
+            "token-id": id,
+            "token-secret": secret,
+            "expiration": rfc3339(expires.replace_nanosecond(0).unwrap_or(expires)),
+            "usage-bootstrap-authentication": "true",
+            "auth-extra-groups": crate::authz::OCM_BOOTSTRAP_GROUP,
+        },
+    }))
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    secrets.create(&PostParams::default(), &obj).await?;
+    Ok(format!("{id}.{secret}"))
+}
+
+/// One listed bootstrap token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenInfo {
+    /// Its id (the part before the dot; the secret is never listed).
+    pub id: String,
+    /// RFC 3339 expiry, empty for none.
+    pub expiration: String,
+    /// Its extra groups.
+    pub groups: String,
+}
+
+/// The bootstrap tokens the hub holds, by id.
+pub async fn token_list(client: kube::Client) -> Result<Vec<TokenInfo>, CliError> {
+    let secrets: Api<Secret> = Api::namespaced(client, BOOTSTRAP_NAMESPACE);
+    let lp = ListParams::default().fields(&format!("type={BOOTSTRAP_SECRET_TYPE}"));
+    let mut out: Vec<TokenInfo> = secrets
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|s| {
+            let data = s.data.unwrap_or_default();
+            let text = |k: &str| {
+                data.get(k).map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default()
+            };
+            let id = text("token-id");
+            (!id.is_empty()).then(|| TokenInfo {
+                id,
+                expiration: text("expiration"),
+                groups: text("auth-extra-groups"),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+/// Revokes a bootstrap token (given as its id or as the whole token): deletes its Secret, after
+/// which the token stops working at once.
+pub async fn token_revoke(client: kube::Client, token: &str) -> Result<String, CliError> {
+    let id = token.split('.').next().unwrap_or_default();
+    if crate::authn::parse_bootstrap_token(&format!("{id}.0000000000000000")).is_none() {
+        return Err(CliError::Usage(format!(
+            "{token:?} is not a bootstrap token id (6 characters a-z, 0-9) or token"
+        )));
+    }
+    let secrets: Api<Secret> = Api::namespaced(client, BOOTSTRAP_NAMESPACE);
+    match secrets.delete(&format!("{BOOTSTRAP_SECRET_PREFIX}{id}"), &DeleteParams::default()).await
+    {
+        Ok(_) => Ok(id.to_owned()),
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            Err(CliError::Usage(format!("bootstrap token {id} does not exist")))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("45s").unwrap(), Duration::from_secs(45));
+        for bad in ["", "1", "h", "1d", "-1h", "1.5h", "99999999999999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert!(check_ttl(Duration::ZERO).is_err());
+        assert!(check_ttl(MAX_TOKEN_TTL + Duration::from_secs(1)).is_err());
+        assert!(check_ttl(MAX_TOKEN_TTL).is_ok());
+    }
+
+    #[test]
+    fn random_tokens_are_bootstrap_tokens() {
+        let token = format!("{}.{}", random_chars(6), random_chars(16));
+        assert!(crate::authn::parse_bootstrap_token(&token).is_some());
+    }
+}
