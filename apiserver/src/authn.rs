@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use sha2::Digest as _;
 use http::HeaderMap;
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 use crate::authz::{self, UserInfo};
 use crate::error::ApiError;
@@ -190,16 +190,17 @@ impl Authenticator {
             }
         }
         groups.push(authz::AUTHENTICATED_GROUP.to_owned());
-        Ok(UserInfo {
-            name: format!("{BOOTSTRAP_USER_PREFIX}{id}"),
-            groups,
-            ..UserInfo::default()
-        })
+        Ok(UserInfo { name: format!("{BOOTSTRAP_USER_PREFIX}{id}"), groups, ..UserInfo::default() })
     }
 
     /// `POST .../serviceaccounts/<name>/token`: a `TokenRequest` answered with a signed token
     /// for that account (`kubectl create token`).
-    pub fn token_request(&self, namespace: &str, name: &str, body: &Value) -> Result<Value, ApiError> {
+    pub fn token_request(
+        &self,
+        namespace: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<Value, ApiError> {
         let account = self.cached("serviceaccounts", namespace, name).map_err(|_| {
             ApiError::not_found(crate::error::Subject {
                 group: String::new(),
@@ -211,26 +212,31 @@ impl Authenticator {
         let seconds = match spec.get("expirationSeconds") {
             None | Some(Value::Null) => 3600,
             Some(v) => v.as_i64().ok_or_else(|| {
-                invalid_token_request(FieldError::invalid(
-                    "spec.expirationSeconds",
-                    v.clone(),
-                    "must be an integer",
-                ))
+                invalid_token_request(
+                    name,
+                    FieldError::invalid("spec.expirationSeconds", v.clone(), "must be an integer"),
+                )
             })?,
         };
         if seconds < MIN_EXPIRATION_SECONDS {
-            return Err(invalid_token_request(FieldError::invalid(
-                "spec.expirationSeconds",
-                json!(seconds),
-                "may not specify a duration less than 10 minutes",
-            )));
+            return Err(invalid_token_request(
+                name,
+                FieldError::invalid(
+                    "spec.expirationSeconds",
+                    json!(seconds),
+                    "may not specify a duration less than 10 minutes",
+                ),
+            ));
         }
         if seconds > MAX_EXPIRATION_SECONDS {
-            return Err(invalid_token_request(FieldError::invalid(
-                "spec.expirationSeconds",
-                json!(seconds),
-                "may not specify a duration longer than 48 hours",
-            )));
+            return Err(invalid_token_request(
+                name,
+                FieldError::invalid(
+                    "spec.expirationSeconds",
+                    json!(seconds),
+                    "may not specify a duration longer than 48 hours",
+                ),
+            ));
         }
         let audiences: Vec<String> = spec
             .get("audiences")
@@ -271,8 +277,8 @@ impl Authenticator {
     }
 }
 
-fn invalid_token_request(err: FieldError) -> ApiError {
-    ApiError::invalid("authentication.k8s.io", "TokenRequest", "", &[err])
+fn invalid_token_request(name: &str, err: FieldError) -> ApiError {
+    ApiError::invalid("authentication.k8s.io", "TokenRequest", name, &[err])
 }
 
 /// A user as the review kinds write it (`username`, `uid`, `groups`, `extra`).
@@ -300,21 +306,13 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
 /// and lower-cased). The caller decides whether the connection may name users at all.
 fn take_request_headers(headers: &mut HeaderMap) -> Option<UserInfo> {
     let values = |headers: &HeaderMap, name: &str| -> Vec<String> {
-        headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .collect()
+        headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::to_owned).collect()
     };
     let name = values(headers, REMOTE_USER).into_iter().find(|u| !u.is_empty());
     let uid = values(headers, REMOTE_UID).into_iter().next().unwrap_or_default();
     let mut groups = values(headers, REMOTE_GROUP);
-    let extra_keys: Vec<http::HeaderName> = headers
-        .keys()
-        .filter(|k| k.as_str().starts_with(REMOTE_EXTRA_PREFIX))
-        .cloned()
-        .collect();
+    let extra_keys: Vec<http::HeaderName> =
+        headers.keys().filter(|k| k.as_str().starts_with(REMOTE_EXTRA_PREFIX)).cloned().collect();
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for key in extra_keys {
         let raw = &key.as_str()[REMOTE_EXTRA_PREFIX.len()..];
@@ -361,8 +359,17 @@ mod tests {
 
     #[test]
     fn bootstrap_token_format() {
-        assert_eq!(parse_bootstrap_token("abcdef.0123456789abcdef"), Some(("abcdef", "0123456789abcdef")));
-        for bad in ["abcde.0123456789abcdef", "ABCDEF.0123456789abcdef", "abcdef.0123456789abcde", "abcdef0123456789abcdef", "abcdef.0123456789abcdef.x"] {
+        assert_eq!(
+            parse_bootstrap_token("abcdef.0123456789abcdef"),
+            Some(("abcdef", "0123456789abcdef"))
+        );
+        for bad in [
+            "abcde.0123456789abcdef",
+            "ABCDEF.0123456789abcdef",
+            "abcdef.0123456789abcde",
+            "abcdef0123456789abcdef",
+            "abcdef.0123456789abcdef.x",
+        ] {
             assert_eq!(parse_bootstrap_token(bad), None, "{bad}");
         }
     }

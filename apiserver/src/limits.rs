@@ -1,56 +1,139 @@
 //! Overload protection: the server-wide in-flight request limits of kube-apiserver
-//! (`--max-requests-inflight`, `--max-mutating-requests-inflight`). A request over its limit is
-//! answered at once with 429 `TooManyRequests` and `Retry-After`, which client-go and kube-rs
-//! retry; long-running requests (watches) are not counted, as in Kubernetes.
+//! (`--max-requests-inflight`, `--max-mutating-requests-inflight`), a per-identity cap so one
+//! client cannot take every seat, and a lane of its own for Lease reads and renewals so that
+//! agents' heartbeats get through any flood (a small analogue of API Priority and Fairness).
+//! A request over a limit is answered at once with 429 `TooManyRequests` and `Retry-After`,
+//! which client-go and kube-rs retry; long-running requests (watches) are not counted, as in
+//! Kubernetes, and `system:masters` is not capped per identity (APF's exempt level).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::authz::{Attributes, UserInfo};
 use crate::error::ApiError;
-use std::sync::Arc;
 
 /// kube-apiserver's default `--max-requests-inflight`.
 pub const DEFAULT_READONLY: usize = 400;
 /// kube-apiserver's default `--max-mutating-requests-inflight`.
 pub const DEFAULT_MUTATING: usize = 200;
+/// Default seats one identity may hold at once, over all lanes.
+pub const DEFAULT_PER_IDENTITY: usize = 50;
+/// Default seats of the Lease lane.
+pub const DEFAULT_LEASE_LANE: usize = 100;
 
-/// The two in-flight pools.
+/// The in-flight pools.
 #[derive(Debug)]
 pub struct Inflight {
     readonly: Arc<Semaphore>,
     mutating: Arc<Semaphore>,
+    leases: Arc<Semaphore>,
+    per_identity: usize,
+    held: Arc<Mutex<HashMap<String, usize>>>,
 }
 
-/// Held while a counted request is served.
+/// Held while a counted request is served; gives its seats back when dropped.
 #[derive(Debug)]
 pub struct Seat {
     _permit: Option<OwnedSemaphorePermit>,
+    identity: Option<(Arc<Mutex<HashMap<String, usize>>>, String)>,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        if let Some((held, user)) = self.identity.take() {
+            let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = held.get_mut(&user) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(&user);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a request belongs in the Lease lane: reading or renewing a coordination Lease.
+fn is_lease_renewal(attrs: &Attributes) -> bool {
+    attrs.resource_request
+        && attrs.api_group == "coordination.k8s.io"
+        && attrs.resource == "leases"
+        && attrs.subresource.is_empty()
+        && matches!(attrs.verb.as_str(), "get" | "update" | "patch")
+}
+
+fn too_many(message: String) -> ApiError {
+    ApiError::too_many_requests(message, 1)
 }
 
 impl Inflight {
-    /// Pools of `readonly` and `mutating` seats (each at least 1).
+    /// Pools of `readonly` and `mutating` seats (each at least 1), the default Lease lane and
+    /// per-identity cap.
     pub fn new(readonly: usize, mutating: usize) -> Inflight {
+        Inflight::with_lanes(readonly, mutating, DEFAULT_LEASE_LANE, DEFAULT_PER_IDENTITY)
+    }
+
+    /// Pools with an explicit Lease lane and per-identity cap (each at least 1).
+    pub fn with_lanes(
+        readonly: usize,
+        mutating: usize,
+        leases: usize,
+        per_identity: usize,
+    ) -> Inflight {
         Inflight {
             readonly: Arc::new(Semaphore::new(readonly.max(1))),
             mutating: Arc::new(Semaphore::new(mutating.max(1))),
+            leases: Arc::new(Semaphore::new(leases.max(1))),
+            per_identity: per_identity.max(1),
+            held: Arc::default(),
         }
     }
 
-    /// A seat for a request with HTTP `method`; `long_running` requests (watches) take none.
-    pub fn admit(&self, method: &http::Method, long_running: bool) -> Result<Seat, ApiError> {
+    /// A seat for `user`'s request with HTTP `method` and attributes `attrs`;
+    /// `long_running` requests (watches) take none.
+    pub fn admit(
+        &self,
+        method: &http::Method,
+        long_running: bool,
+        user: &UserInfo,
+        attrs: &Attributes,
+    ) -> Result<Seat, ApiError> {
         if long_running {
-            return Ok(Seat { _permit: None });
+            return Ok(Seat { _permit: None, identity: None });
         }
+        let identity = if user.groups.iter().any(|g| g == crate::authz::MASTERS_GROUP) {
+            None
+        } else {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let n = held.entry(user.name.clone()).or_insert(0);
+            if *n >= self.per_identity {
+                return Err(too_many(format!(
+                    "the server has too many requests in flight from {:?}, please try again later",
+                    user.name
+                )));
+            }
+            *n += 1;
+            Some((Arc::clone(&self.held), user.name.clone()))
+        };
+        // From here the seat owns the identity count: an early return gives it back.
+        let mut seat = Seat { _permit: None, identity };
         let readonly = matches!(*method, http::Method::GET | http::Method::HEAD);
-        let (pool, kind) =
-            if readonly { (&self.readonly, "readOnly") } else { (&self.mutating, "mutating") };
+        let (pool, kind) = if is_lease_renewal(attrs) {
+            (&self.leases, "lease")
+        } else if readonly {
+            (&self.readonly, "readOnly")
+        } else {
+            (&self.mutating, "mutating")
+        };
         match Arc::clone(pool).try_acquire_owned() {
-            Ok(permit) => Ok(Seat { _permit: Some(permit) }),
-            Err(_) => Err(ApiError::too_many_requests(
-                format!(
-                    "the server has too many {kind} requests in flight, please try again later"
-                ),
-                1,
-            )),
+            Ok(permit) => {
+                seat._permit = Some(permit);
+                Ok(seat)
+            }
+            Err(_) => Err(too_many(format!(
+                "the server has too many {kind} requests in flight, please try again later"
+            ))),
         }
     }
 }
@@ -66,20 +149,69 @@ mod tests {
     use super::*;
     use http::Method;
 
+    fn admin() -> UserInfo {
+        UserInfo::new("admin", &[crate::authz::MASTERS_GROUP])
+    }
+
+    fn get_cm() -> Attributes {
+        Attributes::resource("list", "", "configmaps", "default", "")
+    }
+
+    fn renew() -> Attributes {
+        Attributes::resource("update", "coordination.k8s.io", "leases", "c1", "c1")
+    }
+
     #[test]
     fn pools_are_separate_and_seats_return() {
         let limits = Inflight::new(1, 1);
-        let get = limits.admit(&Method::GET, false).unwrap();
-        let err = limits.admit(&Method::GET, false).unwrap_err();
+        let (u, a) = (admin(), get_cm());
+        let get = limits.admit(&Method::GET, false, &u, &a).unwrap();
+        let err = limits.admit(&Method::GET, false, &u, &a).unwrap_err();
         assert_eq!((err.code, err.reason), (429, "TooManyRequests"));
         assert_eq!(err.details.retry_after, Some(1));
         // The mutating pool is its own; a watch takes no seat.
-        let post = limits.admit(&Method::POST, false).unwrap();
-        assert!(limits.admit(&Method::DELETE, false).is_err());
-        assert!(limits.admit(&Method::GET, true).is_ok());
+        let post = limits.admit(&Method::POST, false, &u, &a).unwrap();
+        assert!(limits.admit(&Method::DELETE, false, &u, &a).is_err());
+        assert!(limits.admit(&Method::GET, true, &u, &a).is_ok());
         drop(get);
         drop(post);
-        assert!(limits.admit(&Method::GET, false).is_ok());
-        assert!(limits.admit(&Method::PATCH, false).is_ok());
+        assert!(limits.admit(&Method::GET, false, &u, &a).is_ok());
+        assert!(limits.admit(&Method::PATCH, false, &u, &a).is_ok());
+    }
+
+    #[test]
+    fn one_identity_cannot_take_every_seat_and_leases_have_their_lane() {
+        let limits = Inflight::with_lanes(4, 4, 2, 2);
+        let flooder = UserInfo::new("flooder", &["system:authenticated"]);
+        let other = UserInfo::new("other", &["system:authenticated"]);
+        let agent = UserInfo::new("agent", &["system:authenticated"]);
+        let held: Vec<Seat> = (0..2)
+            .map(|_| limits.admit(&Method::GET, false, &flooder, &get_cm()).unwrap())
+            .collect();
+        let err = limits.admit(&Method::GET, false, &flooder, &get_cm()).unwrap_err();
+        assert!(err.message.contains("\"flooder\""), "{}", err.message);
+        // Others still get seats; the masters group is not capped.
+        let o1 = limits.admit(&Method::GET, false, &other, &get_cm()).unwrap();
+        let o2 = limits.admit(&Method::GET, false, &other, &get_cm()).unwrap();
+        // The read pool (4) is now full, yet lease renewals have their own lane.
+        assert!(limits.admit(&Method::GET, false, &admin(), &get_cm()).is_err());
+        let r1 = limits.admit(&Method::PUT, false, &agent, &renew()).unwrap();
+        let r2 = limits.admit(&Method::PUT, false, &agent, &renew()).unwrap();
+        assert!(limits.admit(&Method::PUT, false, &other, &renew()).is_err(), "lane is bounded");
+        drop((r1, r2, o1, o2));
+        drop(held);
+        assert!(limits.held.lock().unwrap().is_empty(), "every count came back");
+        assert!(limits.admit(&Method::GET, false, &flooder, &get_cm()).is_ok());
+    }
+
+    #[test]
+    fn a_refused_pool_gives_the_identity_count_back() {
+        let limits = Inflight::with_lanes(1, 1, 1, 5);
+        let u = UserInfo::new("u", &[]);
+        let _seat = limits.admit(&Method::GET, false, &u, &get_cm()).unwrap();
+        for _ in 0..10 {
+            assert!(limits.admit(&Method::GET, false, &u, &get_cm()).is_err());
+        }
+        assert_eq!(limits.held.lock().unwrap()["u"], 1);
     }
 }

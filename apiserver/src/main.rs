@@ -104,6 +104,14 @@ struct ServeArgs {
     #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_MUTATING,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_mutating_requests_inflight: usize,
+    /// Most requests one identity (other than system:masters) may have in flight at once.
+    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_PER_IDENTITY,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_requests_inflight_per_user: usize,
+    /// Seats reserved for Lease reads and renewals, so agents' heartbeats get through floods.
+    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_LEASE_LANE,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    lease_requests_inflight: usize,
     /// Serving certificate (PEM) instead of the one the hub issues itself; re-read on change.
     #[arg(long, requires = "tls_private_key_file")]
     tls_cert_file: Option<PathBuf>,
@@ -166,6 +174,8 @@ fn main() -> ExitCode {
     config.storage = storage;
     config.max_requests_inflight = args.max_requests_inflight;
     config.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
+    config.max_requests_inflight_per_user = args.max_requests_inflight_per_user;
+    config.lease_requests_inflight = args.lease_requests_inflight;
     config.tls_cert = args.tls_cert_file.zip(args.tls_private_key_file);
     config.client_ca_files = args.client_ca_file;
     config.requestheader_ca = args.requestheader_client_ca_file;

@@ -357,7 +357,7 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         return Err(ApiError::path_not_found());
     }
     let attrs = attributes(req.method(), &path, &segments, &q);
-    let _seat = state.inflight.admit(req.method(), attrs.verb == "watch")?;
+    let _seat = state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs)?;
     state.access.check(&identity, &attrs)?;
     match segments.as_slice() {
         ["api"] => discovery_root(state, req.headers(), true),
@@ -818,13 +818,17 @@ async fn resource(
             serde_json::to_vec(&answered).map_err(ApiError::internal)?,
         ));
     }
-    let action = target.sub.as_deref().and_then(|s| target.rt.subresource(s)).and_then(|s| s.action);
+    let action =
+        target.sub.as_deref().and_then(|s| target.rt.subresource(s)).and_then(|s| s.action);
     if let Some(action) = action {
         // Action subresources are created and answered, never stored.
         if method != Method::POST {
             let verb = method.as_str().to_ascii_lowercase();
             let sub = target.sub.as_deref().unwrap_or_default();
-            return Err(ApiError::method_not_allowed(&verb, &format!("{}/{sub}", target.rt.plural)));
+            return Err(ApiError::method_not_allowed(
+                &verb,
+                &format!("{}/{sub}", target.rt.plural),
+            ));
         }
         let body = read_body(req).await?;
         let (group, version, kind) = action.kind();

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
+use crate::authn::{Authenticator, PeerInfo};
 use crate::background::Background;
 use crate::cache::CacheConfig;
 use crate::discovery::Discovery;
@@ -25,11 +26,10 @@ use crate::error::ApiError;
 use crate::limits::Inflight;
 use crate::pki::{Pki, PkiError};
 use crate::registry::{Registry, WriteOptions};
-use crate::authn::{Authenticator, PeerInfo};
 use crate::rest::ApiState;
+use crate::scheme::{Profile, Scheme};
 use crate::tls::{Tls, TlsFiles};
 use crate::tokens::TokenAuthority;
-use crate::scheme::{Profile, Scheme};
 
 /// Which store backs the hub.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +61,10 @@ pub struct ServeConfig {
     pub max_requests_inflight: usize,
     /// Mutating requests served at once (`--max-mutating-requests-inflight`).
     pub max_mutating_requests_inflight: usize,
+    /// Seats one identity may hold at once (`--max-requests-inflight-per-user`).
+    pub max_requests_inflight_per_user: usize,
+    /// Seats reserved for Lease reads and renewals (`--lease-requests-inflight`).
+    pub lease_requests_inflight: usize,
     /// Serving certificate and key files instead of the hub-issued pair (`--tls-cert-file`,
     /// `--tls-private-key-file`); either way re-read when they change.
     pub tls_cert: Option<(PathBuf, PathBuf)>,
@@ -87,6 +91,8 @@ impl ServeConfig {
             bookmark_every: Duration::from_secs(60),
             max_requests_inflight: crate::limits::DEFAULT_READONLY,
             max_mutating_requests_inflight: crate::limits::DEFAULT_MUTATING,
+            max_requests_inflight_per_user: crate::limits::DEFAULT_PER_IDENTITY,
+            lease_requests_inflight: crate::limits::DEFAULT_LEASE_LANE,
             tls_cert: None,
             client_ca_files: Vec::new(),
             requestheader_ca: None,
@@ -205,9 +211,11 @@ pub async fn run(
         registry,
         ready: AtomicBool::new(false),
         bookmark_every: config.bookmark_every,
-        inflight: Inflight::new(
+        inflight: Inflight::with_lanes(
             config.max_requests_inflight,
             config.max_mutating_requests_inflight,
+            config.lease_requests_inflight,
+            config.max_requests_inflight_per_user,
         ),
         access,
         authn: Authenticator::new(tokens, registry_for_authn),
@@ -245,19 +253,19 @@ pub async fn run(
         let tls_state = Arc::clone(&tls);
         background.spawn(async move {
             let _slot = slot;
-            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
-                .await
-            {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            };
+            let stream =
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => return,
+                };
             // The handshake proved the client holds the key of the certificate it sent; what
             // the certificate authenticates is decided here, once per connection.
-            let who: PeerInfo = Arc::new(tls_state.classify(stream.get_ref().1.peer_certificates()));
+            let who: PeerInfo =
+                Arc::new(tls_state.classify(stream.get_ref().1.peer_certificates()));
             let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(Arc::clone(&who));
                 req

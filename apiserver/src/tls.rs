@@ -104,7 +104,8 @@ fn verifier(
             roots.add(ca)?;
         }
     }
-    Ok(WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider)).build()?)
+    Ok(WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider))
+        .build()?)
 }
 
 impl Tls {
@@ -161,7 +162,9 @@ impl Tls {
             match self.reload_if_changed() {
                 Ok(true) => tracing::info!("TLS certificates reloaded"),
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "TLS certificates changed but do not load; keeping the previous ones"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "TLS certificates changed but do not load; keeping the previous ones")
+                }
             }
         }
     }

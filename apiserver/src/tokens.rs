@@ -45,7 +45,9 @@ struct RingVerifier(Vec<u8>);
 
 impl signature::Verifier<Vec<u8>> for RingVerifier {
     fn verify(&self, msg: &[u8], sig: &Vec<u8>) -> Result<(), signature::Error> {
-        UnparsedPublicKey::new(&ED25519, &self.0).verify(msg, sig).map_err(|_| signature::Error::new())
+        UnparsedPublicKey::new(&ED25519, &self.0)
+            .verify(msg, sig)
+            .map_err(|_| signature::Error::new())
     }
 }
 
@@ -262,13 +264,19 @@ mod tests {
 
     /// A token with `header` and `claims` and the signature of `good`, re-encoded.
     fn forge(header: serde_json::Value, claims: serde_json::Value, sig: &str) -> String {
-        format!("{}.{}.{sig}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()))
+        format!(
+            "{}.{}.{sig}",
+            b64(header.to_string().as_bytes()),
+            b64(claims.to_string().as_bytes())
+        )
     }
 
     fn claims_of(token: &str) -> serde_json::Value {
         let part = token.split('.').nth(1).unwrap();
-        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).unwrap())
-            .unwrap()
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).unwrap(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -336,15 +344,12 @@ mod tests {
             if value.is_null() {
                 c.as_object_mut().unwrap().remove(field);
             } else {
-                c[field] = value;
+                c[field] = value.clone();
             }
-            let raw = format!(
-                "{}.{}",
-                b64(header.to_string().as_bytes()),
-                b64(c.to_string().as_bytes())
-            );
-            let sig = jsonwebtoken::crypto::sign(raw.as_bytes(), &a.encoding, Algorithm::EdDSA)
-                .unwrap();
+            let raw =
+                format!("{}.{}", b64(header.to_string().as_bytes()), b64(c.to_string().as_bytes()));
+            let sig =
+                jsonwebtoken::crypto::sign(raw.as_bytes(), &a.encoding, Algorithm::EdDSA).unwrap();
             assert!(a.verify(&format!("{raw}.{sig}")).is_err(), "{field} = {value}");
         }
     }
