@@ -200,14 +200,33 @@ impl Pki {
         Ok((cert.pem(), key.serialize_pem()))
     }
 
-    /// Issues a client certificate (`CN=user`, `O=group`), returning (cert, key) PEM. One group
-    /// at most: rcgen's `DistinguishedName` keeps one value per attribute type, so several `O`s
-    /// (what OCM's agent certificates carry) need the registration issue's CSR signer.
+    /// Issues a client certificate (`CN=user`, `O=group`) valid for `days`, returning (cert,
+    /// key) PEM. One group at most: rcgen's `DistinguishedName` keeps one value per attribute
+    /// type, so several `O`s (what OCM's agent certificates carry) need the registration
+    /// issue's CSR signer.
     pub fn issue_client(
         &self,
         user: &str,
         group: Option<&str>,
         days: i64,
+    ) -> Result<(String, String), PkiError> {
+        let now = OffsetDateTime::now_utc();
+        self.issue_client_between(
+            user,
+            group,
+            now - Duration::minutes(5),
+            now + Duration::days(days),
+        )
+    }
+
+    /// Issues a client certificate valid from `not_before` to `not_after` (tests use it for
+    /// certificates that have expired).
+    pub fn issue_client_between(
+        &self,
+        user: &str,
+        group: Option<&str>,
+        not_before: OffsetDateTime,
+        not_after: OffsetDateTime,
     ) -> Result<(String, String), PkiError> {
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
@@ -219,7 +238,8 @@ impl Pki {
         params.key_usages =
             vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        validity(&mut params, days);
+        params.not_before = not_before;
+        params.not_after = not_after;
         let key = KeyPair::generate().map_err(cert_err("client key"))?;
         let cert = params.signed_by(&key, &self.issuer()?).map_err(cert_err("client"))?;
         Ok((cert.pem(), key.serialize_pem()))

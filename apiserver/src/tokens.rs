@@ -217,6 +217,17 @@ impl TokenAuthority {
         Ok((token, claims))
     }
 
+    /// Signs arbitrary claims with the hub's key (EdDSA). The hub only accepts what
+    /// [`TokenAuthority::verify`] accepts, whatever was signed.
+    pub fn sign_claims(&self, claims: &serde_json::Value) -> Result<String, TokenError> {
+        Ok(jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), claims, &self.encoding)?)
+    }
+
+    /// The raw Ed25519 public key (what a verifier elsewhere would be given).
+    pub fn public_key(&self) -> Vec<u8> {
+        self.decoding.try_get_as_bytes().map(<[u8]>::to_vec).unwrap_or_default()
+    }
+
     /// Verifies a token: EdDSA signature by this hub, `iss`, one of our audiences, `exp` and
     /// `nbf` as numbers and in range, `jti` present, and a subject naming the service account
     /// of the private claims. Whether that account still exists is the caller's question.

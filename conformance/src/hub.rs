@@ -154,6 +154,11 @@ impl TestHub {
     /// An HTTPS client presenting a certificate for `user` (in `group`).
     pub fn http_as(&self, user: &str, group: Option<&str>) -> anyhow::Result<reqwest::Client> {
         let (crt, key) = self.certificate_for(user, group)?;
+        self.http_with_cert(&crt, &key)
+    }
+
+    /// An HTTPS client presenting the certificate `crt` with its key (PEM), whoever signed it.
+    pub fn http_with_cert(&self, crt: &str, key: &str) -> anyhow::Result<reqwest::Client> {
         let certs =
             CertificateDer::pem_slice_iter(crt.as_bytes()).collect::<Result<Vec<_>, _>>()?;
         let key = PrivateKeyDer::from_pem_slice(key.as_bytes())?;
@@ -203,6 +208,16 @@ impl TestHub {
     /// An HTTPS client without a client certificate.
     pub fn anonymous(&self) -> anyhow::Result<reqwest::Client> {
         self.client(false, true)
+    }
+
+    /// An HTTPS client without a client certificate that sends `Authorization: Bearer token`.
+    pub fn http_bearer(&self, token: &str) -> anyhow::Result<reqwest::Client> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
+        Ok(reqwest::Client::builder()
+            .use_preconfigured_tls(self.tls(false)?)
+            .default_headers(headers)
+            .build()?)
     }
 
     fn client(&self, with_cert: bool, follow_redirects: bool) -> anyhow::Result<reqwest::Client> {

@@ -11,3 +11,18 @@ pub fn find(name: &str, override_var: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|c| c.is_file())
 }
+
+/// The `ocm-hub` binary of this build (`cargo test --workspace` builds it beside the tests).
+pub fn ocm_hub() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    // target/<profile>/deps/<test> -> target/<profile>/ocm-hub
+    let dir = exe.parent().and_then(|deps| deps.parent());
+    let path = dir.map(|d| d.join(format!("ocm-hub{}", std::env::consts::EXE_SUFFIX)));
+    match path {
+        Some(p) if p.is_file() => Ok(p),
+        _ => anyhow::bail!(
+            "the ocm-hub binary is not built next to the tests: run `cargo build -p ocm-apiserver` \
+             (the README's test command builds it)"
+        ),
+    }
+}

@@ -1,0 +1,533 @@
+//! Authentication against a running hub: client certificates (valid, expired, from an unknown
+//! CA), bootstrap tokens (valid, wrong, expired, revoked) made by `ocm-hub token create`,
+//! service-account tokens from TokenRequest (and forged ones signed with the wrong algorithm,
+//! audience, issuer or times), front-proxy headers honoured only from the front-proxy CA, the
+//! anonymous paths, TokenReview, and client CA files re-read without a restart.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use base64::Engine as _;
+use ocm_apiserver::pki::Pki;
+use ocm_apiserver::tokens::TokenAuthority;
+use ocm_conformance::hub::{Backend, TestHub};
+use serde_json::{Value, json};
+
+const WHOAMI: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+const SAS: &str = "/api/v1/namespaces/default/serviceaccounts";
+
+/// `(status, body)` of a request.
+async fn call(
+    hub: &TestHub,
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<(u16, Value)> {
+    let mut req = client.request(method, format!("{}{path}", hub.url));
+    if let Some(b) = body {
+        req = req.json(b);
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await?;
+    let code = resp.status().as_u16();
+    let text = resp.text().await?;
+    Ok((code, serde_json::from_str(&text).unwrap_or(Value::String(text))))
+}
+
+/// Who the hub says `client` is (with extra request headers), or the failing status code.
+async fn whoami(
+    hub: &TestHub,
+    client: &reqwest::Client,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<Result<Value, u16>> {
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let (code, v) = call(hub, client, reqwest::Method::POST, WHOAMI, Some(&body), headers).await?;
+    Ok(match code {
+        201 => Ok(v["status"]["userInfo"].clone()),
+        _ => Err(code),
+    })
+}
+
+fn unauthorized(r: Result<Value, u16>, what: &str) -> anyhow::Result<()> {
+    ensure!(r == Err(401), "{what}: expected 401, got {r:?}");
+    Ok(())
+}
+
+fn named(r: Result<Value, u16>, user: &str, groups: &[&str]) -> anyhow::Result<()> {
+    let info = r.map_err(|code| anyhow::anyhow!("expected {user}, got {code}"))?;
+    ensure!(info["username"] == user, "{info}");
+    let got: Vec<&str> =
+        info["groups"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    ensure!(got == groups, "groups {got:?}, expected {groups:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_and_anonymous() -> anyhow::Result<()> {
+    let hub = TestHub::start(Backend::Memory).await?;
+    let pki = Pki::open(hub.path())?;
+    let (crt, key) = pki.issue_client("alice", Some("team-a"), 1)?;
+    named(
+        whoami(&hub, &hub.http_with_cert(&crt, &key)?, &[]).await?,
+        "alice",
+        &["team-a", "system:authenticated"],
+    )?;
+    // Expired: the handshake succeeds, the request is a 401 (as kube-apiserver answers).
+    let now = time::OffsetDateTime::now_utc();
+    let (crt, key) = pki.issue_client_between(
+        "alice",
+        Some("team-a"),
+        now - time::Duration::days(2),
+        now - time::Duration::days(1),
+    )?;
+    unauthorized(
+        whoami(&hub, &hub.http_with_cert(&crt, &key)?, &[]).await?,
+        "expired certificate",
+    )?;
+    // Signed by a CA the hub does not know, even with the admin's name and group.
+    let stranger = tempfile::tempdir()?;
+    let other = Pki::load_or_create(stranger.path(), &[])?;
+    let (crt, key) = other.issue_client("ocm-admin", Some("system:masters"), 1)?;
+    let forged = hub.http_with_cert(&crt, &key)?;
+    unauthorized(whoami(&hub, &forged, &[]).await?, "unknown CA")?;
+    let (code, _) =
+        call(&hub, &forged, reqwest::Method::GET, "/api/v1/namespaces", None, &[]).await?;
+    ensure!(code == 401, "unknown CA listed namespaces: {code}");
+    // Anonymous: only the health and version paths.
+    let anon = hub.anonymous()?;
+    for path in ["/healthz", "/livez", "/readyz", "/version"] {
+        let (code, _) = call(&hub, &anon, reqwest::Method::GET, path, None, &[]).await?;
+        ensure!(code == 200, "anonymous GET {path}: {code}");
+    }
+    for path in ["/api", "/apis", "/openapi/v3", "/api/v1/namespaces", "/metrics"] {
+        let (code, body) = call(&hub, &anon, reqwest::Method::GET, path, None, &[]).await?;
+        ensure!(
+            code == 401 && body["reason"] == "Unauthorized",
+            "anonymous GET {path}: {code} {body}"
+        );
+    }
+    hub.stop().await;
+    Ok(())
+}
+
+/// Runs `ocm-hub token ...` against the hub; returns (exit code, stdout, stderr).
+fn ocm_hub(args: &[&str], data_dir: &Path) -> anyhow::Result<(i32, String, String)> {
+    let out = std::process::Command::new(ocm_conformance::programs::ocm_hub()?)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_tokens() -> anyhow::Result<()> {
+    let hub = TestHub::start(Backend::Memory).await?;
+    let dir = hub.path().to_path_buf();
+    let (code, token, err) = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || ocm_hub(&["token", "create", "--ttl", "30m"], &dir)
+    })
+    .await??;
+    ensure!(code == 0, "token create: {code} {err}");
+    let (id, secret) = ocm_apiserver::authn::parse_bootstrap_token(&token)
+        .with_context(|| format!("not a bootstrap token: {token:?}"))?;
+    let me = hub.http_bearer(&token)?;
+    named(
+        whoami(&hub, &me, &[]).await?,
+        &format!("system:bootstrap:{id}"),
+        &["system:bootstrappers", "system:bootstrappers:managedcluster", "system:authenticated"],
+    )?;
+    // The bootstrap role: create and get ManagedClusters, nothing of Secrets.
+    let mcl = json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                     "metadata": {"name": "c1"}, "spec": {"hubAcceptsClient": false}});
+    let path = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+    let (code, body) = call(&hub, &me, reqwest::Method::POST, path, Some(&mcl), &[]).await?;
+    ensure!(code == 201, "bootstrap create managedcluster: {code} {body}");
+    let (code, _) =
+        call(&hub, &me, reqwest::Method::GET, "/api/v1/namespaces/kube-system/secrets", None, &[])
+            .await?;
+    ensure!(code == 403, "bootstrap token read secrets: {code}");
+    // A wrong secret for the same id, and a token of nobody.
+    let wrong = format!("{id}.{}", if secret.starts_with('a') { "b" } else { "a" }.repeat(16));
+    unauthorized(whoami(&hub, &hub.http_bearer(&wrong)?, &[]).await?, "wrong secret")?;
+    unauthorized(
+        whoami(&hub, &hub.http_bearer("zzzzzz.0123456789abcdef")?, &[]).await?,
+        "unknown id",
+    )?;
+    unauthorized(whoami(&hub, &hub.http_bearer("not-a-token")?, &[]).await?, "garbage")?;
+    // Listed by id, never with the secret.
+    let (code, listed, err) = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || ocm_hub(&["token", "list"], &dir)
+    })
+    .await??;
+    ensure!(
+        code == 0 && listed.contains(id) && !listed.contains(secret),
+        "token list: {code} {listed} {err}"
+    );
+    // An expired token (its Secret says so) stops working.
+    let admin = hub.http()?;
+    let expired = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bootstrap-token-exp001", "namespace": "kube-system"},
+        "type": "bootstrap.kubernetes.io/token",
+        "stringData": {"token-id": "exp001", "token-secret": "0123456789abcdef",
+                       "expiration": "2020-01-01T00:00:00Z",
+                       "usage-bootstrap-authentication": "true",
+                       "auth-extra-groups": "system:bootstrappers:managedcluster"}});
+    let (code, body) = call(
+        &hub,
+        &admin,
+        reqwest::Method::POST,
+        "/api/v1/namespaces/kube-system/secrets",
+        Some(&expired),
+        &[],
+    )
+    .await?;
+    ensure!(code == 201, "{code} {body}");
+    unauthorized(
+        whoami(&hub, &hub.http_bearer("exp001.0123456789abcdef")?, &[]).await?,
+        "expired token",
+    )?;
+    // Revoked: refused on the very next request.
+    let (code, out, err) = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        let token = token.clone();
+        move || ocm_hub(&["token", "revoke", &token], &dir)
+    })
+    .await??;
+    ensure!(code == 0, "token revoke: {code} {out} {err}");
+    unauthorized(whoami(&hub, &me, &[]).await?, "revoked token")?;
+    // Bad input to the commands: exit 2 with one line.
+    for args in [
+        &["token", "create", "--ttl", "0s"][..],
+        &["token", "create", "--ttl", "1000h"],
+        &["token", "create", "--ttl", "soon"],
+        &["token", "revoke", "NOT-AN-ID"],
+    ] {
+        let (code, _, err) = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            move || ocm_hub(&args.iter().map(String::as_str).collect::<Vec<_>>(), &dir)
+        })
+        .await??;
+        ensure!(code == 2 && err.lines().count() == 1, "{args:?}: {code} {err}");
+    }
+    hub.stop().await;
+    Ok(())
+}
+
+/// A TokenRequest for `name` (with `spec`), answered by the hub.
+async fn token_request(hub: &TestHub, name: &str, spec: Value) -> anyhow::Result<(u16, Value)> {
+    let body =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+    call(hub, &hub.http()?, reqwest::Method::POST, &format!("{SAS}/{name}/token"), Some(&body), &[])
+        .await
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_account_tokens() -> anyhow::Result<()> {
+    let hub = TestHub::start(Backend::Memory).await?;
+    let admin = hub.http()?;
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}});
+    let (code, created) = call(&hub, &admin, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
+    ensure!(code == 201, "{code} {created}");
+    let (code, answer) = token_request(&hub, "robot", json!({"expirationSeconds": 3600})).await?;
+    ensure!(code == 201 && answer["kind"] == "TokenRequest", "{code} {answer}");
+    let token = answer["status"]["token"].as_str().context("no token")?.to_owned();
+    ensure!(answer["status"]["expirationTimestamp"].is_string(), "{answer}");
+    let robot = hub.http_bearer(&token)?;
+    let info = whoami(&hub, &robot, &[]).await?.map_err(|c| anyhow::anyhow!("{c}"))?;
+    ensure!(info["username"] == "system:serviceaccount:default:robot", "{info}");
+    ensure!(info["uid"] == created["metadata"]["uid"], "{info}");
+    ensure!(
+        info["groups"]
+            == json!([
+                "system:serviceaccounts",
+                "system:serviceaccounts:default",
+                "system:authenticated"
+            ]),
+        "{info}"
+    );
+    ensure!(
+        info["extra"]["authentication.kubernetes.io/credential-id"][0]
+            .as_str()
+            .is_some_and(|s| s.starts_with("JTI=")),
+        "{info}"
+    );
+    // TokenReview (what an aggregated server or a webhook asks).
+    let review = |t: &str| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t}});
+    let (code, r) = call(
+        &hub,
+        &admin,
+        reqwest::Method::POST,
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review(&token)),
+        &[],
+    )
+    .await?;
+    ensure!(
+        code == 201
+            && r["status"]["authenticated"] == true
+            && r["status"]["user"]["username"] == "system:serviceaccount:default:robot",
+        "{code} {r}"
+    );
+    let (code, r) = call(
+        &hub,
+        &admin,
+        reqwest::Method::POST,
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review("x.y.z")),
+        &[],
+    )
+    .await?;
+    ensure!(code == 201 && r["status"]["authenticated"] == false, "{code} {r}");
+    // The robot itself may not review tokens.
+    let (code, _) = call(
+        &hub,
+        &robot,
+        reqwest::Method::POST,
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review(&token)),
+        &[],
+    )
+    .await?;
+    ensure!(code == 403, "robot reviewed tokens: {code}");
+    // Bad requests.
+    let (code, r) = token_request(&hub, "robot", json!({"expirationSeconds": 60})).await?;
+    ensure!(
+        code == 422 && r["details"]["causes"][0]["field"] == "spec.expirationSeconds",
+        "{code} {r}"
+    );
+    let (code, _) = token_request(&hub, "nobody", json!({})).await?;
+    ensure!(code == 404, "token for a missing account: {code}");
+    // A token for another audience is not accepted here.
+    let (_, other) =
+        token_request(&hub, "robot", json!({"audiences": ["https://vault.example"]})).await?;
+    let other = other["status"]["token"].as_str().context("no token")?;
+    unauthorized(whoami(&hub, &hub.http_bearer(other)?, &[]).await?, "foreign audience")?;
+
+    // Forgeries, made with the hub's own signing key where a signature matters.
+    let authority = TokenAuthority::load_or_create(
+        &hub.path().join("pki"),
+        ocm_apiserver::tokens::DEFAULT_ISSUER,
+    )?;
+    let parts: Vec<&str> = token.split('.').collect();
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(parts[1])?,
+    )?;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut cases: Vec<(&str, String)> = vec![
+        (
+            "alg none",
+            format!("{}.{}.", b64(json!({"alg": "none"}).to_string().as_bytes()), parts[1]),
+        ),
+        (
+            "HS256 header, EdDSA signature",
+            format!(
+                "{}.{}.{}",
+                b64(json!({"alg": "HS256", "typ": "JWT"}).to_string().as_bytes()),
+                parts[1],
+                parts[2]
+            ),
+        ),
+        (
+            "tampered subject",
+            format!(
+                "{}.{}.{}",
+                parts[0],
+                b64({
+                    let mut c = claims.clone();
+                    c["sub"] = json!("system:serviceaccount:kube-system:admin");
+                    c
+                }
+                .to_string()
+                .as_bytes()),
+                parts[2]
+            ),
+        ),
+    ];
+    for (what, edit) in [
+        ("expired", json!({"exp": now - 300})),
+        ("not yet valid", json!({"nbf": now + 3600})),
+        ("string exp", json!({"exp": (now + 3600).to_string()})),
+        ("string nbf", json!({"nbf": now.to_string()})),
+        ("wrong issuer", json!({"iss": "https://evil.example"})),
+        ("wrong audience", json!({"aud": ["https://evil.example"]})),
+        ("no jti", json!({"jti": ""})),
+    ] {
+        let mut c = claims.clone();
+        for (k, v) in edit.as_object().context("edit")? {
+            c[k] = v.clone();
+        }
+        cases.push((what, authority.sign_claims(&c)?));
+    }
+    // HS256 keyed with the hub's public key (algorithm confusion).
+    let public = authority.public_key();
+    let head = format!(
+        "{}.{}",
+        b64(json!({"alg": "HS256", "typ": "JWT"}).to_string().as_bytes()),
+        parts[1]
+    );
+    let mac =
+        ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &public), head.as_bytes());
+    cases.push(("HS256 keyed with the public key", format!("{head}.{}", b64(mac.as_ref()))));
+    // The control: the same re-signing, unchanged, is accepted.
+    let control = authority.sign_claims(&claims)?;
+    named(
+        whoami(&hub, &hub.http_bearer(&control)?, &[]).await?,
+        "system:serviceaccount:default:robot",
+        &["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"],
+    )?;
+    for (what, forged) in &cases {
+        unauthorized(whoami(&hub, &hub.http_bearer(forged)?, &[]).await?, what)?;
+    }
+    // Deleting the account revokes its tokens; re-creating it does not bring them back.
+    let (code, _) =
+        call(&hub, &admin, reqwest::Method::DELETE, &format!("{SAS}/robot"), None, &[]).await?;
+    ensure!(code == 200, "{code}");
+    unauthorized(whoami(&hub, &robot, &[]).await?, "deleted account")?;
+    let (code, _) = call(&hub, &admin, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
+    ensure!(code == 201);
+    unauthorized(whoami(&hub, &robot, &[]).await?, "re-created account")?;
+    hub.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_proxy_headers_only_from_the_front_proxy() -> anyhow::Result<()> {
+    let fp_dir = tempfile::tempdir()?;
+    let front_proxy = Pki::load_or_create(fp_dir.path(), &[])?;
+    let ca = front_proxy.ca_file();
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.requestheader_ca = Some(ca);
+        c.requestheader_allowed_names = vec!["front-proxy-client".into()];
+    })
+    .await?;
+    let (crt, key) = front_proxy.issue_client("front-proxy-client", None, 1)?;
+    let proxy = hub.http_with_cert(&crt, &key)?;
+    let alice = [
+        ("X-Remote-User", "alice"),
+        ("X-Remote-Group", "g1"),
+        ("X-Remote-Group", "g2"),
+        ("X-Remote-Extra-Acme.com%2Fproject", "p1"),
+    ];
+    let info = whoami(&hub, &proxy, &alice).await?.map_err(|c| anyhow::anyhow!("{c}"))?;
+    ensure!(info["username"] == "alice", "{info}");
+    ensure!(info["groups"] == json!(["g1", "g2", "system:authenticated"]), "{info}");
+    ensure!(info["extra"]["acme.com/project"] == json!(["p1"]), "{info}");
+    // RBAC applies to the named user.
+    let (code, _) =
+        call(&hub, &proxy, reqwest::Method::GET, "/api/v1/namespaces", None, &alice).await?;
+    ensure!(code == 403, "alice listed namespaces through the proxy: {code}");
+    // The front-proxy certificate alone names nobody.
+    unauthorized(whoami(&hub, &proxy, &[]).await?, "front proxy without headers")?;
+    // kube-apiserver's availability probe and the aggregator's own discovery requests.
+    let probe = [("X-Remote-User", "system:kube-aggregator"), ("X-Remote-Group", "system:masters")];
+    let gv = "/apis/cluster.open-cluster-management.io/v1";
+    let (code, _) = call(&hub, &proxy, reqwest::Method::GET, gv, None, &probe).await?;
+    ensure!(code == 200, "availability probe: {code}");
+    let aggregator = [("X-Remote-User", "system:kube-aggregator")];
+    for path in ["/apis", gv, "/openapi/v3"] {
+        let (code, _) = call(&hub, &proxy, reqwest::Method::GET, path, None, &aggregator).await?;
+        ensure!(code == 200, "aggregator GET {path}: {code}");
+    }
+    // Spoofing: the same headers from anyone else are removed and ignored.
+    let (crt, key) = front_proxy.issue_client("intruder", None, 1)?;
+    let intruder = hub.http_with_cert(&crt, &key)?;
+    unauthorized(whoami(&hub, &intruder, &alice).await?, "front-proxy CA, name not allowed")?;
+    unauthorized(whoami(&hub, &hub.anonymous()?, &alice).await?, "no certificate")?;
+    let masters = [("X-Remote-User", "mallory"), ("X-Remote-Group", "system:masters")];
+    let admin = whoami(&hub, &hub.http()?, &masters).await?;
+    named(admin, "ocm-admin", &["system:masters", "system:authenticated"])?;
+    let pki = Pki::open(hub.path())?;
+    let (crt, key) = pki.issue_client("bob", None, 1)?;
+    named(
+        whoami(&hub, &hub.http_with_cert(&crt, &key)?, &masters).await?,
+        "bob",
+        &["system:authenticated"],
+    )?;
+    // A client certificate from the front-proxy CA is not a user certificate.
+    let (crt, key) = front_proxy.issue_client("front-proxy-client", Some("system:masters"), 1)?;
+    let (code, _) = call(
+        &hub,
+        &hub.http_with_cert(&crt, &key)?,
+        reqwest::Method::GET,
+        "/api/v1/namespaces",
+        None,
+        &[],
+    )
+    .await?;
+    ensure!(code == 401, "front-proxy certificate used as a user: {code}");
+    hub.stop().await;
+    Ok(())
+}
+
+/// A client CA bundle replaced on disk is used for new connections within seconds, without a
+/// restart; a bundle that does not load keeps the previous one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_ca_files_reload_without_restart() -> anyhow::Result<()> {
+    let (a_dir, b_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let (ca_a, ca_b) =
+        (Pki::load_or_create(a_dir.path(), &[])?, Pki::load_or_create(b_dir.path(), &[])?);
+    let bundle_dir = tempfile::tempdir()?;
+    let bundle = bundle_dir.path().join("extra-ca.crt");
+    std::fs::write(&bundle, &ca_a.ca_pem)?;
+    let path = bundle.clone();
+    let hub = TestHub::start_with(Backend::Memory, |c| c.client_ca_files = vec![path]).await?;
+    let (a_crt, a_key) = ca_a.issue_client("from-a", None, 1)?;
+    let (b_crt, b_key) = ca_b.issue_client("from-b", None, 1)?;
+    named(
+        whoami(&hub, &hub.http_with_cert(&a_crt, &a_key)?, &[]).await?,
+        "from-a",
+        &["system:authenticated"],
+    )?;
+    unauthorized(
+        whoami(&hub, &hub.http_with_cert(&b_crt, &b_key)?, &[]).await?,
+        "B before the change",
+    )?;
+    // A broken bundle is not taken.
+    std::fs::write(&bundle, "not a certificate")?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    named(
+        whoami(&hub, &hub.http_with_cert(&a_crt, &a_key)?, &[]).await?,
+        "from-a",
+        &["system:authenticated"],
+    )?;
+    std::fs::write(&bundle, &ca_b.ca_pem)?;
+    let mut switched = false;
+    for _ in 0..100 {
+        // A fresh client per try: certificates are judged once per connection.
+        if whoami(&hub, &hub.http_with_cert(&b_crt, &b_key)?, &[]).await?.is_ok() {
+            switched = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ensure!(switched, "the new client CA was not used within 10 s");
+    unauthorized(
+        whoami(&hub, &hub.http_with_cert(&a_crt, &a_key)?, &[]).await?,
+        "A after the change",
+    )?;
+    // The hub's own CA is trusted throughout.
+    named(
+        whoami(&hub, &hub.http()?, &[]).await?,
+        "ocm-admin",
+        &["system:masters", "system:authenticated"],
+    )?;
+    hub.stop().await;
+    Ok(())
+}
