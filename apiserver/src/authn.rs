@@ -41,6 +41,13 @@ pub const BOOTSTRAPPERS_GROUP: &str = "system:bootstrappers";
 /// The extra key kube-apiserver records a service-account token's id under.
 pub const CREDENTIAL_ID_EXTRA: &str = "authentication.kubernetes.io/credential-id";
 
+/// A request nothing authenticated (a 401), with the bearer token it carried, if any.
+#[derive(Debug)]
+pub struct Unauthenticated {
+    /// The token this hub did not accept.
+    pub token: Option<String>,
+}
+
 /// The authenticator of one hub.
 #[derive(Debug)]
 pub struct Authenticator {
@@ -70,8 +77,13 @@ impl Authenticator {
 
     /// The user of a request: front-proxy headers (only from a front-proxy connection; they are
     /// always removed from the request), then the client certificate, then a bearer token.
-    /// Nothing that authenticates is a 401.
-    pub fn authenticate(&self, peer: &Peer, headers: &mut HeaderMap) -> Result<UserInfo, ApiError> {
+    /// Nothing that authenticates is [`Unauthenticated`], carrying a bearer token this hub did
+    /// not accept (for a delegate to try).
+    pub fn authenticate(
+        &self,
+        peer: &Peer,
+        headers: &mut HeaderMap,
+    ) -> Result<UserInfo, Unauthenticated> {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         let proxied = take_request_headers(headers);
         let mut why = String::new();
@@ -87,18 +99,22 @@ impl Authenticator {
             Peer::Rejected(reason) => why.clone_from(reason),
             Peer::Anonymous => {}
         }
+        let mut refused_token = None;
         if let Some(token) = bearer(headers) {
             let user = self.authenticate_token(&token, now);
             headers.remove(http::header::AUTHORIZATION);
             match user {
                 Ok(user) => return Ok(user),
-                Err(reason) => why = reason,
+                Err(reason) => {
+                    why = reason;
+                    refused_token = Some(token);
+                }
             }
         }
         if !why.is_empty() {
             tracing::debug!(reason = %why, "authentication failed");
         }
-        Err(ApiError::unauthorized())
+        Err(Unauthenticated { token: refused_token })
     }
 
     /// The user a bearer token names, or why it names none.

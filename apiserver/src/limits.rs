@@ -30,14 +30,17 @@ pub struct Inflight {
     mutating: Arc<Semaphore>,
     leases: Arc<Semaphore>,
     per_identity: usize,
-    held: Arc<Mutex<HashMap<String, usize>>>,
+    held: Held,
 }
+
+/// Seats held per identity.
+type Held = Arc<Mutex<HashMap<String, usize>>>;
 
 /// Held while a counted request is served; gives its seats back when dropped.
 #[derive(Debug)]
 pub struct Seat {
     _permit: Option<OwnedSemaphorePermit>,
-    identity: Option<(Arc<Mutex<HashMap<String, usize>>>, String)>,
+    identity: Option<(Held, String)>,
 }
 
 impl Drop for Seat {

@@ -2,7 +2,7 @@
 //! the tracing subscriber.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the hub.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Bootstrap tokens for joining managed clusters (kept by the running hub).
     #[command(subcommand)]
     Token(TokenCommand),
@@ -131,6 +131,14 @@ struct ServeArgs {
     /// The issuer written into and required of service-account tokens.
     #[arg(long, default_value = ocm_apiserver::tokens::DEFAULT_ISSUER)]
     service_account_issuer: String,
+    /// Ask this kube-apiserver (`in-cluster` or a kubeconfig path) about bearer tokens the hub
+    /// did not issue (TokenReview), for aggregated mode.
+    #[arg(long)]
+    authentication_kubeconfig: Option<String>,
+    /// Ask this kube-apiserver (`in-cluster` or a kubeconfig path) about requests the hub's own
+    /// RBAC denies (SubjectAccessReview), for aggregated mode.
+    #[arg(long)]
+    authorization_kubeconfig: Option<String>,
 }
 
 fn usage_error(message: &str) -> ExitCode {
@@ -152,9 +160,17 @@ fn main() -> ExitCode {
         }
     };
     let args = match cli.command {
-        Command::Serve(args) => args,
+        Command::Serve(args) => *args,
         Command::Token(command) => return token(command),
     };
+    let kubeconfigs = [&args.authentication_kubeconfig, &args.authorization_kubeconfig];
+    for source in kubeconfigs.into_iter().flatten() {
+        if source != "in-cluster" && !Path::new(source).is_file() {
+            return usage_error(&format!(
+                "{source} is neither \"in-cluster\" nor a readable kubeconfig file"
+            ));
+        }
+    }
     for path in args.client_ca_file.iter().chain(&args.requestheader_client_ca_file) {
         if !path.is_file() {
             return usage_error(&format!("{} is not a readable file", path.display()));
@@ -181,6 +197,8 @@ fn main() -> ExitCode {
     config.requestheader_ca = args.requestheader_client_ca_file;
     config.requestheader_allowed_names = args.requestheader_allowed_names;
     config.service_account_issuer = args.service_account_issuer;
+    config.authentication_kubeconfig = args.authentication_kubeconfig;
+    config.authorization_kubeconfig = args.authorization_kubeconfig;
     config.profile = match args.profile {
         ProfileArg::Hub => Profile::Hub,
         ProfileArg::Cluster => Profile::Cluster,

@@ -76,6 +76,10 @@ pub struct ApiState {
     pub access: Arc<crate::access::Access>,
     /// The authenticator (front-proxy headers, certificates, tokens).
     pub authn: crate::authn::Authenticator,
+    /// The kube-apiserver asked about tokens this hub did not issue (aggregated mode).
+    pub delegate_authn: Option<Arc<crate::delegate::Delegate>>,
+    /// The kube-apiserver asked about requests this hub's RBAC denies (aggregated mode).
+    pub delegate_authz: Option<Arc<crate::delegate::Delegate>>,
 }
 
 /// The router: every path goes through [`handle`].
@@ -346,7 +350,18 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
     }
     let peer = req.extensions().get::<crate::authn::PeerInfo>().cloned();
     let peer = peer.as_deref().unwrap_or(&crate::tls::Peer::Anonymous);
-    let identity = Identity::new(state.authn.authenticate(peer, req.headers_mut())?);
+    let user = match state.authn.authenticate(peer, req.headers_mut()) {
+        Ok(user) => user,
+        // A token this hub did not issue may be the cluster's (aggregated mode).
+        Err(crate::authn::Unauthenticated { token: Some(token) }) => match &state.delegate_authn {
+            Some(delegate) => {
+                delegate.authenticate(&token).await.ok_or_else(ApiError::unauthorized)?
+            }
+            None => return Err(ApiError::unauthorized()),
+        },
+        Err(_) => return Err(ApiError::unauthorized()),
+    };
+    let identity = Identity::new(user);
     let identity = state.access.impersonate(identity, req.headers())?;
     let q = Query::parse(req.uri().query());
     let trimmed = path.trim_end_matches('/');
@@ -358,7 +373,16 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
     }
     let attrs = attributes(req.method(), &path, &segments, &q);
     let _seat = state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs)?;
-    state.access.check(&identity, &attrs)?;
+    if let Err(denied) = state.access.check(&identity, &attrs) {
+        // What the hub's RBAC denies, the cluster's may allow (aggregated mode).
+        let allowed = match &state.delegate_authz {
+            Some(delegate) => delegate.allowed(&identity, &attrs).await,
+            None => false,
+        };
+        if !allowed {
+            return Err(denied);
+        }
+    }
     match segments.as_slice() {
         ["api"] => discovery_root(state, req.headers(), true),
         ["apis"] => discovery_root(state, req.headers(), false),

@@ -21,6 +21,7 @@ use tower::ServiceExt as _;
 use crate::authn::{Authenticator, PeerInfo};
 use crate::background::Background;
 use crate::cache::CacheConfig;
+use crate::delegate::Delegate;
 use crate::discovery::Discovery;
 use crate::error::ApiError;
 use crate::limits::Inflight;
@@ -77,6 +78,12 @@ pub struct ServeConfig {
     pub requestheader_allowed_names: Vec<String>,
     /// The `iss` of the tokens the hub signs and accepts (`--service-account-issuer`).
     pub service_account_issuer: String,
+    /// Where to send TokenReviews for tokens the hub did not issue: `in-cluster` or a
+    /// kubeconfig (`--authentication-kubeconfig`).
+    pub authentication_kubeconfig: Option<String>,
+    /// Where to send SubjectAccessReviews for requests the hub's RBAC denies
+    /// (`--authorization-kubeconfig`).
+    pub authorization_kubeconfig: Option<String>,
 }
 
 impl ServeConfig {
@@ -98,6 +105,8 @@ impl ServeConfig {
             requestheader_ca: None,
             requestheader_allowed_names: Vec::new(),
             service_account_issuer: crate::tokens::DEFAULT_ISSUER.to_owned(),
+            authentication_kubeconfig: None,
+            authorization_kubeconfig: None,
         }
     }
 }
@@ -130,6 +139,9 @@ pub enum ServeError {
     /// Loading the registry.
     #[error("registry: {0}")]
     Registry(#[from] ApiError),
+    /// Connecting to the kube-apiserver reviews are delegated to.
+    #[error(transparent)]
+    Delegate(#[from] crate::delegate::DelegateError),
 }
 
 /// A running hub's addresses.
@@ -205,6 +217,17 @@ pub async fn run(
     let tokens = TokenAuthority::load_or_create(&pki.dir(), &config.service_account_issuer)?;
 
     let registry_for_authn = registry.clone();
+    let delegate_authn = match &config.authentication_kubeconfig {
+        Some(source) => Some(Arc::new(Delegate::connect(source).await?)),
+        None => None,
+    };
+    let delegate_authz = match &config.authorization_kubeconfig {
+        Some(source) if config.authentication_kubeconfig.as_ref() == Some(source) => {
+            delegate_authn.clone()
+        }
+        Some(source) => Some(Arc::new(Delegate::connect(source).await?)),
+        None => None,
+    };
     let state = Arc::new(ApiState {
         discovery: Discovery::new(&registry.scheme, &reach.to_string()),
         openapi: crate::openapi::OpenApi::new(&registry.scheme),
@@ -219,6 +242,8 @@ pub async fn run(
         ),
         access,
         authn: Authenticator::new(tokens, registry_for_authn),
+        delegate_authn,
+        delegate_authz,
     });
     let router = crate::rest::router(Arc::clone(&state));
     let endpoints = config.data_dir.join("endpoints.json");

@@ -205,7 +205,7 @@ impl Tls {
             if front.verify_client_cert(leaf, intermediates, now).is_ok() {
                 let allowed = &self.files.requestheader_allowed_names;
                 let cn = common_name(leaf.as_ref()).unwrap_or_default();
-                if allowed.is_empty() || allowed.iter().any(|n| *n == cn) {
+                if allowed.is_empty() || allowed.contains(&cn) {
                     return Peer::FrontProxy { not_after };
                 }
                 return Peer::Rejected(format!(

@@ -531,3 +531,71 @@ async fn client_ca_files_reload_without_restart() -> anyhow::Result<()> {
     hub.stop().await;
     Ok(())
 }
+
+/// Aggregated mode, with a second hub standing in for kube-apiserver (it serves TokenReview and
+/// SubjectAccessReview like one): tokens hub A did not issue are reviewed by B, and what A's own
+/// RBAC denies is asked of B's RBAC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegation_to_a_kube_apiserver() -> anyhow::Result<()> {
+    let cluster = TestHub::start(Backend::Memory).await?;
+    let kubeconfig = cluster.kubeconfig().display().to_string();
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.authentication_kubeconfig = Some(kubeconfig.clone());
+        c.authorization_kubeconfig = Some(kubeconfig);
+    })
+    .await?;
+    // A token of the cluster's service account, used on the hub.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder"}});
+    let (code, _) =
+        call(&cluster, &cluster.http()?, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
+    ensure!(code == 201);
+    let (code, answer) = token_request(&cluster, "builder", json!({})).await?;
+    ensure!(code == 201, "{code} {answer}");
+    let token = answer["status"]["token"].as_str().context("no token")?;
+    let builder = hub.http_bearer(token)?;
+    named(
+        whoami(&hub, &builder, &[]).await?,
+        "system:serviceaccount:default:builder",
+        &["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"],
+    )?;
+    unauthorized(whoami(&hub, &hub.http_bearer("a.b.c")?, &[]).await?, "token neither knows")?;
+    // Rights granted in the cluster's RBAC only.
+    let mcl = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+    let (code, _) = call(&hub, &builder, reqwest::Method::GET, mcl, None, &[]).await?;
+    ensure!(code == 403, "allowed before any grant: {code}");
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "mcl-reader"},
+        "rules": [{"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["managedclusters"], "verbs": ["list"]}]});
+    let bind = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "mcl-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "mcl-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}]});
+    let admin = cluster.http()?;
+    for (path, body) in [
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", role),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bind),
+    ] {
+        let (code, v) =
+            call(&cluster, &admin, reqwest::Method::POST, path, Some(&body), &[]).await?;
+        ensure!(code == 201, "{code} {v}");
+    }
+    // The deny above is cached for 10 s, as k8s.io/apiserver caches it.
+    let mut allowed = false;
+    for _ in 0..60 {
+        let (code, _) = call(&hub, &builder, reqwest::Method::GET, mcl, None, &[]).await?;
+        if code == 200 {
+            allowed = true;
+            break;
+        }
+        ensure!(code == 403, "{code}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    ensure!(allowed, "the cluster's grant never reached the hub");
+    let (code, _) =
+        call(&hub, &builder, reqwest::Method::GET, "/api/v1/namespaces/default/secrets", None, &[])
+            .await?;
+    ensure!(code == 403, "granted nowhere, yet allowed: {code}");
+    hub.stop().await;
+    cluster.stop().await;
+    Ok(())
+}
