@@ -483,3 +483,57 @@ async fn impersonating_service_accounts() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `kubectl auth can-i --list` as an agent (a certificate with OCM's agent subject) shows its own
+/// cluster's rights in its own namespace, and nothing of the prefix-related cluster `a-x`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_sees_only_its_own_cluster_rights() -> anyhow::Result<()> {
+    use ocm_apiserver::cluster_rbac::{agent_group, agent_user, cluster_objects, shared_roles};
+    if ocm_conformance::kubectl::skip_requested() {
+        eprintln!("OCM_SKIP_KUBECTL=1: kubectl auth scenarios skipped");
+        return Ok(());
+    }
+    let s = Scene::start().await?;
+    for ns in ["a", "a-x"] {
+        s.admin_create("/api/v1/namespaces", json!({"metadata": {"name": ns}})).await?;
+    }
+    let mut objects = shared_roles();
+    objects.extend(cluster_objects("a", true));
+    objects.extend(cluster_objects("a-x", true));
+    for obj in objects {
+        let plural = match obj["kind"].as_str() {
+            Some("ClusterRole") => "clusterroles",
+            Some("ClusterRoleBinding") => "clusterrolebindings",
+            _ => "rolebindings",
+        };
+        let path = match obj["metadata"]["namespace"].as_str() {
+            Some(ns) => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{plural}"),
+            None => format!("/apis/rbac.authorization.k8s.io/v1/{plural}"),
+        };
+        s.admin_create(&path, obj).await?;
+    }
+    let (user, group) = (agent_user("a", "agent"), agent_group("a"));
+    let http = s.hub.http_as(&user, Some(&group))?;
+    s.until_allowed(&http, "/apis/work.open-cluster-management.io/v1/namespaces/a/manifestworks")
+        .await?;
+    let agent = ocm_conformance::kubectl::Kubectl::with_kubeconfig(
+        s.hub.kubeconfig_as(&user, Some(&group))?,
+    )?;
+    let own = agent.ok(&["auth", "can-i", "--list", "-n", "a"]).await?;
+    let row =
+        |list: &str, prefix: &str| list.lines().find(|l| l.starts_with(prefix)).map(str::to_owned);
+    let works = row(&own, "manifestworks.work.open-cluster-management.io ").context(own.clone())?;
+    ensure!(works.contains("[get list watch update patch]"), "{own}");
+    let mcl =
+        row(&own, "managedclusters.cluster.open-cluster-management.io ").context(own.clone())?;
+    ensure!(mcl.contains("[a]") && !mcl.contains("a-x"), "{own}");
+    ensure!(!own.lines().any(|l| l.starts_with("*.*")), "an agent is no admin: {own}");
+    let other = agent.ok(&["auth", "can-i", "--list", "-n", "a-x"]).await?;
+    ensure!(row(&other, "manifestworks").is_none(), "cluster a's agent has rights in a-x: {other}");
+    ensure!(row(&other, "leases").is_none(), "{other}");
+    let r = agent.run(&["get", "manifestworks", "-n", "a-x"]).await?;
+    ensure!(r.code == 1 && r.stderr.contains("Forbidden"), "{r:?}");
+    let r = agent.run(&["get", "manifestworks", "-A"]).await?;
+    ensure!(r.code == 1 && r.stderr.contains("Forbidden"), "an all-namespace list is a 403: {r:?}");
+    Ok(())
+}
