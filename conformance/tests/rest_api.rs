@@ -2017,6 +2017,23 @@ async fn bad_paths_and_methods(b: Backend) -> anyhow::Result<()> {
 
 async fn body_size_limits(b: Backend) -> anyhow::Result<()> {
     let api = Api::start(b).await?;
+    // The edge: a body of exactly 3 MiB (a small object padded with JSON whitespace) is read and
+    // stored; one byte more is refused while reading, and nothing is stored.
+    let limit = 3 * 1024 * 1024;
+    let padded = |name: &str, len: usize| {
+        let mut body = serde_json::to_vec(&cm(name)).expect("serializable");
+        body.resize(len, b' ');
+        body
+    };
+    let path = cms("default");
+    api.send(Method::POST, &path, Some(("application/json", padded("edge", limit))), &[])
+        .await?
+        .ok(201)?;
+    api.send(Method::POST, &path, Some(("application/json", padded("over", limit + 1))), &[])
+        .await?
+        .failure(413, "RequestEntityTooLarge")?;
+    ensure!(api.names(&path).await? == strs(&["edge"]));
+    api.delete(&format!("{path}/edge")).await?;
     // Over 3 MiB: refused while reading.
     let mut huge = cm("huge");
     huge["data"] = json!({"k": "x".repeat(3 * 1024 * 1024 + 1024)});
