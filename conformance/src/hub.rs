@@ -195,6 +195,12 @@ impl TestHub {
         Ok(alpn(config))
     }
 
+    /// The rustls client configuration of the admin (its certificate, the hub CA, ALPN `h2`
+    /// then `http/1.1`), for tests that speak HTTP/2 frames themselves.
+    pub fn admin_tls(&self) -> anyhow::Result<rustls::ClientConfig> {
+        self.tls(true)
+    }
+
     /// An HTTPS client presenting the admin certificate.
     pub fn http(&self) -> anyhow::Result<reqwest::Client> {
         self.client(true, true)
