@@ -119,13 +119,24 @@ impl Authenticator {
 
     /// The user a bearer token names, or why it names none.
     pub fn authenticate_token(&self, token: &str, now: i64) -> Result<UserInfo, String> {
+        let ours = self.tokens.audiences.clone();
+        self.authenticate_token_for(token, now, &ours)
+    }
+
+    /// The user a bearer token names when it is for one of `audiences`.
+    fn authenticate_token_for(
+        &self,
+        token: &str,
+        now: i64,
+        audiences: &[String],
+    ) -> Result<UserInfo, String> {
         if let Some((id, secret)) = parse_bootstrap_token(token) {
             return self.bootstrap_user(id, secret, now);
         }
         if !crate::tokens::looks_like_jwt(token) {
             return Err("the bearer token is neither a bootstrap token nor a JWT".into());
         }
-        let claims = self.tokens.verify(token).map_err(|e| e.to_string())?;
+        let claims = self.tokens.verify_for(token, audiences).map_err(|e| e.to_string())?;
         let ns = &claims.kube.namespace;
         let sa = &claims.kube.serviceaccount;
         // The account must still exist as the one the token was issued for.
@@ -184,6 +195,9 @@ impl Authenticator {
         if digest(&field("token-secret")) != digest(secret) {
             return Err(format!("bootstrap token {id}: wrong secret"));
         }
+        if field("token-id") != id {
+            return Err(format!("secret {name} holds another token id"));
+        }
         if field("usage-bootstrap-authentication") != "true" {
             return Err(format!("bootstrap token {id} is not for authentication"));
         }
@@ -200,8 +214,11 @@ impl Authenticator {
         }
         let mut groups = vec![BOOTSTRAPPERS_GROUP.to_owned()];
         for g in field("auth-extra-groups").split(',').map(str::trim).filter(|g| !g.is_empty()) {
-            // kube-apiserver ignores extra groups outside system:bootstrappers:*.
-            if g.starts_with("system:bootstrappers:") && !groups.iter().any(|h| h == g) {
+            // As kube-apiserver: a group outside system:bootstrappers:* fails the token.
+            if !g.starts_with("system:bootstrappers:") {
+                return Err(format!("bootstrap token {id}: extra group {g:?} is not allowed"));
+            }
+            if !groups.iter().any(|h| h == g) {
                 groups.push(g.to_owned());
             }
         }
@@ -244,13 +261,16 @@ impl Authenticator {
                 ),
             ));
         }
-        if seconds > MAX_EXPIRATION_SECONDS {
+        // Longer requests are shortened to the maximum, as kube-apiserver does with
+        // --service-account-max-token-expiration.
+        let seconds = seconds.min(MAX_EXPIRATION_SECONDS);
+        if spec.get("boundObjectRef").is_some_and(|b| !b.is_null()) {
             return Err(invalid_token_request(
                 name,
                 FieldError::invalid(
-                    "spec.expirationSeconds",
-                    json!(seconds),
-                    "may not specify a duration longer than 48 hours",
+                    "spec.boundObjectRef",
+                    spec["boundObjectRef"].clone(),
+                    "bound tokens are not supported by this hub",
                 ),
             ));
         }
@@ -273,20 +293,40 @@ impl Authenticator {
             "kind": "TokenRequest",
             "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"name": name, "namespace": namespace, "creationTimestamp": null},
-            "spec": {"audiences": claims.aud, "expirationSeconds": seconds, "boundObjectRef": spec.get("boundObjectRef").cloned().unwrap_or(Value::Null)},
+            "spec": {"audiences": claims.aud, "expirationSeconds": seconds, "boundObjectRef": null},
             "status": {"token": token, "expirationTimestamp": expires},
         }))
     }
 
-    /// `TokenReview`: whether `spec.token` authenticates, and as whom.
+    /// `TokenReview`: whether `spec.token` authenticates for one of `spec.audiences` (the
+    /// hub's own when none are given), and as whom; `status.audiences` is the overlap.
     pub fn token_review(&self, spec: &Value) -> Value {
         let token = str_at(spec, "/token");
+        let asked: Vec<String> = spec
+            .get("audiences")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let wanted = if asked.is_empty() { self.tokens.audiences.clone() } else { asked };
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        match self.authenticate_token(token, now) {
+        // Bootstrap tokens carry no audience: they are for this hub's own API only.
+        let audiences = if parse_bootstrap_token(token).is_some() {
+            Some(self.tokens.audiences.clone())
+        } else {
+            self.tokens.audiences_of(token)
+        };
+        let overlap: Vec<String> =
+            audiences.unwrap_or_default().into_iter().filter(|a| wanted.contains(a)).collect();
+        let user = if overlap.is_empty() {
+            Err("the token is not for the audiences asked".to_owned())
+        } else {
+            self.authenticate_token_for(token, now, &overlap)
+        };
+        match user {
             Ok(user) => json!({
                 "authenticated": true,
                 "user": user_json(&user),
-                "audiences": self.tokens.audiences,
+                "audiences": overlap,
             }),
             Err(_) => json!({"authenticated": false, "error": "invalid bearer token"}),
         }
@@ -353,8 +393,10 @@ fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            let hex = &bytes[i + 1..i + 3];
+            let text =
+                std::str::from_utf8(hex).ok().filter(|_| hex.iter().all(u8::is_ascii_hexdigit));
+            if let Some(b) = text.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                 out.push(b);
                 i += 3;
                 continue;
@@ -419,5 +461,6 @@ mod tests {
         assert_eq!(percent_decode("a%2"), "a%2");
         assert_eq!(percent_decode("%zz"), "%zz");
         assert_eq!(percent_decode("x%41"), "xA");
+        assert_eq!(percent_decode("%+1"), "%+1");
     }
 }

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 
 use crate::authz::{Attributes, UserInfo};
+use crate::error::ApiError;
 
 /// How long an answer is reused.
 const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -130,8 +131,9 @@ impl Delegate {
         user
     }
 
-    /// Whether kube-apiserver allows `user` to do `attrs`.
-    pub async fn allowed(&self, user: &UserInfo, attrs: &Attributes) -> bool {
+    /// Whether kube-apiserver allows `user` to do `attrs`; a review that cannot be had is a 500,
+    /// as k8s.io/apiserver answers it.
+    pub async fn allowed(&self, user: &UserInfo, attrs: &Attributes) -> Result<bool, ApiError> {
         let mut spec = json!({
             "user": user.name,
             "groups": user.groups,
@@ -157,17 +159,16 @@ impl Delegate {
         }
         let key = spec.to_string();
         if let Some(allowed) = recall(&self.decisions, &key) {
-            return allowed;
+            return Ok(allowed);
         }
         let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                           "spec": spec});
-        let Some(review) =
-            self.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", &body).await
-        else {
-            return false;
-        };
+        let review = self
+            .create("/apis/authorization.k8s.io/v1/subjectaccessreviews", &body)
+            .await
+            .ok_or_else(|| ApiError::internal("the delegated SubjectAccessReview failed"))?;
         let allowed = review["status"]["allowed"] == true;
         remember(&self.decisions, key, allowed);
-        allowed
+        Ok(allowed)
     }
 }

@@ -57,7 +57,8 @@ impl Drop for Seat {
     }
 }
 
-/// Whether a request belongs in the Lease lane: reading or renewing a coordination Lease.
+/// Whether a request belongs in the Lease lane: reading or renewing a coordination Lease (seats
+/// are given after authorization, so only those allowed to touch the Lease get here).
 fn is_lease_renewal(attrs: &Attributes) -> bool {
     attrs.resource_request
         && attrs.api_group == "coordination.k8s.io"
@@ -105,7 +106,10 @@ impl Inflight {
         if long_running {
             return Ok(Seat { _permit: None, identity: None });
         }
-        let identity = if user.groups.iter().any(|g| g == crate::authz::MASTERS_GROUP) {
+        let lease = is_lease_renewal(attrs);
+        // Heartbeats are not counted against their identity: an agent busy with other requests
+        // still renews its lease. The lane itself is bounded.
+        let identity = if lease || user.groups.iter().any(|g| g == crate::authz::MASTERS_GROUP) {
             None
         } else {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -122,7 +126,7 @@ impl Inflight {
         // From here the seat owns the identity count: an early return gives it back.
         let mut seat = Seat { _permit: None, identity };
         let readonly = matches!(*method, http::Method::GET | http::Method::HEAD);
-        let (pool, kind) = if is_lease_renewal(attrs) {
+        let (pool, kind) = if lease {
             (&self.leases, "lease")
         } else if readonly {
             (&self.readonly, "readOnly")
@@ -198,6 +202,9 @@ mod tests {
         let o2 = limits.admit(&Method::GET, false, &other, &get_cm()).unwrap();
         // The read pool (4) is now full, yet lease renewals have their own lane.
         assert!(limits.admit(&Method::GET, false, &admin(), &get_cm()).is_err());
+        // An identity at its cap still renews its lease.
+        let r0 = limits.admit(&Method::PUT, false, &flooder, &renew()).unwrap();
+        drop(r0);
         let r1 = limits.admit(&Method::PUT, false, &agent, &renew()).unwrap();
         let r2 = limits.admit(&Method::PUT, false, &agent, &renew()).unwrap();
         assert!(limits.admit(&Method::PUT, false, &other, &renew()).is_err(), "lane is bounded");

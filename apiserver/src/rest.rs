@@ -350,11 +350,15 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
     }
     let peer = req.extensions().get::<crate::authn::PeerInfo>().cloned();
     let peer = peer.as_deref().unwrap_or(&crate::tls::Peer::Anonymous);
+    // Whether the host cluster named the user (front-proxy headers or its TokenReview): only
+    // such users may be authorized by the host cluster's RBAC.
+    let mut named_by_host = matches!(peer, crate::tls::Peer::FrontProxy { .. });
     let user = match state.authn.authenticate(peer, req.headers_mut()) {
         Ok(user) => user,
         // A token this hub did not issue may be the cluster's (aggregated mode).
         Err(crate::authn::Unauthenticated { token: Some(token) }) => match &state.delegate_authn {
             Some(delegate) => {
+                named_by_host = true;
                 delegate.authenticate(&token).await.ok_or_else(ApiError::unauthorized)?
             }
             None => return Err(ApiError::unauthorized()),
@@ -372,17 +376,24 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         return Err(ApiError::path_not_found());
     }
     let attrs = attributes(req.method(), &path, &segments, &q);
-    let _seat = state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs)?;
     if let Err(denied) = state.access.check(&identity, &attrs) {
-        // What the hub's RBAC denies, the cluster's may allow (aggregated mode).
+        // What the hub's RBAC denies, the host cluster's may allow (aggregated mode), for users
+        // the host named and for what the APIServices serve: the OCM groups and discovery. The
+        // hub's own core objects (its Secrets, ServiceAccounts, RBAC) are not the host's.
+        let delegable = named_by_host
+            && (!attrs.resource_request
+                || attrs.api_group.ends_with(".open-cluster-management.io"));
         let allowed = match &state.delegate_authz {
-            Some(delegate) => delegate.allowed(&identity, &attrs).await,
-            None => false,
+            Some(delegate) if delegable => delegate.allowed(&identity, &attrs).await?,
+            _ => false,
         };
         if !allowed {
             return Err(denied);
         }
     }
+    // Seats are taken once the request is authorized (design §3's order), so what a caller may
+    // not do never occupies one.
+    let _seat = state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs)?;
     match segments.as_slice() {
         ["api"] => discovery_root(state, req.headers(), true),
         ["apis"] => discovery_root(state, req.headers(), false),

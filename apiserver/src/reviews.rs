@@ -127,8 +127,9 @@ pub fn answer(
         Review::SelfSubject => json!({"userInfo": user_json(me)}),
         Review::Token => {
             if str_at(&spec, "token").is_empty() {
-                let err = FieldError::required("spec.token", "");
-                return Err(ApiError::invalid("authentication.k8s.io", "TokenReview", "", &[err]));
+                return Err(ApiError::bad_request(
+                    "token is required for TokenReview in authentication",
+                ));
             }
             authn.token_review(&spec)
         }

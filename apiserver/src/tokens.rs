@@ -232,10 +232,35 @@ impl TokenAuthority {
     /// `nbf` as numbers and in range, `jti` present, and a subject naming the service account
     /// of the private claims. Whether that account still exists is the caller's question.
     pub fn verify(&self, token: &str) -> Result<Claims, TokenError> {
-        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)?;
+        self.verify_with(token, &self.validation)
+    }
+
+    /// [`TokenAuthority::verify`] for a token that must name one of `audiences`.
+    pub fn verify_for(&self, token: &str, audiences: &[String]) -> Result<Claims, TokenError> {
+        if audiences == self.audiences.as_slice() {
+            return self.verify(token);
+        }
+        let mut validation = self.validation.clone();
+        validation.set_audience(audiences);
+        self.verify_with(token, &validation)
+    }
+
+    /// The audiences a token of this hub names, once its signature and times check out
+    /// (whatever its audience); `None` for anything else.
+    pub fn audiences_of(&self, token: &str) -> Option<Vec<String>> {
+        let mut validation = self.validation.clone();
+        validation.validate_aud = false;
+        self.verify_with(token, &validation).ok().map(|c| c.aud)
+    }
+
+    fn verify_with(&self, token: &str, validation: &Validation) -> Result<Claims, TokenError> {
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, validation)?;
         let c = data.claims;
         if c.jti.is_empty() {
             return Err(TokenError::Claims("jti is empty"));
+        }
+        if c.exp - c.iat > MAX_EXPIRATION_SECONDS {
+            return Err(TokenError::Claims("lifetime longer than the hub issues"));
         }
         let expected = format!(
             "{}{}:{}",

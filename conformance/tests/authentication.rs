@@ -312,6 +312,19 @@ async fn service_account_tokens() -> anyhow::Result<()> {
         code == 422 && r["details"]["causes"][0]["field"] == "spec.expirationSeconds",
         "{code} {r}"
     );
+    // Longer than the hub signs: shortened to the maximum, as kube-apiserver does.
+    let (code, r) = token_request(&hub, "robot", json!({"expirationSeconds": 72 * 3600})).await?;
+    ensure!(code == 201 && r["spec"]["expirationSeconds"] == 48 * 3600, "{code} {r}");
+    let (code, r) = token_request(
+        &hub,
+        "robot",
+        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p"}}),
+    )
+    .await?;
+    ensure!(
+        code == 422 && r["details"]["causes"][0]["field"] == "spec.boundObjectRef",
+        "{code} {r}"
+    );
     let (code, _) = token_request(&hub, "nobody", json!({})).await?;
     ensure!(code == 404, "token for a missing account: {code}");
     // A token for another audience is not accepted here.
@@ -319,6 +332,37 @@ async fn service_account_tokens() -> anyhow::Result<()> {
         token_request(&hub, "robot", json!({"audiences": ["https://vault.example"]})).await?;
     let other = other["status"]["token"].as_str().context("no token")?;
     unauthorized(whoami(&hub, &hub.http_bearer(other)?, &[]).await?, "foreign audience")?;
+    // TokenReview answers for the audiences asked, with the overlap.
+    let reviews = "/apis/authentication.k8s.io/v1/tokenreviews";
+    let for_aud = |t: &str, aud: &str| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t, "audiences": [aud]}});
+    let (code, r) = call(
+        &hub,
+        &admin,
+        reqwest::Method::POST,
+        reviews,
+        Some(&for_aud(other, "https://vault.example")),
+        &[],
+    )
+    .await?;
+    ensure!(
+        code == 201
+            && r["status"]["authenticated"] == true
+            && r["status"]["audiences"] == json!(["https://vault.example"]),
+        "{code} {r}"
+    );
+    let (code, r) =
+        call(&hub, &admin, reqwest::Method::POST, reviews, Some(&for_aud(&token, "my-addon")), &[])
+            .await?;
+    ensure!(
+        code == 201 && r["status"]["authenticated"] == false,
+        "a hub token passed for another audience: {code} {r}"
+    );
+    let empty = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": ""}});
+    let (code, r) = call(&hub, &admin, reqwest::Method::POST, reviews, Some(&empty), &[]).await?;
+    ensure!(
+        code == 400 && r["message"] == "token is required for TokenReview in authentication",
+        "{code} {r}"
+    );
 
     // Forgeries, made with the hub's own signing key where a signature matters.
     let authority = TokenAuthority::load_or_create(
@@ -595,6 +639,34 @@ async fn delegation_to_a_kube_apiserver() -> anyhow::Result<()> {
         call(&hub, &builder, reqwest::Method::GET, "/api/v1/namespaces/default/secrets", None, &[])
             .await?;
     ensure!(code == 403, "granted nowhere, yet allowed: {code}");
+    // The host's grants are asked only for users the host named, and only for the OCM groups:
+    // a grant on secrets in the host does not open the hub's secrets.
+    let secrets_role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "builder-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"},
+                     {"kind": "User", "name": "carol"}]});
+    let (code, v) = call(
+        &cluster,
+        &admin,
+        reqwest::Method::POST,
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        Some(&secrets_role),
+        &[],
+    )
+    .await?;
+    ensure!(code == 201, "{code} {v}");
+    tokio::time::sleep(Duration::from_secs(11)).await; // past the deny cache
+    let (code, _) =
+        call(&hub, &builder, reqwest::Method::GET, "/api/v1/namespaces/default/secrets", None, &[])
+            .await?;
+    ensure!(code == 403, "the host's grant opened the hub's secrets: {code}");
+    // carol is a user of the hub itself (its CA): the host's grant is not hers here.
+    let pki = Pki::open(hub.path())?;
+    let (crt, key) = pki.issue_client("carol", None, 1)?;
+    let (code, _) =
+        call(&hub, &hub.http_with_cert(&crt, &key)?, reqwest::Method::GET, mcl, None, &[]).await?;
+    ensure!(code == 403, "a hub user was authorized by the host: {code}");
     hub.stop().await;
     cluster.stop().await;
     Ok(())

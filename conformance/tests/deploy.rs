@@ -187,3 +187,19 @@ fn rbac_binds_what_an_aggregated_server_needs() -> anyhow::Result<()> {
     ensure!(aggregated >= 1, "no role aggregated into view");
     Ok(())
 }
+
+#[test]
+fn the_walkthrough_names_every_manifest() -> anyhow::Result<()> {
+    let readme = std::fs::read_to_string(deploy_dir().join("README.md"))
+        .context("deploy/aggregation/README.md, the walkthrough, is missing")?;
+    for entry in std::fs::read_dir(deploy_dir())? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".yaml") {
+            ensure!(readme.contains(&name), "the walkthrough never uses {name}");
+        }
+    }
+    for placeholder in ["OCM_HUB_IMAGE", "CA_BUNDLE"] {
+        ensure!(readme.contains(placeholder), "the walkthrough never fills in {placeholder}");
+    }
+    Ok(())
+}
