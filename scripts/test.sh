@@ -32,4 +32,12 @@ if [ "${OCM_SKIP_KUBECTL:-}" != 1 ] && ! command -v kubectl >/dev/null 2>&1; the
   exit 2
 fi
 
+# The conformance suites run the real `ocm-hub` binary (its client commands, `serve --help`);
+# `cargo test` builds only test harnesses of binaries, so the binary is built first, in the same
+# profile as the tests.
+profile=()
+for arg in "$@"; do
+  if [ "$arg" = --release ]; then profile=(--release); fi
+done
+cargo build -p ocm-apiserver --bin ocm-hub "${profile[@]}"
 cargo test --workspace --all-targets "$@"
