@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 
 use crate::authz::{self, UserInfo};
+use crate::cache::CachedObject;
 use crate::error::ApiError;
+use crate::object;
 use crate::registry::Registry;
 use crate::tls::Peer;
 use crate::tokens::{MAX_EXPIRATION_SECONDS, MIN_EXPIRATION_SECONDS, TokenAuthority};
@@ -60,13 +62,20 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
+/// `[a-z0-9]{n}`.
+fn token_part(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+/// Whether `id` is a bootstrap token id: `[a-z0-9]{6}`.
+pub fn is_bootstrap_token_id(id: &str) -> bool {
+    token_part(id, 6)
+}
+
 /// A bootstrap token's parts: `[a-z0-9]{6}.[a-z0-9]{16}`.
 pub fn parse_bootstrap_token(token: &str) -> Option<(&str, &str)> {
     let (id, secret) = token.split_once('.')?;
-    let ok = |s: &str, n: usize| {
-        s.len() == n && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    };
-    (ok(id, 6) && ok(secret, 16)).then_some((id, secret))
+    (is_bootstrap_token_id(id) && token_part(secret, 16)).then_some((id, secret))
 }
 
 impl Authenticator {
@@ -119,29 +128,23 @@ impl Authenticator {
 
     /// The user a bearer token names, or why it names none.
     pub fn authenticate_token(&self, token: &str, now: i64) -> Result<UserInfo, String> {
-        let ours = self.tokens.audiences.clone();
-        self.authenticate_token_for(token, now, &ours)
-    }
-
-    /// The user a bearer token names when it is for one of `audiences`.
-    fn authenticate_token_for(
-        &self,
-        token: &str,
-        now: i64,
-        audiences: &[String],
-    ) -> Result<UserInfo, String> {
         if let Some((id, secret)) = parse_bootstrap_token(token) {
             return self.bootstrap_user(id, secret, now);
         }
         if !crate::tokens::looks_like_jwt(token) {
             return Err("the bearer token is neither a bootstrap token nor a JWT".into());
         }
-        let claims = self.tokens.verify_for(token, audiences).map_err(|e| e.to_string())?;
+        let claims = self.tokens.verify(token).map_err(|e| e.to_string())?;
+        self.service_account_user(claims)
+    }
+
+    /// The user of a verified service-account token: the account must still exist as the one
+    /// the token was issued for.
+    fn service_account_user(&self, claims: crate::tokens::Claims) -> Result<UserInfo, String> {
         let ns = &claims.kube.namespace;
         let sa = &claims.kube.serviceaccount;
-        // The account must still exist as the one the token was issued for.
         let account = self.cached("serviceaccounts", ns, &sa.name)?;
-        if str_at(&account, "/metadata/uid") != sa.uid {
+        if object::uid(&account.value) != sa.uid {
             return Err(format!("service account {ns}/{} has been deleted", sa.name));
         }
         let mut extra = BTreeMap::new();
@@ -158,29 +161,35 @@ impl Authenticator {
         })
     }
 
-    /// An object as the watch cache holds it now (deleted objects are gone at once).
-    fn cached(&self, plural: &str, namespace: &str, name: &str) -> Result<Value, String> {
+    /// An object as the watch cache holds it now (deleted objects are gone at once), shared
+    /// rather than copied.
+    fn cached(
+        &self,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<CachedObject>, String> {
         let rt = self
             .registry
             .scheme
             .lookup("", "v1", plural)
             .ok_or_else(|| format!("this hub serves no {plural}"))?;
         match self.registry.cache.get(&rt.prefix, &rt.key(namespace, name)) {
-            Ok(Some(obj)) if obj.value.pointer("/metadata/deletionTimestamp").is_none() => {
-                Ok(obj.value.clone())
-            }
+            Ok(Some(obj)) if !object::is_deleting(&obj.value) => Ok(obj),
             Ok(_) => Err(format!("{plural} {namespace}/{name} not found")),
             Err(e) => Err(e.message),
         }
     }
 
     /// kube-apiserver's bootstrap token authenticator: the Secret `bootstrap-token-<id>` of
-    /// type `bootstrap.kubernetes.io/token` with the same `token-secret` (compared in constant
-    /// time), `usage-bootstrap-authentication: "true"` and an `expiration` not passed.
+    /// type `bootstrap.kubernetes.io/token` with the same `token-id` and `token-secret`
+    /// (compared as digests), `usage-bootstrap-authentication: "true"`, an `expiration` not
+    /// passed and extra groups only under `system:bootstrappers:`.
     fn bootstrap_user(&self, id: &str, secret: &str, now: i64) -> Result<UserInfo, String> {
         let name = format!("{BOOTSTRAP_SECRET_PREFIX}{id}");
-        let obj = self.cached("secrets", BOOTSTRAP_NAMESPACE, &name)?;
-        if str_at(&obj, "/type") != BOOTSTRAP_SECRET_TYPE {
+        let cached = self.cached("secrets", BOOTSTRAP_NAMESPACE, &name)?;
+        let obj = &cached.value;
+        if str_at(obj, "/type") != BOOTSTRAP_SECRET_TYPE {
             return Err(format!("secret {name} is not a bootstrap token"));
         }
         let field = |key: &str| -> String {
@@ -274,20 +283,15 @@ impl Authenticator {
                 ),
             ));
         }
-        let audiences: Vec<String> = spec
-            .get("audiences")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-            .unwrap_or_default();
+        let audiences = object::strings(spec.get("audiences"));
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let uid = str_at(&account, "/metadata/uid");
+        let uid = object::uid(&account.value);
         let (token, claims) = self
             .tokens
             .issue(namespace, name, uid, &audiences, now, seconds)
             .map_err(ApiError::internal)?;
         let expires = time::OffsetDateTime::from_unix_timestamp(claims.exp)
-            .ok()
-            .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+            .map(object::rfc3339)
             .unwrap_or_default();
         Ok(json!({
             "kind": "TokenRequest",
@@ -302,25 +306,29 @@ impl Authenticator {
     /// hub's own when none are given), and as whom; `status.audiences` is the overlap.
     pub fn token_review(&self, spec: &Value) -> Value {
         let token = str_at(spec, "/token");
-        let asked: Vec<String> = spec
-            .get("audiences")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-            .unwrap_or_default();
-        let wanted = if asked.is_empty() { self.tokens.audiences.clone() } else { asked };
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        // Bootstrap tokens carry no audience: they are for this hub's own API only.
-        let audiences = if parse_bootstrap_token(token).is_some() {
-            Some(self.tokens.audiences.clone())
-        } else {
-            self.tokens.audiences_of(token)
+        let asked = object::strings(spec.get("audiences"));
+        let wanted = if asked.is_empty() { &self.tokens.audiences } else { &asked };
+        let overlap_of = |auds: &[String]| -> Vec<String> {
+            auds.iter().filter(|a| wanted.contains(a)).cloned().collect()
         };
-        let overlap: Vec<String> =
-            audiences.unwrap_or_default().into_iter().filter(|a| wanted.contains(a)).collect();
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        // One verification, whatever the token's audience; then the overlap decides.
+        let (user, overlap) = if let Some((id, secret)) = parse_bootstrap_token(token) {
+            // Bootstrap tokens carry no audience: they are for this hub's own API only.
+            (self.bootstrap_user(id, secret, now), overlap_of(&self.tokens.audiences))
+        } else {
+            match self.tokens.verify_any_audience(token) {
+                Ok(claims) => {
+                    let overlap = overlap_of(&claims.aud);
+                    (self.service_account_user(claims), overlap)
+                }
+                Err(e) => (Err(e.to_string()), Vec::new()),
+            }
+        };
         let user = if overlap.is_empty() {
             Err("the token is not for the audiences asked".to_owned())
         } else {
-            self.authenticate_token_for(token, now, &overlap)
+            user
         };
         match user {
             Ok(user) => json!({
@@ -407,9 +415,6 @@ fn percent_decode(s: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
-
-/// Shared for request extensions.
-pub type PeerInfo = Arc<Peer>;
 
 #[cfg(test)]
 mod tests {

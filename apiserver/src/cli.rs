@@ -89,10 +89,6 @@ fn random_chars(n: usize) -> String {
     (0..n).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }
 
-fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
-}
-
 /// Creates a bootstrap token valid for `ttl` (a `bootstrap-token-<id>` Secret, as kubeadm
 /// keeps them) and returns it as `<id>.<secret>`.
 pub async fn token_create(client: kube::Client, ttl: Duration) -> Result<String, CliError> {
@@ -112,7 +108,7 @@ pub async fn token_create(client: kube::Client, ttl: Duration) -> Result<String,
             "description": "created by ocm-hub token create for joining managed clusters",
             "token-id": id,
             "token-secret": secret,
-            "expiration": rfc3339(expires.replace_nanosecond(0).unwrap_or(expires)),
+            "expiration": crate::object::rfc3339(expires),
             "usage-bootstrap-authentication": "true",
             "auth-extra-groups": crate::authz::OCM_BOOTSTRAP_GROUP,
         },
@@ -163,7 +159,7 @@ pub async fn token_list(client: kube::Client) -> Result<Vec<TokenInfo>, CliError
 /// which the token stops working at once.
 pub async fn token_revoke(client: kube::Client, token: &str) -> Result<String, CliError> {
     let id = token.split('.').next().unwrap_or_default();
-    if crate::authn::parse_bootstrap_token(&format!("{id}.0000000000000000")).is_none() {
+    if !crate::authn::is_bootstrap_token_id(id) {
         return Err(CliError::Usage(format!(
             "{token:?} is not a bootstrap token id (6 characters a-z, 0-9) or token"
         )));

@@ -106,11 +106,7 @@ impl Delegate {
         let review = self.create("/apis/authentication.k8s.io/v1/tokenreviews", &body).await?;
         let status = &review["status"];
         let user = (status["authenticated"] == true).then(|| {
-            let strings = |v: &Value| -> Vec<String> {
-                v.as_array()
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                    .unwrap_or_default()
-            };
+            let strings = |v: &Value| crate::object::strings(Some(v));
             let u = &status["user"];
             let mut groups = strings(&u["groups"]);
             if !groups.iter().any(|g| g == crate::authz::AUTHENTICATED_GROUP) {

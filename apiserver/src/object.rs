@@ -110,16 +110,28 @@ pub fn field_string(obj: &Value, path: &str) -> String {
 
 /// Now as Kubernetes writes times: RFC 3339, UTC, whole seconds.
 pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
+    rfc3339(time::OffsetDateTime::now_utc())
+}
+
+/// A time as Kubernetes writes it: RFC 3339, UTC, whole seconds.
+pub fn rfc3339(t: time::OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second()
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
+}
+
+/// The strings of a JSON array (other items skipped; `[]` for anything not an array).
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// Checks a DNS-1123 subdomain (names of most kinds): lowercase alphanumerics, `-` and `.`,

@@ -326,13 +326,13 @@ mod tests {
         let pki = Pki::load_or_create(dir.path(), &[]).unwrap();
         let (pem, _) = pki.issue_client("alice", Some("team-a"), 1).unwrap();
         let der = pem_certs(&pem).remove(0);
-        let id = crate::rest::user_from_certificate(der.as_ref()).unwrap();
+        let id = crate::tls::user_from_certificate(der.as_ref()).unwrap();
         assert_eq!(id.name, "alice");
         assert_eq!(id.groups, ["team-a", "system:authenticated"]);
         let (pem, _) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 1).unwrap();
         let der = pem_certs(&pem).remove(0);
-        let admin = crate::rest::user_from_certificate(der.as_ref()).unwrap();
+        let admin = crate::tls::user_from_certificate(der.as_ref()).unwrap();
         assert!(admin.groups.iter().any(|g| g == ADMIN_GROUP));
-        assert!(crate::rest::user_from_certificate(b"not a certificate").is_none());
+        assert!(crate::tls::user_from_certificate(b"not a certificate").is_none());
     }
 }

@@ -41,22 +41,6 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// without copying.
 pub type Identity = Arc<authz::UserInfo>;
 
-/// The user a verified client certificate (DER) names: CN is the user, each O a group, and
-/// every authenticated user is in `system:authenticated` (Kubernetes' x509 authenticator).
-/// `None` when the certificate has no CN.
-pub fn user_from_certificate(der: &[u8]) -> Option<authz::UserInfo> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = cert.subject();
-    let name = subject.iter_common_name().next()?.as_str().ok()?.to_owned();
-    if name.is_empty() {
-        return None;
-    }
-    let mut groups: Vec<String> =
-        subject.iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_owned).collect();
-    groups.push(authz::AUTHENTICATED_GROUP.to_owned());
-    Some(authz::UserInfo { name, groups, ..Default::default() })
-}
-
 /// Everything a request handler needs.
 #[derive(Debug)]
 pub struct ApiState {
@@ -348,7 +332,7 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         }
         _ => {}
     }
-    let peer = req.extensions().get::<crate::authn::PeerInfo>().cloned();
+    let peer = req.extensions().get::<crate::tls::PeerInfo>().cloned();
     let peer = peer.as_deref().unwrap_or(&crate::tls::Peer::Anonymous);
     // Whether the host cluster named the user (front-proxy headers or its TokenReview): only
     // such users may be authorized by the host cluster's RBAC.

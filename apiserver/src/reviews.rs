@@ -63,11 +63,7 @@ fn asked(kind: &str, spec: &Value) -> Result<Attributes, ApiError> {
 /// The user a `SubjectAccessReview` asks about.
 fn subject(spec: &Value) -> Result<UserInfo, ApiError> {
     let name = str_at(spec, "user").to_owned();
-    let groups: Vec<String> = spec
-        .get("groups")
-        .and_then(Value::as_array)
-        .map(|g| g.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default();
+    let groups = crate::object::strings(spec.get("groups"));
     if name.is_empty() && groups.is_empty() {
         let err =
             FieldError::invalid("spec.user", "", "at least one of user or group must be specified");

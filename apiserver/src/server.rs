@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use crate::authn::{Authenticator, PeerInfo};
+use crate::authn::Authenticator;
 use crate::background::Background;
 use crate::cache::CacheConfig;
 use crate::delegate::Delegate;
@@ -29,7 +29,7 @@ use crate::pki::{Pki, PkiError};
 use crate::registry::{Registry, WriteOptions};
 use crate::rest::ApiState;
 use crate::scheme::{Profile, Scheme};
-use crate::tls::{Tls, TlsFiles};
+use crate::tls::{PeerInfo, Tls, TlsFiles};
 use crate::tokens::TokenAuthority;
 
 /// Which store backs the hub.
@@ -216,7 +216,7 @@ pub async fn run(
     let acceptor = TlsAcceptor::from(Arc::new(tls.server_config()?));
     let tokens = TokenAuthority::load_or_create(&pki.dir(), &config.service_account_issuer)?;
 
-    let registry_for_authn = registry.clone();
+    let authn = Authenticator::new(tokens, registry.clone());
     let delegate_authn = match &config.authentication_kubeconfig {
         Some(source) => Some(Arc::new(Delegate::connect(source).await?)),
         None => None,
@@ -241,7 +241,7 @@ pub async fn run(
             config.max_requests_inflight_per_user,
         ),
         access,
-        authn: Authenticator::new(tokens, registry_for_authn),
+        authn,
         delegate_authn,
         delegate_authz,
     });

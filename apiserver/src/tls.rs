@@ -36,6 +36,9 @@ pub struct TlsFiles {
     pub requestheader_allowed_names: Vec<String>,
 }
 
+/// A connection's [`Peer`], as every request on it carries it (a request extension).
+pub type PeerInfo = Arc<Peer>;
+
 /// What a connection's client certificate turned out to be.
 #[derive(Debug, Clone)]
 pub enum Peer {
@@ -191,12 +194,15 @@ impl Tls {
         let Some((leaf, intermediates)) = chain.and_then(|c| c.split_first()) else {
             return Peer::Anonymous;
         };
+        let Some(subject) = Subject::of(leaf.as_ref()) else {
+            return Peer::Rejected("the client certificate does not parse".into());
+        };
+        let not_after = subject.not_after;
         let material = self.current();
         let now = UnixTime::now();
-        let not_after = not_after(leaf.as_ref());
         let client = material.client.verify_client_cert(leaf, intermediates, now);
         if client.is_ok() {
-            return match crate::rest::user_from_certificate(leaf.as_ref()) {
+            return match subject.user() {
                 Some(user) => Peer::User { user: Arc::new(user), not_after },
                 None => Peer::Rejected("the client certificate has no common name".into()),
             };
@@ -204,7 +210,7 @@ impl Tls {
         if let Some(front) = &material.front_proxy {
             if front.verify_client_cert(leaf, intermediates, now).is_ok() {
                 let allowed = &self.files.requestheader_allowed_names;
-                let cn = common_name(leaf.as_ref()).unwrap_or_default();
+                let cn = subject.common_name;
                 if allowed.is_empty() || allowed.contains(&cn) {
                     return Peer::FrontProxy { not_after };
                 }
@@ -229,15 +235,51 @@ fn stamps(files: &TlsFiles) -> Vec<Option<(SystemTime, u64)>> {
         .collect()
 }
 
-fn not_after(der: &[u8]) -> i64 {
-    x509_parser::parse_x509_certificate(der)
-        .map(|(_, c)| c.validity().not_after.timestamp())
-        .unwrap_or(0)
+/// What a certificate says about its holder, read in one parse.
+struct Subject {
+    common_name: String,
+    organizations: Vec<String>,
+    /// Seconds since the epoch.
+    not_after: i64,
 }
 
-fn common_name(der: &[u8]) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    cert.subject().iter_common_name().next()?.as_str().ok().map(str::to_owned)
+impl Subject {
+    fn of(der: &[u8]) -> Option<Subject> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let common_name = subject
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let organizations = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok())
+            .map(str::to_owned)
+            .collect();
+        Some(Subject {
+            common_name,
+            organizations,
+            not_after: cert.validity().not_after.timestamp(),
+        })
+    }
+
+    /// Kubernetes' x509 user: CN is the user, each O a group, plus `system:authenticated`.
+    /// `None` without a CN.
+    fn user(self) -> Option<UserInfo> {
+        if self.common_name.is_empty() {
+            return None;
+        }
+        let mut groups = self.organizations;
+        groups.push(crate::authz::AUTHENTICATED_GROUP.to_owned());
+        Some(UserInfo { name: self.common_name, groups, ..Default::default() })
+    }
+}
+
+/// The user a client certificate (DER) names, as Kubernetes' x509 authenticator reads it.
+pub fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
+    Subject::of(der)?.user()
 }
 
 /// Serves the certificate of the moment.
