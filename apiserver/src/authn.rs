@@ -17,6 +17,7 @@ use crate::cache::CachedObject;
 use crate::error::ApiError;
 use crate::object;
 use crate::registry::Registry;
+use crate::rest::Identity;
 use crate::tls::Peer;
 use crate::tokens::{MAX_EXPIRATION_SECONDS, MIN_EXPIRATION_SECONDS, TokenAuthority};
 use ocm_proto::validation::FieldError;
@@ -92,18 +93,19 @@ impl Authenticator {
         &self,
         peer: &Peer,
         headers: &mut HeaderMap,
-    ) -> Result<UserInfo, Unauthenticated> {
+    ) -> Result<Identity, Unauthenticated> {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         let proxied = take_request_headers(headers);
         let mut why = String::new();
         match peer {
             Peer::FrontProxy { not_after } if *not_after > now => {
                 if let Some(user) = proxied {
-                    return Ok(user);
+                    return Ok(Identity::new(user));
                 }
             }
             Peer::FrontProxy { .. } => why = "the front-proxy certificate has expired".into(),
-            Peer::User { user, not_after } if *not_after > now => return Ok(UserInfo::clone(user)),
+            // The connection's user, shared: nothing is copied per request.
+            Peer::User { user, not_after } if *not_after > now => return Ok(Arc::clone(user)),
             Peer::User { .. } => why = "the client certificate has expired".into(),
             Peer::Rejected(reason) => why.clone_from(reason),
             Peer::Anonymous => {}
@@ -113,7 +115,7 @@ impl Authenticator {
             let user = self.authenticate_token(&token, now);
             headers.remove(http::header::AUTHORIZATION);
             match user {
-                Ok(user) => return Ok(user),
+                Ok(user) => return Ok(Identity::new(user)),
                 Err(reason) => {
                     why = reason;
                     refused_token = Some(token);

@@ -594,6 +594,17 @@ impl RbacIndex {
         }
     }
 
+    /// Whether RBAC allows the request: [`RbacIndex::authorize`] without the reason, for the
+    /// check every request passes (nothing is formatted on the way to yes).
+    pub fn allows(&self, user: &UserInfo, attrs: &Attributes) -> bool {
+        let mut allowed = false;
+        self.visit_rules(user, &attrs.namespace, |_, _, rule| {
+            allowed = rule.allows(attrs);
+            !allowed
+        });
+        allowed
+    }
+
     /// Kubernetes' RBAC decision for this request.
     pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
         let mut allowed_by = None;

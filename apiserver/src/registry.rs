@@ -1011,7 +1011,16 @@ impl Registry {
                 })
             };
             match result {
-                Ok(outcome) => return Ok(outcome),
+                Ok(outcome) => {
+                    // Acknowledged once this server's watch cache has seen it: what is decided
+                    // from the cache (RBAC grants, tokens, service accounts) never outlives a
+                    // deletion the client was told about. Creations may arrive a moment late;
+                    // that only delays a grant.
+                    let (DeleteOutcome::Marked(v) | DeleteOutcome::Gone(v)) = &outcome;
+                    let rev = object::meta_str(v, "resourceVersion").parse().unwrap_or(0);
+                    self.cache.wait_for(rev, Duration::from_secs(1)).await;
+                    return Ok(outcome);
+                }
                 Err(ocm_storage::Error::Conflict { .. }) if pinned.is_none() => {
                     tokio::task::yield_now().await;
                 }

@@ -343,14 +343,15 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         Err(crate::authn::Unauthenticated { token: Some(token) }) => match &state.delegate_authn {
             Some(delegate) => {
                 named_by_host = true;
-                delegate.authenticate(&token).await.ok_or_else(ApiError::unauthorized)?
+                Identity::new(
+                    delegate.authenticate(&token).await.ok_or_else(ApiError::unauthorized)?,
+                )
             }
             None => return Err(ApiError::unauthorized()),
         },
         Err(_) => return Err(ApiError::unauthorized()),
     };
-    let identity = Identity::new(user);
-    let identity = state.access.impersonate(identity, req.headers())?;
+    let identity = state.access.impersonate(user, req.headers())?;
     let q = Query::parse(req.uri().query());
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
@@ -576,8 +577,13 @@ fn to_wire(target: &Target, obj: Value) -> Result<Value, ApiError> {
 }
 
 /// Serialized form of a cached object at the request's version.
+/// Whether a target's objects go out exactly as stored (no conversion).
+fn is_storage_form(target: &Target) -> bool {
+    target.rt.stored_as.is_none() && target.version == target.rt.storage_version
+}
+
 fn wire_bytes(target: &Target, obj: &CachedObject) -> Result<Bytes, ApiError> {
-    if target.rt.stored_as.is_none() && target.version == target.rt.storage_version {
+    if is_storage_form(target) {
         return Ok(obj.json.clone());
     }
     let v = to_wire(target, obj.value.clone())?;
@@ -1210,21 +1216,27 @@ fn bookmark_line(wr: &WatchRequest, rev: u64, initial_end: bool, headers: &mut b
 
 /// An event's object as this watch sends it: JSON at the request's version, or a one-row Table
 /// whose `columnDefinitions` only the stream's first event carries.
+/// One event's object as a watcher sees it. Renderings that every watcher of the same form
+/// would make alike are made once per object and shared: JSON at another version, metadata,
+/// and, for live events only, Table rows (their ages are of the moment; an object replayed
+/// from the snapshot or history is rendered for its watcher, as kube-apiserver does).
 fn event_object(
     wr: &WatchRequest,
     obj: &CachedObject,
     headers: &mut bool,
+    live: bool,
 ) -> Result<Bytes, ApiError> {
     match wr.output {
-        Output::Json => wire_bytes(&wr.target, obj),
+        Output::Json if is_storage_form(&wr.target) => Ok(obj.json.clone()),
+        Output::Json => obj.rendered("json", &wr.target.version, || wire_bytes(&wr.target, obj)),
         // Metadata is the same at every version: no conversion of the whole object. Made once
         // per event, for every watcher.
         Output::Metadata(version) => obj.rendered(version, "", || {
             let meta = table::partial_metadata(&obj.value, version);
             Ok(Bytes::from(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
         }),
-        // A watcher's first Table carries the column definitions; later rows are shared.
-        Output::Table(_) if *headers => {
+        // A watcher's first Table carries the column definitions; later live rows are shared.
+        Output::Table(_) if *headers || !live => {
             let value = to_wire(&wr.target, obj.value.clone())?;
             Ok(Bytes::from(table_or_json(wr, value, headers)?))
         }
@@ -1271,6 +1283,7 @@ fn filter_event(
     wr: &WatchRequest,
     ev: &CacheEvent,
     headers: &mut bool,
+    live: bool,
 ) -> Result<Option<Bytes>, ApiError> {
     let rt = &wr.target.rt;
     let prefix = rt.namespace_prefix(&wr.target.namespace);
@@ -1283,23 +1296,24 @@ fn filter_event(
     let before = ev.prev.as_ref().is_some_and(|p| selectors_match(rt, &p.value, labels, fields));
     let line = match ev.kind {
         EventType::Added if now => {
-            Some(event_line("ADDED", &event_object(wr, &ev.object, headers)?))
+            Some(event_line("ADDED", &event_object(wr, &ev.object, headers, live)?))
         }
         EventType::Modified if now && before => {
-            Some(event_line("MODIFIED", &event_object(wr, &ev.object, headers)?))
+            Some(event_line("MODIFIED", &event_object(wr, &ev.object, headers, live)?))
         }
         EventType::Modified if now => {
-            Some(event_line("ADDED", &event_object(wr, &ev.object, headers)?))
+            Some(event_line("ADDED", &event_object(wr, &ev.object, headers, live)?))
         }
         EventType::Modified if before => {
             let prev = ev.prev.as_ref().expect("before implies prev");
             let mut value = prev.value.clone();
             object::set_resource_version(&mut value, ev.rev);
             let gone = CachedObject::new(ev.object.key.clone(), value, ev.rev);
-            Some(event_line("DELETED", &event_object(wr, &gone, headers)?))
+            // A fresh object, seen by this watcher only: nothing to share.
+            Some(event_line("DELETED", &event_object(wr, &gone, headers, false)?))
         }
         EventType::Deleted if now || before => {
-            Some(event_line("DELETED", &event_object(wr, &ev.object, headers)?))
+            Some(event_line("DELETED", &event_object(wr, &ev.object, headers, live)?))
         }
         _ => None,
     };
@@ -1344,7 +1358,7 @@ fn watch_stream(
         let mut rev = sub.rev;
         let mut headers = true;
         for ev in std::mem::take(&mut sub.initial) {
-            match filter_event(&wr, &ev, &mut headers) {
+            match filter_event(&wr, &ev, &mut headers, false) {
                 Ok(Some(line)) => yield Ok(line),
                 Ok(None) => {}
                 Err(e) => { yield Ok(error_line(&e)); return; }
@@ -1364,7 +1378,7 @@ fn watch_stream(
                     Some(Msg::Event(ev)) => {
                         if ev.rev <= rev { continue; }
                         rev = ev.rev;
-                        match filter_event(&wr, &ev, &mut headers) {
+                        match filter_event(&wr, &ev, &mut headers, true) {
                             Ok(Some(line)) => yield Ok(line),
                             Ok(None) => {}
                             Err(e) => { yield Ok(error_line(&e)); return; }
@@ -1412,7 +1426,7 @@ fn attributes(method: &Method, path: &str, segments: &[&str], q: &Query) -> auth
     let verb = match (method.as_str(), name.is_empty()) {
         // A named GET is a get, whatever `watch` says (it is served as one).
         ("GET" | "HEAD", false) => "get",
-        ("GET" | "HEAD", true) if matches!(q.get("watch"), Some("true" | "1")) => "watch",
+        ("GET" | "HEAD", true) if q.flag("watch").unwrap_or(false) => "watch",
         ("GET" | "HEAD", true) => "list",
         ("POST", _) => "create",
         ("PUT", _) => "update",
@@ -1424,12 +1438,9 @@ fn attributes(method: &Method, path: &str, segments: &[&str], q: &Query) -> auth
     // A list or watch narrowed to one name by `fieldSelector=metadata.name=<n>` is authorized
     // as that name (so resourceNames rules allow `kubectl get x -w`).
     if matches!(verb, "list" | "watch") {
-        let selected = q.get("fieldSelector").and_then(|f| {
-            f.strip_prefix("metadata.name==").or_else(|| f.strip_prefix("metadata.name="))
-        });
-        if let Some(n) =
-            selected.filter(|n| object::check_path_segment(n).is_ok() && !n.contains(','))
-        {
+        let selector = q.get("fieldSelector").and_then(|f| FieldSelector::parse(f).ok());
+        let pinned = selector.as_ref().and_then(|s| s.pinned("metadata.name"));
+        if let Some(n) = pinned.filter(|n| object::check_path_segment(n).is_ok()) {
             name = n.to_owned();
         }
     }
