@@ -113,11 +113,21 @@ pub fn now_rfc3339() -> String {
     rfc3339(time::OffsetDateTime::now_utc())
 }
 
-/// A time as Kubernetes writes it: RFC 3339, UTC, whole seconds.
+/// A time as Kubernetes writes `metav1.Time`: RFC 3339, UTC, whole seconds.
 pub fn rfc3339(t: time::OffsetDateTime) -> String {
+    format!("{}Z", rfc3339_seconds(t))
+}
+
+/// A time as Kubernetes writes `metav1.MicroTime`: RFC 3339, UTC, microseconds.
+pub fn rfc3339_micros(t: time::OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!("{}.{:06}Z", rfc3339_seconds(t), t.nanosecond() / 1000)
+}
+
+fn rfc3339_seconds(t: time::OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
         t.year(),
         u8::from(t.month()),
         t.day(),

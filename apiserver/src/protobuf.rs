@@ -990,19 +990,7 @@ fn timestamp(buf: &[u8], micro: bool) -> Result<Value, String> {
     if !(1..=9999).contains(&t.year()) {
         return Err(format!("the time {seconds}s {nanos}ns is out of range"));
     }
-    let mut s = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    );
-    if micro {
-        s.push_str(&format!(".{:06}", t.nanosecond() / 1000));
-    }
-    s.push('Z');
+    let s = if micro { crate::object::rfc3339_micros(t) } else { crate::object::rfc3339(t) };
     Ok(Value::String(s))
 }
 

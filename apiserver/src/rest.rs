@@ -754,7 +754,9 @@ pub(crate) fn yaml_negotiated(headers: &HeaderMap) -> bool {
         match media.as_str() {
             "application/yaml" if transform.is_none() => return true,
             "application/json" | "*/*" | "application/*" => {
-                let meta = params.get("g").map(String::as_str) == Some("meta.k8s.io");
+                // The same test of the meta group and version as `negotiate`.
+                let meta = params.get("g").map(String::as_str) == Some("meta.k8s.io")
+                    && matches!(params.get("v").map(String::as_str), Some("v1" | "v1beta1"));
                 let known = matches!(
                     transform,
                     None | Some("Table" | "PartialObjectMetadata" | "PartialObjectMetadataList")

@@ -112,59 +112,30 @@ pub type SchemaFn = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
 /// The JSON schema of the typed OCM kind `kind` at `api_version`, derived from the Rust type
 /// (descriptions from its doc comments); `None` when this crate has no type for it.
 pub fn json_schema(api_version: &str, kind: &str) -> Option<SchemaFn> {
-    use schemars::JsonSchema;
-    Some(match (api_version, kind) {
-        ("cluster.open-cluster-management.io/v1", "ManagedCluster") => {
-            cluster::v1::ManagedCluster::json_schema
-        }
-        ("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSet") => {
-            cluster::v1beta2::ManagedClusterSet::json_schema
-        }
-        ("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSetBinding") => {
-            cluster::v1beta2::ManagedClusterSetBinding::json_schema
-        }
-        ("cluster.open-cluster-management.io/v1beta1", "Placement") => {
-            cluster::v1beta1::Placement::json_schema
-        }
-        ("cluster.open-cluster-management.io/v1beta1", "PlacementDecision") => {
-            cluster::v1beta1::PlacementDecision::json_schema
-        }
-        ("cluster.open-cluster-management.io/v1alpha1", "AddOnPlacementScore") => {
-            cluster::v1alpha1::AddOnPlacementScore::json_schema
-        }
-        ("cluster.open-cluster-management.io/v1alpha1", "ClusterClaim") => {
-            cluster::v1alpha1::ClusterClaim::json_schema
-        }
-        ("work.open-cluster-management.io/v1", "ManifestWork") => {
-            work::v1::ManifestWork::json_schema
-        }
-        ("work.open-cluster-management.io/v1", "AppliedManifestWork") => {
-            work::v1::AppliedManifestWork::json_schema
-        }
-        ("work.open-cluster-management.io/v1alpha1", "ManifestWorkReplicaSet") => {
-            work::v1alpha1::ManifestWorkReplicaSet::json_schema
-        }
-        ("addon.open-cluster-management.io/v1alpha1", "ClusterManagementAddOn") => {
-            addon::v1alpha1::ClusterManagementAddOn::json_schema
-        }
-        ("addon.open-cluster-management.io/v1alpha1", "ManagedClusterAddOn") => {
-            addon::v1alpha1::ManagedClusterAddOn::json_schema
-        }
-        ("addon.open-cluster-management.io/v1alpha1", "AddOnDeploymentConfig") => {
-            addon::v1alpha1::AddOnDeploymentConfig::json_schema
-        }
-        ("addon.open-cluster-management.io/v1alpha1", "AddOnTemplate") => {
-            addon::v1alpha1::AddOnTemplate::json_schema
-        }
-        ("addon.open-cluster-management.io/v1beta1", "ClusterManagementAddOn") => {
-            addon::v1beta1::ClusterManagementAddOn::json_schema
-        }
-        ("addon.open-cluster-management.io/v1beta1", "ManagedClusterAddOn") => {
-            addon::v1beta1::ManagedClusterAddOn::json_schema
-        }
-        ("addon.open-cluster-management.io/v1beta1", "AddOnDeploymentConfig") => {
-            addon::v1beta1::AddOnDeploymentConfig::json_schema
-        }
-        _ => return None,
-    })
+    // The names come from each type's `Resource` constants, so they cannot drift from it.
+    fn of<T: Resource + schemars::JsonSchema>() -> (&'static str, &'static str, SchemaFn) {
+        (T::API_VERSION, T::KIND, T::json_schema)
+    }
+    [
+        of::<cluster::v1::ManagedCluster>(),
+        of::<cluster::v1beta2::ManagedClusterSet>(),
+        of::<cluster::v1beta2::ManagedClusterSetBinding>(),
+        of::<cluster::v1beta1::Placement>(),
+        of::<cluster::v1beta1::PlacementDecision>(),
+        of::<cluster::v1alpha1::AddOnPlacementScore>(),
+        of::<cluster::v1alpha1::ClusterClaim>(),
+        of::<work::v1::ManifestWork>(),
+        of::<work::v1::AppliedManifestWork>(),
+        of::<work::v1alpha1::ManifestWorkReplicaSet>(),
+        of::<addon::v1alpha1::ClusterManagementAddOn>(),
+        of::<addon::v1alpha1::ManagedClusterAddOn>(),
+        of::<addon::v1alpha1::AddOnDeploymentConfig>(),
+        of::<addon::v1alpha1::AddOnTemplate>(),
+        of::<addon::v1beta1::ClusterManagementAddOn>(),
+        of::<addon::v1beta1::ManagedClusterAddOn>(),
+        of::<addon::v1beta1::AddOnDeploymentConfig>(),
+    ]
+    .into_iter()
+    .find(|(a, k, _)| *a == api_version && *k == kind)
+    .map(|(_, _, f)| f)
 }
