@@ -238,20 +238,19 @@ impl Authenticator {
     }
 
     /// `POST .../serviceaccounts/<name>/token`: a `TokenRequest` answered with a signed token
-    /// for that account (`kubectl create token`).
-    pub fn token_request(
+    /// for that account (`kubectl create token`). The account is read from storage, and the
+    /// answer waits until the watch cache (which authentication reads) holds it, so the token
+    /// works from the moment it is returned.
+    pub async fn token_request(
         &self,
+        rt: &crate::scheme::ResourceType,
         namespace: &str,
         name: &str,
         body: &Value,
     ) -> Result<Value, ApiError> {
-        let account = self.cached("serviceaccounts", namespace, name).map_err(|_| {
-            ApiError::not_found(crate::error::Subject {
-                group: String::new(),
-                kind: "serviceaccounts".into(),
-                name: name.to_owned(),
-            })
-        })?;
+        let account = self.registry.get(rt, namespace, name, None).await?;
+        let rev = object::meta_str(&account, "resourceVersion").parse().unwrap_or(0);
+        self.registry.cache.wait_for(rev, std::time::Duration::from_secs(1)).await;
         let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
         let seconds = match spec.get("expirationSeconds") {
             None | Some(Value::Null) => 3600,
@@ -287,7 +286,7 @@ impl Authenticator {
         }
         let audiences = object::strings(spec.get("audiences"));
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let uid = object::uid(&account.value);
+        let uid = object::uid(&account);
         let (token, claims) = self
             .tokens
             .issue(namespace, name, uid, &audiences, now, seconds)

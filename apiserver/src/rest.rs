@@ -863,7 +863,7 @@ async fn resource(
         let name = target.name.as_deref().unwrap_or_default();
         let answered = match action {
             crate::scheme::Action::TokenRequest => {
-                state.authn.token_request(&target.namespace, name, &body)?
+                state.authn.token_request(&target.rt, &target.namespace, name, &body).await?
             }
         };
         return Ok(json_response(

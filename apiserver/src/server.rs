@@ -78,6 +78,8 @@ pub struct ServeConfig {
     pub requestheader_allowed_names: Vec<String>,
     /// The `iss` of the tokens the hub signs and accepts (`--service-account-issuer`).
     pub service_account_issuer: String,
+    /// How often certificate files are checked for changes.
+    pub tls_reload_every: Duration,
     /// Where to send TokenReviews for tokens the hub did not issue: `in-cluster` or a
     /// kubeconfig (`--authentication-kubeconfig`).
     pub authentication_kubeconfig: Option<String>,
@@ -105,6 +107,7 @@ impl ServeConfig {
             requestheader_ca: None,
             requestheader_allowed_names: Vec::new(),
             service_account_issuer: crate::tokens::DEFAULT_ISSUER.to_owned(),
+            tls_reload_every: Duration::from_secs(2),
             authentication_kubeconfig: None,
             authorization_kubeconfig: None,
         }
@@ -212,7 +215,7 @@ pub async fn run(
         requestheader_ca: config.requestheader_ca.clone(),
         requestheader_allowed_names: config.requestheader_allowed_names.clone(),
     })?;
-    background.spawn(Arc::clone(&tls).watch(TLS_RELOAD_EVERY));
+    background.spawn(Arc::clone(&tls).watch(config.tls_reload_every));
     let acceptor = TlsAcceptor::from(Arc::new(tls.server_config()?));
     let tokens = TokenAuthority::load_or_create(&pki.dir(), &config.service_account_issuer)?;
 
@@ -310,8 +313,6 @@ pub async fn run(
     Ok(())
 }
 
-/// How often certificate files are checked for changes.
-const TLS_RELOAD_EVERY: Duration = Duration::from_secs(2);
 /// A client that has not finished its TLS handshake by then is dropped.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; more are closed on accept.

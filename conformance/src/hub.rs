@@ -234,6 +234,45 @@ impl TestHub {
         Ok(builder.build()?)
     }
 
+    /// `method path` with an optional JSON body and extra headers, sent by `client`: the status
+    /// code and the body (JSON, or the text as a string).
+    pub async fn call(
+        &self,
+        client: &reqwest::Client,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut req = client.request(method, format!("{}{path}", self.url));
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await?;
+        let code = resp.status().as_u16();
+        let text = resp.text().await?;
+        Ok((code, serde_json::from_str(&text).unwrap_or(Value::String(text))))
+    }
+
+    /// Creates RBAC objects (Role, ClusterRole, RoleBinding, ClusterRoleBinding) as the admin,
+    /// each in the collection its kind and namespace name.
+    pub async fn create_rbac(
+        &self,
+        objects: impl IntoIterator<Item = Value>,
+    ) -> anyhow::Result<()> {
+        let admin = self.http()?;
+        for obj in objects {
+            let path = rbac_path(&obj)?;
+            let (code, body) =
+                self.call(&admin, reqwest::Method::POST, &path, Some(&obj), &[]).await?;
+            anyhow::ensure!(code == 201, "POST {path}: {code} {body}");
+        }
+        Ok(())
+    }
+
     /// A `kube::Client` from the hub's `admin.kubeconfig`.
     pub async fn kube(&self) -> anyhow::Result<kube::Client> {
         let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig())?;
@@ -277,4 +316,35 @@ pub fn managed_entry<'a>(obj: &'a Value, manager: &str, operation: &str) -> Opti
         .as_array()?
         .iter()
         .find(|e| e["manager"] == manager && e["operation"] == operation)
+}
+
+/// The collection an RBAC object is created in (`/apis/rbac.authorization.k8s.io/v1/...`).
+pub fn rbac_path(obj: &Value) -> anyhow::Result<String> {
+    let plural = match obj["kind"].as_str() {
+        Some("Role") => "roles",
+        Some("ClusterRole") => "clusterroles",
+        Some("RoleBinding") => "rolebindings",
+        Some("ClusterRoleBinding") => "clusterrolebindings",
+        other => anyhow::bail!("not an RBAC kind: {other:?}"),
+    };
+    Ok(match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{plural}"),
+        None => format!("/apis/rbac.authorization.k8s.io/v1/{plural}"),
+    })
+}
+
+/// Polls `check` every 50 ms until it yields a value, or fails after `limit` naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let until = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await? {
+            return Ok(v);
+        }
+        anyhow::ensure!(tokio::time::Instant::now() < until, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -11,33 +11,11 @@ use anyhow::{Context as _, ensure};
 use base64::Engine as _;
 use ocm_apiserver::pki::Pki;
 use ocm_apiserver::tokens::TokenAuthority;
-use ocm_conformance::hub::{Backend, TestHub};
+use ocm_conformance::hub::{Backend, TestHub, eventually};
 use serde_json::{Value, json};
 
 const WHOAMI: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
 const SAS: &str = "/api/v1/namespaces/default/serviceaccounts";
-
-/// `(status, body)` of a request.
-async fn call(
-    hub: &TestHub,
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<&Value>,
-    headers: &[(&str, &str)],
-) -> anyhow::Result<(u16, Value)> {
-    let mut req = client.request(method, format!("{}{path}", hub.url));
-    if let Some(b) = body {
-        req = req.json(b);
-    }
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = req.send().await?;
-    let code = resp.status().as_u16();
-    let text = resp.text().await?;
-    Ok((code, serde_json::from_str(&text).unwrap_or(Value::String(text))))
-}
 
 /// Who the hub says `client` is (with extra request headers), or the failing status code.
 async fn whoami(
@@ -46,7 +24,7 @@ async fn whoami(
     headers: &[(&str, &str)],
 ) -> anyhow::Result<Result<Value, u16>> {
     let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
-    let (code, v) = call(hub, client, reqwest::Method::POST, WHOAMI, Some(&body), headers).await?;
+    let (code, v) = hub.call(client, reqwest::Method::POST, WHOAMI, Some(&body), headers).await?;
     Ok(match code {
         201 => Ok(v["status"]["userInfo"].clone()),
         _ => Err(code),
@@ -96,16 +74,16 @@ async fn client_certificates_and_anonymous() -> anyhow::Result<()> {
     let forged = hub.http_with_cert(&crt, &key)?;
     unauthorized(whoami(&hub, &forged, &[]).await?, "unknown CA")?;
     let (code, _) =
-        call(&hub, &forged, reqwest::Method::GET, "/api/v1/namespaces", None, &[]).await?;
+        hub.call(&forged, reqwest::Method::GET, "/api/v1/namespaces", None, &[]).await?;
     ensure!(code == 401, "unknown CA listed namespaces: {code}");
     // Anonymous: only the health and version paths.
     let anon = hub.anonymous()?;
     for path in ["/healthz", "/livez", "/readyz", "/version"] {
-        let (code, _) = call(&hub, &anon, reqwest::Method::GET, path, None, &[]).await?;
+        let (code, _) = hub.call(&anon, reqwest::Method::GET, path, None, &[]).await?;
         ensure!(code == 200, "anonymous GET {path}: {code}");
     }
     for path in ["/api", "/apis", "/openapi/v3", "/api/v1/namespaces", "/metrics"] {
-        let (code, body) = call(&hub, &anon, reqwest::Method::GET, path, None, &[]).await?;
+        let (code, body) = hub.call(&anon, reqwest::Method::GET, path, None, &[]).await?;
         ensure!(
             code == 401 && body["reason"] == "Unauthorized",
             "anonymous GET {path}: {code} {body}"
@@ -116,12 +94,13 @@ async fn client_certificates_and_anonymous() -> anyhow::Result<()> {
 }
 
 /// Runs `ocm-hub token ...` against the hub; returns (exit code, stdout, stderr).
-fn ocm_hub(args: &[&str], data_dir: &Path) -> anyhow::Result<(i32, String, String)> {
-    let out = std::process::Command::new(ocm_conformance::programs::ocm_hub()?)
+async fn ocm_hub(args: &[&str], data_dir: &Path) -> anyhow::Result<(i32, String, String)> {
+    let out = tokio::process::Command::new(ocm_conformance::programs::ocm_hub()?)
         .args(args)
         .arg("--data-dir")
         .arg(data_dir)
-        .output()?;
+        .output()
+        .await?;
     Ok((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).trim().to_owned(),
@@ -133,17 +112,19 @@ fn ocm_hub(args: &[&str], data_dir: &Path) -> anyhow::Result<(i32, String, Strin
 async fn bootstrap_tokens() -> anyhow::Result<()> {
     let hub = TestHub::start(Backend::Memory).await?;
     let dir = hub.path().to_path_buf();
-    let (code, token, err) = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || ocm_hub(&["token", "create", "--ttl", "30m"], &dir)
-    })
-    .await??;
+    let (code, token, err) = ocm_hub(&["token", "create", "--ttl", "30m"], &dir).await?;
     ensure!(code == 0, "token create: {code} {err}");
     let (id, secret) = ocm_apiserver::authn::parse_bootstrap_token(&token)
         .with_context(|| format!("not a bootstrap token: {token:?}"))?;
     let me = hub.http_bearer(&token)?;
+    // The new Secret reaches the authenticator through the watch cache, a moment after the
+    // create was answered.
+    let info = eventually("the new token authenticates", Duration::from_secs(5), || async {
+        Ok(whoami(&hub, &me, &[]).await?.ok())
+    })
+    .await?;
     named(
-        whoami(&hub, &me, &[]).await?,
+        Ok(info),
         &format!("system:bootstrap:{id}"),
         &["system:bootstrappers", "system:bootstrappers:managedcluster", "system:authenticated"],
     )?;
@@ -151,11 +132,11 @@ async fn bootstrap_tokens() -> anyhow::Result<()> {
     let mcl = json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
                      "metadata": {"name": "c1"}, "spec": {"hubAcceptsClient": false}});
     let path = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
-    let (code, body) = call(&hub, &me, reqwest::Method::POST, path, Some(&mcl), &[]).await?;
+    let (code, body) = hub.call(&me, reqwest::Method::POST, path, Some(&mcl), &[]).await?;
     ensure!(code == 201, "bootstrap create managedcluster: {code} {body}");
-    let (code, _) =
-        call(&hub, &me, reqwest::Method::GET, "/api/v1/namespaces/kube-system/secrets", None, &[])
-            .await?;
+    let (code, _) = hub
+        .call(&me, reqwest::Method::GET, "/api/v1/namespaces/kube-system/secrets", None, &[])
+        .await?;
     ensure!(code == 403, "bootstrap token read secrets: {code}");
     // A wrong secret for the same id, and a token of nobody.
     let wrong = format!("{id}.{}", if secret.starts_with('a') { "b" } else { "a" }.repeat(16));
@@ -166,46 +147,44 @@ async fn bootstrap_tokens() -> anyhow::Result<()> {
     )?;
     unauthorized(whoami(&hub, &hub.http_bearer("not-a-token")?, &[]).await?, "garbage")?;
     // Listed by id, never with the secret.
-    let (code, listed, err) = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || ocm_hub(&["token", "list"], &dir)
-    })
-    .await??;
+    let (code, listed, err) = ocm_hub(&["token", "list"], &dir).await?;
     ensure!(
         code == 0 && listed.contains(id) && !listed.contains(secret),
         "token list: {code} {listed} {err}"
     );
-    // An expired token (its Secret says so) stops working.
+    // An expired token (its Secret says so) stops working. Its twin, created after it and
+    // valid, is the control: once the twin authenticates, the cache holds both.
     let admin = hub.http()?;
-    let expired = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "bootstrap-token-exp001", "namespace": "kube-system"},
-        "type": "bootstrap.kubernetes.io/token",
-        "stringData": {"token-id": "exp001", "token-secret": "0123456789abcdef",
-                       "expiration": "2020-01-01T00:00:00Z",
-                       "usage-bootstrap-authentication": "true",
-                       "auth-extra-groups": "system:bootstrappers:managedcluster"}});
-    let (code, body) = call(
-        &hub,
-        &admin,
-        reqwest::Method::POST,
-        "/api/v1/namespaces/kube-system/secrets",
-        Some(&expired),
-        &[],
-    )
+    let secret_for = |id: &str, expiration: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
+            "type": "bootstrap.kubernetes.io/token",
+            "stringData": {"token-id": id, "token-secret": "0123456789abcdef",
+                           "expiration": expiration,
+                           "usage-bootstrap-authentication": "true",
+                           "auth-extra-groups": "system:bootstrappers:managedcluster"}})
+    };
+    let secrets = "/api/v1/namespaces/kube-system/secrets";
+    for (id, expiration) in [("exp001", "2020-01-01T00:00:00Z"), ("liv001", "2099-01-01T00:00:00Z")]
+    {
+        let body = secret_for(id, expiration);
+        let (code, body) =
+            hub.call(&admin, reqwest::Method::POST, secrets, Some(&body), &[]).await?;
+        ensure!(code == 201, "{code} {body}");
+    }
+    let twin = hub.http_bearer("liv001.0123456789abcdef")?;
+    eventually("the valid twin authenticates", Duration::from_secs(5), || async {
+        Ok(whoami(&hub, &twin, &[]).await?.ok())
+    })
     .await?;
-    ensure!(code == 201, "{code} {body}");
     unauthorized(
         whoami(&hub, &hub.http_bearer("exp001.0123456789abcdef")?, &[]).await?,
         "expired token",
     )?;
     // Revoked: refused on the very next request.
-    let (code, out, err) = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        let token = token.clone();
-        move || ocm_hub(&["token", "revoke", &token], &dir)
-    })
-    .await??;
+    let (code, out, err) = ocm_hub(&["token", "revoke", &token], &dir).await?;
     ensure!(code == 0, "token revoke: {code} {out} {err}");
+    // A delete is answered once the watch cache has seen it: no waiting here.
     unauthorized(whoami(&hub, &me, &[]).await?, "revoked token")?;
     // Bad input to the commands: exit 2 with one line.
     for args in [
@@ -214,12 +193,7 @@ async fn bootstrap_tokens() -> anyhow::Result<()> {
         &["token", "create", "--ttl", "soon"],
         &["token", "revoke", "NOT-AN-ID"],
     ] {
-        let (code, _, err) = tokio::task::spawn_blocking({
-            let dir = dir.clone();
-            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            move || ocm_hub(&args.iter().map(String::as_str).collect::<Vec<_>>(), &dir)
-        })
-        .await??;
+        let (code, _, err) = ocm_hub(args, &dir).await?;
         ensure!(code == 2 && err.lines().count() == 1, "{args:?}: {code} {err}");
     }
     hub.stop().await;
@@ -230,7 +204,7 @@ async fn bootstrap_tokens() -> anyhow::Result<()> {
 async fn token_request(hub: &TestHub, name: &str, spec: Value) -> anyhow::Result<(u16, Value)> {
     let body =
         json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
-    call(hub, &hub.http()?, reqwest::Method::POST, &format!("{SAS}/{name}/token"), Some(&body), &[])
+    hub.call(&hub.http()?, reqwest::Method::POST, &format!("{SAS}/{name}/token"), Some(&body), &[])
         .await
 }
 
@@ -243,7 +217,7 @@ async fn service_account_tokens() -> anyhow::Result<()> {
     let hub = TestHub::start(Backend::Memory).await?;
     let admin = hub.http()?;
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}});
-    let (code, created) = call(&hub, &admin, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
+    let (code, created) = hub.call(&admin, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
     ensure!(code == 201, "{code} {created}");
     let (code, answer) = token_request(&hub, "robot", json!({"expirationSeconds": 3600})).await?;
     ensure!(code == 201 && answer["kind"] == "TokenRequest", "{code} {answer}");
@@ -270,41 +244,41 @@ async fn service_account_tokens() -> anyhow::Result<()> {
     );
     // TokenReview (what an aggregated server or a webhook asks).
     let review = |t: &str| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t}});
-    let (code, r) = call(
-        &hub,
-        &admin,
-        reqwest::Method::POST,
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&token)),
-        &[],
-    )
-    .await?;
+    let (code, r) = hub
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            Some(&review(&token)),
+            &[],
+        )
+        .await?;
     ensure!(
         code == 201
             && r["status"]["authenticated"] == true
             && r["status"]["user"]["username"] == "system:serviceaccount:default:robot",
         "{code} {r}"
     );
-    let (code, r) = call(
-        &hub,
-        &admin,
-        reqwest::Method::POST,
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review("x.y.z")),
-        &[],
-    )
-    .await?;
+    let (code, r) = hub
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            Some(&review("x.y.z")),
+            &[],
+        )
+        .await?;
     ensure!(code == 201 && r["status"]["authenticated"] == false, "{code} {r}");
     // The robot itself may not review tokens.
-    let (code, _) = call(
-        &hub,
-        &robot,
-        reqwest::Method::POST,
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&token)),
-        &[],
-    )
-    .await?;
+    let (code, _) = hub
+        .call(
+            &robot,
+            reqwest::Method::POST,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            Some(&review(&token)),
+            &[],
+        )
+        .await?;
     ensure!(code == 403, "robot reviewed tokens: {code}");
     // Bad requests.
     let (code, r) = token_request(&hub, "robot", json!({"expirationSeconds": 60})).await?;
@@ -335,30 +309,30 @@ async fn service_account_tokens() -> anyhow::Result<()> {
     // TokenReview answers for the audiences asked, with the overlap.
     let reviews = "/apis/authentication.k8s.io/v1/tokenreviews";
     let for_aud = |t: &str, aud: &str| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t, "audiences": [aud]}});
-    let (code, r) = call(
-        &hub,
-        &admin,
-        reqwest::Method::POST,
-        reviews,
-        Some(&for_aud(other, "https://vault.example")),
-        &[],
-    )
-    .await?;
+    let (code, r) = hub
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            reviews,
+            Some(&for_aud(other, "https://vault.example")),
+            &[],
+        )
+        .await?;
     ensure!(
         code == 201
             && r["status"]["authenticated"] == true
             && r["status"]["audiences"] == json!(["https://vault.example"]),
         "{code} {r}"
     );
-    let (code, r) =
-        call(&hub, &admin, reqwest::Method::POST, reviews, Some(&for_aud(&token, "my-addon")), &[])
-            .await?;
+    let (code, r) = hub
+        .call(&admin, reqwest::Method::POST, reviews, Some(&for_aud(&token, "my-addon")), &[])
+        .await?;
     ensure!(
         code == 201 && r["status"]["authenticated"] == false,
         "a hub token passed for another audience: {code} {r}"
     );
     let empty = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": ""}});
-    let (code, r) = call(&hub, &admin, reqwest::Method::POST, reviews, Some(&empty), &[]).await?;
+    let (code, r) = hub.call(&admin, reqwest::Method::POST, reviews, Some(&empty), &[]).await?;
     ensure!(
         code == 400 && r["message"] == "token is required for TokenReview in authentication",
         "{code} {r}"
@@ -441,11 +415,16 @@ async fn service_account_tokens() -> anyhow::Result<()> {
     }
     // Deleting the account revokes its tokens; re-creating it does not bring them back.
     let (code, _) =
-        call(&hub, &admin, reqwest::Method::DELETE, &format!("{SAS}/robot"), None, &[]).await?;
+        hub.call(&admin, reqwest::Method::DELETE, &format!("{SAS}/robot"), None, &[]).await?;
     ensure!(code == 200, "{code}");
     unauthorized(whoami(&hub, &robot, &[]).await?, "deleted account")?;
-    let (code, _) = call(&hub, &admin, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
+    let (code, _) = hub.call(&admin, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
     ensure!(code == 201);
+    // The control: a token of the new account works (so the cache holds it), the old one not.
+    let (code, fresh) = token_request(&hub, "robot", json!({})).await?;
+    ensure!(code == 201, "{code} {fresh}");
+    let fresh = hub.http_bearer(fresh["status"]["token"].as_str().context("no token")?)?;
+    ensure!(whoami(&hub, &fresh, &[]).await?.is_ok(), "the re-created account's token fails");
     unauthorized(whoami(&hub, &robot, &[]).await?, "re-created account")?;
     hub.stop().await;
     Ok(())
@@ -475,18 +454,18 @@ async fn front_proxy_headers_only_from_the_front_proxy() -> anyhow::Result<()> {
     ensure!(info["extra"]["acme.com/project"] == json!(["p1"]), "{info}");
     // RBAC applies to the named user.
     let (code, _) =
-        call(&hub, &proxy, reqwest::Method::GET, "/api/v1/namespaces", None, &alice).await?;
+        hub.call(&proxy, reqwest::Method::GET, "/api/v1/namespaces", None, &alice).await?;
     ensure!(code == 403, "alice listed namespaces through the proxy: {code}");
     // The front-proxy certificate alone names nobody.
     unauthorized(whoami(&hub, &proxy, &[]).await?, "front proxy without headers")?;
     // kube-apiserver's availability probe and the aggregator's own discovery requests.
     let probe = [("X-Remote-User", "system:kube-aggregator"), ("X-Remote-Group", "system:masters")];
     let gv = "/apis/cluster.open-cluster-management.io/v1";
-    let (code, _) = call(&hub, &proxy, reqwest::Method::GET, gv, None, &probe).await?;
+    let (code, _) = hub.call(&proxy, reqwest::Method::GET, gv, None, &probe).await?;
     ensure!(code == 200, "availability probe: {code}");
     let aggregator = [("X-Remote-User", "system:kube-aggregator")];
     for path in ["/apis", gv, "/openapi/v3"] {
-        let (code, _) = call(&hub, &proxy, reqwest::Method::GET, path, None, &aggregator).await?;
+        let (code, _) = hub.call(&proxy, reqwest::Method::GET, path, None, &aggregator).await?;
         ensure!(code == 200, "aggregator GET {path}: {code}");
     }
     // Spoofing: the same headers from anyone else are removed and ignored.
@@ -506,15 +485,15 @@ async fn front_proxy_headers_only_from_the_front_proxy() -> anyhow::Result<()> {
     )?;
     // A client certificate from the front-proxy CA is not a user certificate.
     let (crt, key) = front_proxy.issue_client("front-proxy-client", Some("system:masters"), 1)?;
-    let (code, _) = call(
-        &hub,
-        &hub.http_with_cert(&crt, &key)?,
-        reqwest::Method::GET,
-        "/api/v1/namespaces",
-        None,
-        &[],
-    )
-    .await?;
+    let (code, _) = hub
+        .call(
+            &hub.http_with_cert(&crt, &key)?,
+            reqwest::Method::GET,
+            "/api/v1/namespaces",
+            None,
+            &[],
+        )
+        .await?;
     ensure!(code == 401, "front-proxy certificate used as a user: {code}");
     hub.stop().await;
     Ok(())
@@ -531,7 +510,11 @@ async fn client_ca_files_reload_without_restart() -> anyhow::Result<()> {
     let bundle = bundle_dir.path().join("extra-ca.crt");
     std::fs::write(&bundle, &ca_a.ca_pem)?;
     let path = bundle.clone();
-    let hub = TestHub::start_with(Backend::Memory, |c| c.client_ca_files = vec![path]).await?;
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.client_ca_files = vec![path];
+        c.tls_reload_every = Duration::from_millis(100);
+    })
+    .await?;
     let (a_crt, a_key) = ca_a.issue_client("from-a", None, 1)?;
     let (b_crt, b_key) = ca_b.issue_client("from-b", None, 1)?;
     named(
@@ -543,25 +526,20 @@ async fn client_ca_files_reload_without_restart() -> anyhow::Result<()> {
         whoami(&hub, &hub.http_with_cert(&b_crt, &b_key)?, &[]).await?,
         "B before the change",
     )?;
-    // A broken bundle is not taken.
+    // A broken bundle is not taken (ten reload intervals pass).
     std::fs::write(&bundle, "not a certificate")?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     named(
         whoami(&hub, &hub.http_with_cert(&a_crt, &a_key)?, &[]).await?,
         "from-a",
         &["system:authenticated"],
     )?;
     std::fs::write(&bundle, &ca_b.ca_pem)?;
-    let mut switched = false;
-    for _ in 0..100 {
-        // A fresh client per try: certificates are judged once per connection.
-        if whoami(&hub, &hub.http_with_cert(&b_crt, &b_key)?, &[]).await?.is_ok() {
-            switched = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    ensure!(switched, "the new client CA was not used within 10 s");
+    // A fresh client per try: certificates are judged once per connection.
+    eventually("the new client CA is used", Duration::from_secs(10), || async {
+        Ok(whoami(&hub, &hub.http_with_cert(&b_crt, &b_key)?, &[]).await?.ok())
+    })
+    .await?;
     unauthorized(
         whoami(&hub, &hub.http_with_cert(&a_crt, &a_key)?, &[]).await?,
         "A after the change",
@@ -591,7 +569,7 @@ async fn delegation_to_a_kube_apiserver() -> anyhow::Result<()> {
     // A token of the cluster's service account, used on the hub.
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder"}});
     let (code, _) =
-        call(&cluster, &cluster.http()?, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
+        cluster.call(&cluster.http()?, reqwest::Method::POST, SAS, Some(&sa), &[]).await?;
     ensure!(code == 201);
     let (code, answer) = token_request(&cluster, "builder", json!({})).await?;
     ensure!(code == 201, "{code} {answer}");
@@ -605,7 +583,7 @@ async fn delegation_to_a_kube_apiserver() -> anyhow::Result<()> {
     unauthorized(whoami(&hub, &hub.http_bearer("a.b.c")?, &[]).await?, "token neither knows")?;
     // Rights granted in the cluster's RBAC only.
     let mcl = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
-    let (code, _) = call(&hub, &builder, reqwest::Method::GET, mcl, None, &[]).await?;
+    let (code, _) = hub.call(&builder, reqwest::Method::GET, mcl, None, &[]).await?;
     ensure!(code == 403, "allowed before any grant: {code}");
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "mcl-reader"},
@@ -619,25 +597,19 @@ async fn delegation_to_a_kube_apiserver() -> anyhow::Result<()> {
         ("/apis/rbac.authorization.k8s.io/v1/clusterroles", role),
         ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bind),
     ] {
-        let (code, v) =
-            call(&cluster, &admin, reqwest::Method::POST, path, Some(&body), &[]).await?;
+        let (code, v) = cluster.call(&admin, reqwest::Method::POST, path, Some(&body), &[]).await?;
         ensure!(code == 201, "{code} {v}");
     }
     // The deny above is cached for 10 s, as k8s.io/apiserver caches it.
-    let mut allowed = false;
-    for _ in 0..60 {
-        let (code, _) = call(&hub, &builder, reqwest::Method::GET, mcl, None, &[]).await?;
-        if code == 200 {
-            allowed = true;
-            break;
-        }
-        ensure!(code == 403, "{code}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    ensure!(allowed, "the cluster's grant never reached the hub");
-    let (code, _) =
-        call(&hub, &builder, reqwest::Method::GET, "/api/v1/namespaces/default/secrets", None, &[])
-            .await?;
+    eventually("the cluster's grant reaches the hub", Duration::from_secs(20), || async {
+        let (code, _) = hub.call(&builder, reqwest::Method::GET, mcl, None, &[]).await?;
+        ensure!(code == 200 || code == 403, "{code}");
+        Ok((code == 200).then_some(()))
+    })
+    .await?;
+    let (code, _) = hub
+        .call(&builder, reqwest::Method::GET, "/api/v1/namespaces/default/secrets", None, &[])
+        .await?;
     ensure!(code == 403, "granted nowhere, yet allowed: {code}");
     // The host's grants are asked only for users the host named, and only for the OCM groups:
     // a grant on secrets in the host does not open the hub's secrets.
@@ -646,26 +618,32 @@ async fn delegation_to_a_kube_apiserver() -> anyhow::Result<()> {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"},
                      {"kind": "User", "name": "carol"}]});
-    let (code, v) = call(
-        &cluster,
-        &admin,
-        reqwest::Method::POST,
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        Some(&secrets_role),
-        &[],
-    )
-    .await?;
+    let (code, v) = cluster
+        .call(
+            &admin,
+            reqwest::Method::POST,
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            Some(&secrets_role),
+            &[],
+        )
+        .await?;
     ensure!(code == 201, "{code} {v}");
-    tokio::time::sleep(Duration::from_secs(11)).await; // past the deny cache
-    let (code, _) =
-        call(&hub, &builder, reqwest::Method::GET, "/api/v1/namespaces/default/secrets", None, &[])
-            .await?;
+    // The control: the host's cluster-admin grant is live (a request never asked before, so
+    // no cached answer, is allowed through delegation).
+    let sets = "/apis/cluster.open-cluster-management.io/v1beta2/managedclustersets";
+    eventually("the host's cluster-admin grant is live", Duration::from_secs(10), || async {
+        let (code, _) = hub.call(&builder, reqwest::Method::GET, sets, None, &[]).await?;
+        Ok((code == 200).then_some(()))
+    })
+    .await?;
+    let kube_system = "/api/v1/namespaces/kube-system/secrets";
+    let (code, _) = hub.call(&builder, reqwest::Method::GET, kube_system, None, &[]).await?;
     ensure!(code == 403, "the host's grant opened the hub's secrets: {code}");
     // carol is a user of the hub itself (its CA): the host's grant is not hers here.
     let pki = Pki::open(hub.path())?;
     let (crt, key) = pki.issue_client("carol", None, 1)?;
-    let (code, _) =
-        call(&hub, &hub.http_with_cert(&crt, &key)?, reqwest::Method::GET, mcl, None, &[]).await?;
+    let carol = hub.http_with_cert(&crt, &key)?;
+    let (code, _) = hub.call(&carol, reqwest::Method::GET, sets, None, &[]).await?;
     ensure!(code == 403, "a hub user was authorized by the host: {code}");
     hub.stop().await;
     cluster.stop().await;
