@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use ocm_conformance::hub::{Backend, TestHub};
+use ocm_conformance::hub::{Backend, TestHub, eventually};
 use serde_json::{Value, json};
 
 const MCL: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
@@ -29,14 +29,7 @@ impl Scene {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<(u16, Value)> {
-        let mut req = client.request(method, format!("{}{path}", self.hub.url));
-        if let Some(b) = body {
-            req = req.json(b);
-        }
-        let resp = req.send().await?;
-        let code = resp.status().as_u16();
-        let text = resp.text().await?;
-        Ok((code, serde_json::from_str(&text).unwrap_or(Value::String(text))))
+        self.hub.call(client, method, path, body, &[]).await
     }
 
     async fn get(&self, client: &reqwest::Client, path: &str) -> anyhow::Result<(u16, Value)> {
@@ -52,15 +45,11 @@ impl Scene {
     /// Waits until `client` may GET `path` (grants reach the authorizer through the watch
     /// cache, a moment after the write, as with kube-apiserver's informers).
     async fn until_allowed(&self, client: &reqwest::Client, path: &str) -> anyhow::Result<Value> {
-        let mut last = (0, Value::Null);
-        for _ in 0..200 {
-            last = self.get(client, path).await?;
-            if last.0 == 200 {
-                return Ok(last.1);
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        anyhow::bail!("GET {path} never allowed: {} {}", last.0, last.1)
+        eventually(&format!("GET {path} allowed"), Duration::from_secs(5), || async {
+            let (code, body) = self.get(client, path).await?;
+            Ok((code == 200).then_some(body))
+        })
+        .await
     }
 }
 
@@ -170,15 +159,11 @@ async fn users_get_what_rbac_grants_and_nothing_else() -> anyhow::Result<()> {
         )
         .await?;
     ensure!(code == 200);
-    let mut denied = false;
-    for _ in 0..200 {
-        if s.get(&alice, "/api/v1/namespaces/team/configmaps").await?.0 == 403 {
-            denied = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    ensure!(denied, "the grant outlived its binding");
+    // The authorizer follows the cache a moment behind the answer.
+    eventually("the grant ends with its binding", Duration::from_secs(5), || async {
+        Ok((s.get(&alice, "/api/v1/namespaces/team/configmaps").await?.0 == 403).then_some(()))
+    })
+    .await?;
     Ok(())
 }
 
@@ -444,15 +429,10 @@ async fn impersonating_service_accounts() -> anyhow::Result<()> {
             .json(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
             .send()
     };
-    let mut allowed = false;
-    for _ in 0..200 {
-        if whoami(&carol, "dave").await?.status() == 201 {
-            allowed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    ensure!(allowed, "carol never got to impersonate users");
+    eventually("carol may impersonate users", Duration::from_secs(5), || async {
+        Ok((whoami(&carol, "dave").await?.status() == 201).then_some(()))
+    })
+    .await?;
     let sa = "system:serviceaccount:team:builder";
     let resp = whoami(&carol, sa).await?;
     ensure!(resp.status() == 403, "{}", resp.status());
@@ -500,18 +480,7 @@ async fn an_agent_sees_only_its_own_cluster_rights() -> anyhow::Result<()> {
     let mut objects = shared_roles();
     objects.extend(cluster_objects("a", true));
     objects.extend(cluster_objects("a-x", true));
-    for obj in objects {
-        let plural = match obj["kind"].as_str() {
-            Some("ClusterRole") => "clusterroles",
-            Some("ClusterRoleBinding") => "clusterrolebindings",
-            _ => "rolebindings",
-        };
-        let path = match obj["metadata"]["namespace"].as_str() {
-            Some(ns) => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{plural}"),
-            None => format!("/apis/rbac.authorization.k8s.io/v1/{plural}"),
-        };
-        s.admin_create(&path, obj).await?;
-    }
+    s.hub.create_rbac(objects).await?;
     let (user, group) = (agent_user("a", "agent"), agent_group("a"));
     let http = s.hub.http_as(&user, Some(&group))?;
     s.until_allowed(&http, "/apis/work.open-cluster-management.io/v1/namespaces/a/manifestworks")

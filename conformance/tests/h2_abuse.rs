@@ -11,6 +11,10 @@ use anyhow::{Context as _, ensure};
 use bytes::Bytes;
 use ocm_conformance::hub::{Backend, TestHub};
 
+/// The tests of this file run one at a time: the hub runs in this process, and the flood test
+/// reads the process's memory.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The resident set of this process (the hub runs in it), in KiB.
 fn rss_kib() -> anyhow::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
@@ -39,6 +43,7 @@ fn request(hub: &TestHub, path: &str) -> anyhow::Result<http::Request<()>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_limit_is_advertised() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
     let hub = TestHub::start(Backend::Memory).await?;
     let mut send = h2_connection(&hub).await?.ready().await?;
     let (resp, _) = send.send_request(request(&hub, "/api/v1/namespaces")?, true)?;
@@ -52,6 +57,7 @@ async fn the_stream_limit_is_advertised() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rapid_reset_flood_leaves_memory_bounded_and_others_served() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
     let hub = TestHub::start(Backend::Memory).await?;
     let good = hub.http()?;
     let url = format!("{}/api/v1/namespaces", hub.url);
@@ -74,13 +80,13 @@ async fn a_rapid_reset_flood_leaves_memory_bounded_and_others_served() -> anyhow
         })
     };
 
-    // HEADERS then RST_STREAM, as fast as the connection takes them, for 5 s or 50,000 pairs;
-    // a connection the hub closes is replaced.
+    // 50,000 HEADERS then RST_STREAM pairs, as fast as the connection takes them (60 s at
+    // most); a connection the hub closes is replaced.
     let mut pairs = 0usize;
     let mut connections = 1usize;
     let started = Instant::now();
     let mut send = h2_connection(&hub).await?;
-    while started.elapsed() < Duration::from_secs(5) && pairs < 50_000 {
+    while started.elapsed() < Duration::from_secs(60) && pairs < 50_000 {
         let ready = match tokio::time::timeout(Duration::from_secs(2), send.clone().ready()).await {
             Ok(Ok(ready)) => ready,
             _ => {
@@ -110,7 +116,8 @@ async fn a_rapid_reset_flood_leaves_memory_bounded_and_others_served() -> anyhow
         "rapid reset: {pairs} pairs on {connections} connections in {:?}; RSS {before} -> {after} KiB; good client {served} served, {failed} failed",
         started.elapsed()
     );
-    ensure!(pairs >= 1_000, "the flood was too weak to mean anything: {pairs} pairs");
+    ensure!(pairs == 50_000, "only {pairs} pairs were sent in 60 s");
+    ensure!(connections > 1, "the hub never closed the abusive connection");
     ensure!(failed == 0, "the well-behaved client saw {failed} failures during the flood");
     ensure!(served > 0, "the well-behaved client was never served");
     ensure!(after.saturating_sub(before) <= 64 * 1024, "RSS grew by {} KiB", after - before);
@@ -122,6 +129,7 @@ async fn a_rapid_reset_flood_leaves_memory_bounded_and_others_served() -> anyhow
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_headers_are_refused() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
     let hub = TestHub::start(Backend::Memory).await?;
     let client = reqwest::Client::builder()
         .use_preconfigured_tls({
@@ -137,7 +145,7 @@ async fn a_thousand_headers_are_refused() -> anyhow::Result<()> {
         req = req.header(format!("x-filler-{i}"), "x");
     }
     let code = req.send().await.map(|r| r.status().as_u16());
-    ensure!(matches!(code, Ok(431) | Err(_)), "1,000 headers answered {code:?}");
+    ensure!(matches!(code, Ok(431)), "1,000 headers answered {code:?}");
     // The same client is served normally afterwards.
     let ok = client.get(&url).send().await?.status().as_u16();
     ensure!(ok == 200, "{ok}");
