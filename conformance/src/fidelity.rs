@@ -318,12 +318,15 @@ impl Walk<'_> {
                 .filter_map(Value::as_str)
                 .map(str::to_owned)
                 .collect();
-            if required != resolved.required {
-                self.differ(
-                    &path,
-                    Differs::Required,
-                    format!("CRD requires {required:?}, ours {:?}", resolved.required),
-                );
+            // One difference per property, so an explanation covers that property only.
+            for name in required.symmetric_difference(&resolved.required) {
+                let detail = if required.contains(name) {
+                    "required by the CRD, optional in ours"
+                } else {
+                    "optional in the CRD, required in ours"
+                };
+                let at = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                self.differ(&at, Differs::Required, detail.into());
             }
         }
         let child =

@@ -163,9 +163,21 @@ fn the_deployment_uses_flags_the_hub_accepts() -> anyhow::Result<()> {
 #[test]
 fn rbac_binds_what_an_aggregated_server_needs() -> anyhow::Result<()> {
     let docs = documents()?;
+    // The identity the hub runs as: the Deployment's ServiceAccount in its namespace.
+    let deployment = of_kind(&docs, "Deployment").into_iter().next().context("no Deployment")?;
+    let account = &deployment["spec"]["template"]["spec"]["serviceAccountName"];
+    let account_ns = &deployment["metadata"]["namespace"];
+    // (role, binding namespace) of each binding that names that ServiceAccount.
     let roles: Vec<(String, String)> = docs
         .iter()
         .filter(|d| d["kind"] == "ClusterRoleBinding" || d["kind"] == "RoleBinding")
+        .filter(|b| {
+            b["subjects"].as_array().into_iter().flatten().any(|s| {
+                s["kind"] == "ServiceAccount"
+                    && s["name"] == *account
+                    && s["namespace"] == *account_ns
+            })
+        })
         .map(|b| {
             (
                 b["roleRef"]["name"].as_str().unwrap_or("").to_owned(),
