@@ -185,9 +185,11 @@ impl Cache {
         config: CacheConfig,
         background: &Background,
     ) -> Result<Arc<Cache>, ApiError> {
+        // A view kind shares its prefix with the kind it views; review kinds have no objects.
         let kinds = scheme
             .types()
             .iter()
+            .filter(|rt| rt.review.is_none())
             .map(|rt| (rt.prefix.clone(), Mutex::new(KindState::default())))
             .collect();
         let (rev, _) = watch::channel(0);

@@ -22,7 +22,7 @@ const RESYNC: Duration = Duration::from_secs(5);
 /// Starts the controllers on `registry`.
 pub fn start(registry: Registry, background: &Background) {
     let wake = Arc::new(Notify::new());
-    for rt in registry.scheme.types() {
+    for rt in registry.scheme.stored_types() {
         background.spawn(watch_kind(registry.clone(), Arc::clone(rt), Arc::clone(&wake)));
     }
     background.spawn(sweeper(registry, wake));
@@ -70,8 +70,8 @@ struct Live {
 
 fn snapshot(registry: &Registry) -> Vec<Live> {
     let mut out = Vec::new();
-    // A kind stored as another kind's (events.k8s.io Events) is the same objects: list once.
-    for rt in registry.scheme.types().iter().filter(|rt| rt.stored_as.is_none()) {
+    // A kind stored as another kind's (events.k8s.io Events) is the same objects: listed once.
+    for rt in registry.scheme.stored_types() {
         if let Ok((items, _)) = registry.cache.list(&rt.prefix, &rt.prefix) {
             out.extend(items.into_iter().map(|obj| Live { rt: Arc::clone(rt), obj }));
         }
@@ -202,9 +202,7 @@ async fn finish_namespaces(registry: &Registry) {
     for ns in namespaces.iter().filter(|n| object::is_deleting(&n.value)) {
         let name = object::name(&ns.value).to_owned();
         let mut left = 0;
-        for rt in
-            registry.scheme.types().iter().filter(|rt| rt.namespaced && rt.stored_as.is_none())
-        {
+        for rt in registry.scheme.stored_types().filter(|rt| rt.namespaced) {
             let opts = DeleteOptions {
                 propagation: Some("Background".into()),
                 ..DeleteOptions::default()

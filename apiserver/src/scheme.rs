@@ -199,6 +199,12 @@ impl Scheme {
         &self.types
     }
 
+    /// The kinds with objects in storage, each store once: not the review kinds (answered,
+    /// never stored), not a view of another kind's objects (events.k8s.io Events).
+    pub fn stored_types(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.types.iter().filter(|rt| rt.review.is_none() && rt.stored_as.is_none())
+    }
+
     /// The kind served at `group/version/plural`, if that version is served.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceType>> {
         let rt = &self.types[*self.by_resource.get(&(group.to_owned(), plural.to_owned()))?];
