@@ -24,6 +24,8 @@ pub mod ocm;
 pub mod openapi;
 pub mod pki;
 pub mod protobuf;
+pub mod reconcile;
+pub mod registration;
 pub mod registry;
 pub mod rest;
 pub mod reviews;

@@ -11,8 +11,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::authz::Attributes;
+use crate::error::{ApiError, Subject};
 use crate::merge::shape::Shape;
+use crate::registry::Requester;
 use crate::scheme::{ResourceType, Subresource, prefix_of, version_priority};
 use crate::strategy::{NameRule, OpenApiSchema, Strategy};
 
@@ -173,6 +175,23 @@ impl Strategy for CrdStrategy {
         false
     }
 
+    fn admit(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        sub: Option<&str>,
+        who: Option<&Requester>,
+    ) -> Result<(), ApiError> {
+        match self.crd.kind.as_str() {
+            "ManagedCluster" if sub.is_none() => admit_managed_cluster(obj, old, who),
+            "ManagedClusterSetBinding" if old.is_none() => match who {
+                Some(who) => admit_binding(obj, who),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
     fn storage_to_version(&self, obj: Value, api_version: &str) -> Result<Value, ApiError> {
         match self.conversion {
             Some(c) => self.converted(c.to_other, obj),
@@ -201,6 +220,166 @@ impl Strategy for CrdStrategy {
         // A cluster name is also its namespace's name (OCM's webhook enforces a DNS label).
         if self.crd.kind == "ManagedCluster" { NameRule::Label } else { NameRule::Subdomain }
     }
+}
+
+fn forbidden(resource: &str, name: &str, why: String) -> ApiError {
+    let subject = Subject {
+        group: ocm_proto::api::cluster::GROUP.to_owned(),
+        kind: resource.to_owned(),
+        name: name.to_owned(),
+    };
+    ApiError::forbidden(subject, why)
+}
+
+/// OCM's ManagedCluster webhooks (ocm.md §3.10): the `default` cluster set label on create,
+/// `managedclustersets/join` for the old and the new set when the label changes,
+/// `managedclusters/accept` to set `hubAcceptsClient`, and the taints' `timeAdded` (stamped by
+/// the server, never by a client).
+fn admit_managed_cluster(
+    obj: &mut Value,
+    old: Option<&Value>,
+    who: Option<&Requester>,
+) -> Result<(), ApiError> {
+    use ocm_proto::api::cluster::{CLUSTER_SET_DEFAULT, LABEL_CLUSTER_SET};
+    let name = crate::object::name(obj).to_owned();
+    if old.is_none() {
+        let labels = crate::object::meta_mut(obj)
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(labels) = labels.as_object_mut() {
+            labels
+                .entry(LABEL_CLUSTER_SET)
+                .or_insert_with(|| Value::String(CLUSTER_SET_DEFAULT.to_owned()));
+        }
+    }
+    stamp_taints(obj, old, who.is_some())?;
+    let Some(who) = who else { return Ok(()) };
+    let accepts = |v: &Value| v.pointer("/spec/hubAcceptsClient") == Some(&Value::Bool(true));
+    if accepts(obj) && !old.is_some_and(accepts) {
+        let attrs = Attributes {
+            subresource: "accept".to_owned(),
+            ..Attributes::resource(
+                "update",
+                "register.open-cluster-management.io",
+                "managedclusters",
+                "",
+                &name,
+            )
+        };
+        if !who.can(&attrs) {
+            return Err(forbidden(
+                "managedclusters",
+                &name,
+                format!("user {:?} cannot update the HubAcceptsClient field", who.user.name),
+            ));
+        }
+    }
+    let set_of = |v: &Value| crate::object::label(v, LABEL_CLUSTER_SET).unwrap_or("").to_owned();
+    let new_set = set_of(obj);
+    let old_set = old.map(set_of).unwrap_or_default();
+    if new_set != old_set {
+        for set in [&old_set, &new_set].into_iter().filter(|s| !s.is_empty()) {
+            let attrs = Attributes {
+                subresource: "join".to_owned(),
+                ..Attributes::resource(
+                    "create",
+                    ocm_proto::api::cluster::GROUP,
+                    "managedclustersets",
+                    "",
+                    set,
+                )
+            };
+            if !who.can(&attrs) {
+                return Err(forbidden(
+                    "managedclusters",
+                    &name,
+                    format!(
+                        "user {:?} cannot add/remove a ManagedCluster to/from ManagedClusterSet {set:?}",
+                        who.user.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stamps `timeAdded` on new and changed taints; a client may not set it on them, nor change
+/// it on a taint it keeps.
+fn stamp_taints(obj: &mut Value, old: Option<&Value>, client: bool) -> Result<(), ApiError> {
+    let old_taints: Vec<Value> = old
+        .and_then(|o| o.pointer("/spec/taints"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let now = Value::String(crate::object::now_rfc3339());
+    let Some(taints) = obj.pointer_mut("/spec/taints").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    let mut errs = Vec::new();
+    for (i, taint) in taints.iter_mut().enumerate() {
+        let same = |o: &&Value| {
+            o.get("key") == taint.get("key")
+                && o.get("effect") == taint.get("effect")
+                && o.get("value").and_then(Value::as_str).unwrap_or("")
+                    == taint.get("value").and_then(Value::as_str).unwrap_or("")
+        };
+        let kept = old_taints.iter().find(same).cloned();
+        let given = taint.get("timeAdded").filter(|v| !v.is_null()).cloned();
+        let Some(map) = taint.as_object_mut() else { continue };
+        match kept {
+            Some(o) => {
+                let original = o.get("timeAdded").cloned().unwrap_or(Value::Null);
+                match given {
+                    Some(t) if client && t != original => errs.push(FieldError::forbidden(
+                        format!("spec.taints[{i}].timeAdded"),
+                        "the timeAdded of a taint is set by the hub and may not change",
+                    )),
+                    _ => {
+                        map.insert("timeAdded".into(), original);
+                    }
+                }
+            }
+            None if client && old.is_some() && given.is_some() => errs.push(FieldError::forbidden(
+                format!("spec.taints[{i}].timeAdded"),
+                "the timeAdded of a new or changed taint is set by the hub",
+            )),
+            None => {
+                map.insert("timeAdded".into(), now.clone());
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        let name = crate::object::name(obj).to_owned();
+        Err(ApiError::invalid(ocm_proto::api::cluster::GROUP, "ManagedCluster", &name, &errs))
+    }
+}
+
+/// A ManagedClusterSetBinding may be created only by who may bind its set
+/// (`managedclustersets/bind`).
+fn admit_binding(obj: &Value, who: &Requester) -> Result<(), ApiError> {
+    let name = crate::object::name(obj);
+    let set = obj.pointer("/spec/clusterSet").and_then(Value::as_str).unwrap_or(name);
+    let attrs = Attributes {
+        subresource: "bind".to_owned(),
+        ..Attributes::resource(
+            "create",
+            ocm_proto::api::cluster::GROUP,
+            "managedclustersets",
+            "",
+            set,
+        )
+    };
+    if who.can(&attrs) {
+        return Ok(());
+    }
+    Err(forbidden(
+        "managedclustersetbindings",
+        name,
+        format!("user {:?} is not allowed to bind cluster set {set:?}", who.user.name),
+    ))
 }
 
 /// The largest total size of a ManifestWork's manifests (OCM's webhook limit).

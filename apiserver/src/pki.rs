@@ -54,12 +54,87 @@ pub enum PkiError {
     Verifier(#[from] rustls::server::VerifierBuilderError),
 }
 
+/// Why a certificate request was not signed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    /// The request itself is unacceptable (unreadable, bad signature, unsupported subject).
+    #[error("{0}")]
+    Request(String),
+    /// The signer failed.
+    #[error("signing failed: {0}")]
+    Signer(String),
+}
+
+/// A subject of one CN and at most two Os. rcgen keeps one value per attribute type, so a
+/// second O goes in under its OID as a custom type: it encodes the same (`2.5.4.10`), and
+/// readers see two Os.
+pub fn subject(cn: &str, groups: &[&str]) -> Result<DistinguishedName, SignError> {
+    if groups.len() > 2 {
+        return Err(SignError::Request(format!(
+            "the subject names {} organizations; this signer supports at most 2",
+            groups.len()
+        )));
+    }
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    if let Some(first) = groups.first() {
+        dn.push(DnType::OrganizationName, *first);
+    }
+    if let Some(second) = groups.get(1) {
+        dn.push(DnType::CustomDnType(vec![2, 5, 4, 10]), *second);
+    }
+    Ok(dn)
+}
+
+/// The CN and Os of a certificate request (DER); any other subject attribute, a missing or
+/// repeated CN, or a group that is `system:masters` is refused.
+pub fn request_subject(der: &[u8]) -> Result<(String, Vec<String>), SignError> {
+    use x509_parser::prelude::FromDer;
+    let (_, req) = x509_parser::certification_request::X509CertificationRequest::from_der(der)
+        .map_err(|_| SignError::Request("the request is not a PKCS#10 request".into()))?;
+    let subject = &req.certification_request_info.subject;
+    let mut cn = Vec::new();
+    let mut groups = Vec::new();
+    for rdn in subject.iter() {
+        for attr in rdn.iter() {
+            let value = attr
+                .as_str()
+                .map_err(|_| SignError::Request("a subject attribute is not a string".into()))?
+                .to_owned();
+            let oid = attr.attr_type();
+            if *oid == x509_parser::oid_registry::OID_X509_COMMON_NAME {
+                cn.push(value);
+            } else if *oid == x509_parser::oid_registry::OID_X509_ORGANIZATION_NAME {
+                groups.push(value);
+            } else {
+                return Err(SignError::Request(format!(
+                    "the subject has attribute {oid}; only CN and O are supported"
+                )));
+            }
+        }
+    }
+    let [cn] = <[String; 1]>::try_from(cn)
+        .map_err(|_| SignError::Request("the subject must have exactly one CN".into()))?;
+    if cn.is_empty() {
+        return Err(SignError::Request("the subject's CN is empty".into()));
+    }
+    if groups.iter().any(|g| g == crate::authz::MASTERS_GROUP) {
+        return Err(SignError::Request(format!(
+            "the subject names group {}; this signer never issues it",
+            crate::authz::MASTERS_GROUP
+        )));
+    }
+    Ok((cn, groups))
+}
+
 /// The hub's certificates, loaded or created under `DIR/pki`.
 pub struct Pki {
     dir: PathBuf,
     /// The CA certificate (PEM), which clients trust and which signs client certificates.
     pub ca_pem: String,
     ca_key: KeyPair,
+    /// The end of the CA certificate's validity: nothing it signs outlives it.
+    ca_not_after: OffsetDateTime,
 }
 
 impl std::fmt::Debug for Pki {
@@ -145,7 +220,7 @@ impl Pki {
             write_file(&ca_crt, &cert.pem(), false)?;
             (cert.pem(), key)
         };
-        let pki = Pki { dir, ca_pem, ca_key };
+        let pki = Pki::new(dir, ca_pem, ca_key)?;
         let (crt, key) = pki.issue_serving(hosts)?;
         // The key first: a reload that sees the new certificate sees its key.
         write_file(&pki.dir.join("serving.key"), &key, true)?;
@@ -163,7 +238,17 @@ impl Pki {
     pub fn open(data_dir: &Path) -> Result<Pki, PkiError> {
         let dir = data_dir.join("pki");
         let (ca_pem, ca_key) = read_ca(&dir)?;
-        Ok(Pki { dir, ca_pem, ca_key })
+        Pki::new(dir, ca_pem, ca_key)
+    }
+
+    fn new(dir: PathBuf, ca_pem: String, ca_key: KeyPair) -> Result<Pki, PkiError> {
+        let bad =
+            |detail: &str| PkiError::BadPem { path: dir.join("ca.crt"), detail: detail.into() };
+        let (_, pem) = x509_parser::pem::parse_x509_pem(ca_pem.as_bytes())
+            .map_err(|_| bad("not a PEM certificate"))?;
+        let cert = pem.parse_x509().map_err(|_| bad("not an X.509 certificate"))?;
+        let ca_not_after = cert.validity().not_after.to_datetime();
+        Ok(Pki { dir, ca_pem, ca_key, ca_not_after })
     }
 
     /// The CA as an issuer: same subject and key as the stored CA certificate, which is all a
@@ -200,10 +285,40 @@ impl Pki {
         Ok((cert.pem(), key.serialize_pem()))
     }
 
+    /// Signs a client certificate request (PEM) as the `kubernetes.io/kube-apiserver-client`
+    /// signer does: the request's signature is checked, its subject (one CN, at most two Os)
+    /// and public key are kept, the usages are client authentication, and it is valid from five
+    /// minutes ago until `not_after` (never past the CA's own end). Returns the certificate (PEM).
+    pub fn sign_client_request(
+        &self,
+        request_pem: &str,
+        not_after: OffsetDateTime,
+    ) -> Result<String, SignError> {
+        let der = <rustls::pki_types::CertificateSigningRequestDer as rustls::pki_types::pem::PemObject>::from_pem_slice(
+            request_pem.as_bytes(),
+        )
+        .map_err(|_| SignError::Request("spec.request is not a PEM CERTIFICATE REQUEST".into()))?;
+        let (cn, groups) = request_subject(der.as_ref())?;
+        let mut request = rcgen::CertificateSigningRequestParams::from_der(&der)
+            .map_err(|e| SignError::Request(format!("the request cannot be read: {e}")))?;
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        let params = &mut request.params;
+        params.distinguished_name = subject(&cn, &groups)?;
+        params.subject_alt_names.clear();
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = OffsetDateTime::now_utc() - Duration::minutes(5);
+        params.not_after = not_after.min(self.ca_not_after);
+        params.serial_number = Some(rcgen::SerialNumber::from_slice(&rand::random::<[u8; 16]>()));
+        let issuer = self.issuer().map_err(|e| SignError::Signer(e.to_string()))?;
+        let cert = request.signed_by(&issuer).map_err(|e| SignError::Signer(e.to_string()))?;
+        Ok(cert.pem())
+    }
+
     /// Issues a client certificate (`CN=user`, `O=group`) valid for `days`, returning (cert,
-    /// key) PEM. One group at most: rcgen's `DistinguishedName` keeps one value per attribute
-    /// type, so several `O`s (what OCM's agent certificates carry) need the registration
-    /// issue's CSR signer.
+    /// key) PEM.
     pub fn issue_client(
         &self,
         user: &str,

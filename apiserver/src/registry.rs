@@ -46,10 +46,33 @@ pub struct WriteOptions {
     pub field_manager: String,
     /// `force` of an apply: take over fields other managers own.
     pub force: bool,
+    /// Who writes, for admission rules that depend on it; `None` for the hub's own writes.
+    pub requester: Option<Requester>,
     /// The apiVersion of the request (empty: the storage version). managedFields entries name
     /// it, and a patch written against another version than the stored one is applied to the
     /// object converted to it, then converted back.
     pub api_version: String,
+}
+
+/// Who asks for a write, with the authorizer to ask about the permissions admission checks
+/// (`managedclusters/accept`, `managedclustersets/join`, `signers/approve`, ...).
+#[derive(Clone)]
+pub struct Requester {
+    pub user: Arc<crate::authz::UserInfo>,
+    pub access: Arc<crate::access::Access>,
+}
+
+impl std::fmt::Debug for Requester {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Requester").field("user", &self.user.name).finish_non_exhaustive()
+    }
+}
+
+impl Requester {
+    /// Whether the requester may do `attrs` (by the hub's RBAC).
+    pub fn can(&self, attrs: &crate::authz::Attributes) -> bool {
+        self.access.decide(&self.user, attrs).is_allowed()
+    }
 }
 
 /// The result of a write.
@@ -487,6 +510,7 @@ impl Registry {
         rt.strategy.prepare_create(&mut obj);
         let mut warnings = self.prune(rt, &mut obj, opts)?;
         rt.strategy.default(&mut obj);
+        rt.strategy.admit(&mut obj, None, None, opts.requester.as_ref())?;
         {
             let m = meta_mut(&mut obj);
             m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
@@ -887,6 +911,7 @@ impl Registry {
         }
         let warnings = self.prune(rt, &mut next, opts)?;
         rt.strategy.default(&mut next);
+        rt.strategy.admit(&mut next, Some(old), sub.map(|s| s.name), opts.requester.as_ref())?;
         if object::is_deleting(old) {
             let before = object::finalizers(old);
             if let Some(added) = object::finalizers(&next).into_iter().find(|f| !before.contains(f))

@@ -181,6 +181,7 @@ impl Query {
             field_manager,
             force: false,
             api_version: target.rt.api_version(&target.version),
+            requester: None,
         })
     }
 }
@@ -823,12 +824,17 @@ fn negotiate(
     Err(ApiError::not_acceptable(raw))
 }
 
+/// The requester of a write, for admission.
+fn requester(state: &ApiState, user: &Identity) -> crate::registry::Requester {
+    crate::registry::Requester { user: Arc::clone(user), access: Arc::clone(&state.access) }
+}
+
 async fn resource(
     state: &Arc<ApiState>,
     target: Target,
     req: Request,
     q: Query,
-    user: &authz::UserInfo,
+    user: &Identity,
 ) -> Result<Response, ApiError> {
     let method = req.method().clone();
     if let Some(review) = target.rt.review {
@@ -902,7 +908,8 @@ async fn resource(
             object_response(StatusCode::OK, &target, obj, &[], out)
         }
         (&Method::POST, None) => {
-            let opts = q.write_options(&target, req.headers())?;
+            let mut opts = q.write_options(&target, req.headers())?;
+            opts.requester = Some(requester(state, user));
             let body = read_body(req).await?;
             check_type(&target, &body)?;
             let body = to_storage(&target, body)?;
@@ -910,7 +917,8 @@ async fn resource(
             object_response(StatusCode::CREATED, &target, written.object, &written.warnings, out)
         }
         (&Method::PUT, Some(name)) => {
-            let opts = q.write_options(&target, req.headers())?;
+            let mut opts = q.write_options(&target, req.headers())?;
+            opts.requester = Some(requester(state, user));
             let body = read_body(req).await?;
             check_type(&target, &body)?;
             let body = to_storage(&target, body)?;
@@ -920,6 +928,7 @@ async fn resource(
         }
         (&Method::PATCH, Some(name)) => {
             let mut opts = q.write_options(&target, req.headers())?;
+            opts.requester = Some(requester(state, user));
             let content_type = media_type(req.headers());
             let apply = content_type == "application/apply-patch+yaml";
             opts.force = q.flag("force")?;

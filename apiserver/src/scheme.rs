@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::{certificates, coordination, core, rbac};
 use ocm_proto::validation::FieldError;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::merge::shape::{self, Shape};
@@ -753,6 +753,87 @@ impl Strategy for CsrStrategy {
         if let Some(map) = obj.as_object_mut() {
             map.remove("status");
         }
+    }
+
+    /// kube's CSR admission: a new request names its requester (`spec.username`, `uid`,
+    /// `groups`, `extra`, whatever the body said); approving or denying needs `approve`, and
+    /// issuing a certificate `sign`, on `certificates.k8s.io/signers` named for the signer (or
+    /// its `<domain>/*`).
+    fn admit(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        sub: Option<&str>,
+        who: Option<&crate::registry::Requester>,
+    ) -> Result<(), ApiError> {
+        let Some(who) = who else { return Ok(()) };
+        let Some(old) = old else {
+            let user = &who.user;
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                for field in ["username", "uid", "groups", "extra"] {
+                    spec.remove(field);
+                }
+                spec.insert("username".into(), json!(user.name));
+                if !user.uid.is_empty() {
+                    spec.insert("uid".into(), json!(user.uid));
+                }
+                if !user.groups.is_empty() {
+                    spec.insert("groups".into(), json!(user.groups));
+                }
+                if !user.extra.is_empty() {
+                    spec.insert("extra".into(), json!(user.extra));
+                }
+            }
+            return Ok(());
+        };
+        let (verb, changed) = match sub {
+            Some("approval") => {
+                let decisions = |v: &Value| -> Vec<Value> {
+                    v.pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .map(|l| {
+                            l.iter()
+                                .filter(|c| {
+                                    matches!(c["type"].as_str(), Some("Approved" | "Denied"))
+                                })
+                                .map(|c| json!([c["type"], c["status"]]))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                ("approve", decisions(obj) != decisions(old))
+            }
+            Some("status") => {
+                ("sign", obj.pointer("/status/certificate") != old.pointer("/status/certificate"))
+            }
+            _ => return Ok(()),
+        };
+        if !changed {
+            return Ok(());
+        }
+        let signer = object::field_string(old, "spec.signerName");
+        let domain_wide = format!("{}/*", signer.split('/').next().unwrap_or(""));
+        let allowed = [signer.as_str(), domain_wide.as_str()].into_iter().any(|name| {
+            who.can(&crate::authz::Attributes::resource(
+                verb,
+                "certificates.k8s.io",
+                "signers",
+                "",
+                name,
+            ))
+        });
+        if allowed {
+            return Ok(());
+        }
+        let subject = crate::error::Subject {
+            group: "certificates.k8s.io".into(),
+            kind: "certificatesigningrequests".into(),
+            name: object::name(old).to_owned(),
+        };
+        Err(ApiError::forbidden(
+            subject,
+            format!("user not permitted to {verb} requests with signerName {signer:?}"),
+        ))
     }
 }
 

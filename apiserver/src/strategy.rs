@@ -51,6 +51,20 @@ pub trait Strategy: Send + Sync {
     /// Adjusts a new object before validation (status reset to its initial state, ...).
     fn prepare_create(&self, _obj: &mut Value) {}
 
+    /// Admission: the rules that depend on the old object or on who writes (OCM's webhooks,
+    /// kube's CSR admission). Runs after defaulting and before validation, on creates (`old` is
+    /// `None`) and updates (`sub`: the subresource written). `who` is `None` for the hub's own
+    /// writes. May fill fields in; refuses with its own error (403 for permissions).
+    fn admit(
+        &self,
+        _obj: &mut Value,
+        _old: Option<&Value>,
+        _sub: Option<&str>,
+        _who: Option<&crate::registry::Requester>,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// How names are checked.
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain

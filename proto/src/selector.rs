@@ -118,6 +118,51 @@ impl LabelSelector {
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
+
+    /// A `metav1.LabelSelector` (`matchLabels` and `matchExpressions`, as apimachinery's
+    /// `LabelSelectorAsSelector` reads it): an unknown operator, or `In`/`NotIn` without values,
+    /// or `Exists`/`DoesNotExist` with values, is an error.
+    pub fn from_api(
+        sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    ) -> Result<LabelSelector, SelectorError> {
+        let mut requirements = Vec::new();
+        for (k, v) in sel.match_labels.iter().flatten() {
+            validate_key(k)?;
+            validate_value(v)?;
+            requirements.push(LabelRequirement {
+                key: k.clone(),
+                op: LabelOp::Equals,
+                values: vec![v.clone()],
+            });
+        }
+        for e in sel.match_expressions.iter().flatten() {
+            validate_key(&e.key)?;
+            let values = e.values.clone().unwrap_or_default();
+            let op = match e.operator.as_str() {
+                "In" => LabelOp::In,
+                "NotIn" => LabelOp::NotIn,
+                "Exists" => LabelOp::Exists,
+                "DoesNotExist" => LabelOp::DoesNotExist,
+                other => {
+                    return Err(error(format!("{other:?} is not a valid label selector operator")));
+                }
+            };
+            let wants_values = matches!(op, LabelOp::In | LabelOp::NotIn);
+            if wants_values == values.is_empty() {
+                return Err(error(format!(
+                    "operator {:?} of key {:?} {} values",
+                    e.operator,
+                    e.key,
+                    if wants_values { "needs" } else { "takes no" }
+                )));
+            }
+            for v in &values {
+                validate_value(v)?;
+            }
+            requirements.push(LabelRequirement { key: e.key.clone(), op, values });
+        }
+        Ok(LabelSelector { requirements })
+    }
 }
 
 impl fmt::Display for LabelSelector {

@@ -233,3 +233,83 @@ pub(crate) fn conditions_schema(generator: &mut SchemaGenerator) -> Schema {
 pub(crate) fn bytes_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"type": "string", "format": "byte"})
 }
+
+/// The condition of `type_` in a list, if any.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether the condition of `type_` is there with status `True`.
+pub fn is_condition_true(conditions: &[Condition], type_: &str) -> bool {
+    find_condition(conditions, type_).is_some_and(|c| c.status == CONDITION_TRUE)
+}
+
+/// Sets a condition with apimachinery's `meta.SetStatusCondition` semantics: an existing
+/// condition of the same type keeps its `lastTransitionTime` unless its status changes; reason,
+/// message and observedGeneration are overwritten. `now` stamps new transitions. Returns whether
+/// the list changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, new: Condition, now: Time) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        None => {
+            conditions.push(Condition { last_transition_time: now, ..new });
+            true
+        }
+        Some(old) => {
+            let mut changed = false;
+            if old.status != new.status {
+                old.status = new.status;
+                old.last_transition_time = now;
+                changed = true;
+            }
+            if old.reason != new.reason {
+                old.reason = new.reason;
+                changed = true;
+            }
+            if old.message != new.message {
+                old.message = new.message;
+                changed = true;
+            }
+            if new.observed_generation.is_some()
+                && old.observed_generation != new.observed_generation
+            {
+                old.observed_generation = new.observed_generation;
+                changed = true;
+            }
+            changed
+        }
+    }
+}
+
+/// A condition with no transition time yet (for [`set_condition`]).
+pub fn condition(type_: &str, status: &str, reason: &str, message: impl Into<String>) -> Condition {
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: message.into(),
+        last_transition_time: Time(Default::default()),
+        observed_generation: None,
+    }
+}
+
+#[cfg(test)]
+mod condition_tests {
+    use super::*;
+
+    fn at(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).expect("in range"))
+    }
+
+    #[test]
+    fn transition_time_moves_only_with_status() {
+        let mut list = Vec::new();
+        assert!(set_condition(&mut list, condition("A", CONDITION_TRUE, "R", "m"), at(10)));
+        assert_eq!(list[0].last_transition_time, at(10));
+        assert!(!set_condition(&mut list, condition("A", CONDITION_TRUE, "R", "m"), at(20)));
+        assert!(set_condition(&mut list, condition("A", CONDITION_TRUE, "R2", "m2"), at(30)));
+        assert_eq!(list[0].last_transition_time, at(10), "a reason change is no transition");
+        assert!(set_condition(&mut list, condition("A", CONDITION_FALSE, "R2", "m2"), at(40)));
+        assert_eq!(list[0].last_transition_time, at(40));
+        assert!(is_condition_true(&list, "B") == false && find_condition(&list, "A").is_some());
+    }
+}

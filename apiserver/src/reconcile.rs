@@ -1,0 +1,336 @@
+//! The shape every hub controller runs in (kube-runtime's controller): a work queue of keys fed by
+//! the watch cache, that dedupes a key queued twice, never runs one key on two workers at once
+//! (a key that changes while it runs is run again after), delays requeues, and backs off a key
+//! whose reconcile fails. A watch that ends (it fell behind, or the cache relisted) is followed
+//! again from a fresh snapshot, which queues every key again: level-triggered, restart-safe.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::background::Background;
+use crate::cache::{Msg, Start};
+use crate::error::ApiError;
+use crate::registry::Registry;
+use crate::scheme::ResourceType;
+
+/// What a reconcile asks for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the key's objects change.
+    Done,
+    /// Run the key again after this long (a deadline such as a lease's expiry).
+    RequeueAfter(Duration),
+}
+
+/// A controller: what one key means is its own business.
+pub trait Reconciler: Send + Sync + 'static {
+    /// Its name, for logs.
+    fn name(&self) -> &'static str;
+    /// Brings the world of `key` to where it should be.
+    fn reconcile(&self, key: String) -> BoxFuture<'_, Result<Action, ApiError>>;
+}
+
+/// Maps an object of a watched kind to the keys it concerns.
+pub type Mapper = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
+
+/// A kind a controller follows, and the keys each object of it concerns.
+pub struct Watch {
+    pub rt: Arc<ResourceType>,
+    pub map: Mapper,
+    /// Only creations, deletions and changes of labels concern the keys (a cluster's status
+    /// heartbeat does not move it between sets).
+    pub labels_only: bool,
+}
+
+impl Watch {
+    /// Follows `rt`, mapping each object to keys with `map`.
+    pub fn new(
+        rt: &Arc<ResourceType>,
+        map: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
+    ) -> Watch {
+        Watch { rt: Arc::clone(rt), map: Arc::new(map), labels_only: false }
+    }
+
+    /// The same watch, woken only by creations, deletions and label changes.
+    pub fn on_label_changes(mut self) -> Watch {
+        self.labels_only = true;
+        self
+    }
+}
+
+/// Backoff of a failing key: doubles from the first to the last.
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct State {
+    ready: VecDeque<String>,
+    /// Keys in `ready`.
+    queued: HashSet<String>,
+    /// Keys a worker is running.
+    running: HashSet<String>,
+    /// Running keys queued again meanwhile: back into `ready` when they finish.
+    dirty: HashSet<String>,
+    /// Delayed keys by deadline (with a sequence number to keep equal deadlines apart).
+    delayed: BTreeMap<(Instant, u64), String>,
+    delayed_at: HashMap<String, (Instant, u64)>,
+    seq: u64,
+    failures: HashMap<String, u32>,
+}
+
+/// The work queue.
+#[derive(Default)]
+pub struct Queue {
+    state: Mutex<State>,
+    wake: Notify,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `key` now (once, however often it is added before a worker takes it).
+    pub fn add(&self, key: String) {
+        let mut st = self.lock();
+        if let Some(at) = st.delayed_at.remove(&key) {
+            st.delayed.remove(&at);
+        }
+        if st.running.contains(&key) {
+            st.dirty.insert(key);
+            return;
+        }
+        if st.queued.insert(key.clone()) {
+            st.ready.push_back(key);
+            drop(st);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Queues `key` after `delay` (an earlier deadline already set wins).
+    pub fn add_after(&self, key: String, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let at = Instant::now() + delay;
+        let mut st = self.lock();
+        if st.queued.contains(&key) {
+            return;
+        }
+        if let Some(&(old, seq)) = st.delayed_at.get(&key) {
+            if old <= at {
+                return;
+            }
+            st.delayed.remove(&(old, seq));
+        }
+        st.seq += 1;
+        let seq = st.seq;
+        st.delayed.insert((at, seq), key.clone());
+        st.delayed_at.insert(key, (at, seq));
+        drop(st);
+        // A worker may be sleeping until a later deadline.
+        self.wake.notify_waiters();
+        self.wake.notify_one();
+    }
+
+    /// The next key to run, once one is ready; the caller must call [`Queue::done`] after.
+    pub async fn next(&self) -> String {
+        loop {
+            let notified = self.wake.notified();
+            let deadline = {
+                let mut st = self.lock();
+                let now = Instant::now();
+                while let Some((&(at, seq), _)) = st.delayed.first_key_value() {
+                    if at > now {
+                        break;
+                    }
+                    let key = st.delayed.remove(&(at, seq)).expect("just seen");
+                    st.delayed_at.remove(&key);
+                    if st.running.contains(&key) {
+                        st.dirty.insert(key);
+                    } else if st.queued.insert(key.clone()) {
+                        st.ready.push_back(key);
+                    }
+                }
+                if let Some(key) = st.ready.pop_front() {
+                    st.queued.remove(&key);
+                    st.running.insert(key.clone());
+                    return key;
+                }
+                st.delayed.first_key_value().map(|(&(at, _), _)| at)
+            };
+            match deadline {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at, notified).await;
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Ends a run of `key` with its outcome.
+    fn done(&self, key: String, outcome: &Result<Action, ApiError>) {
+        let requeue = {
+            let mut st = self.lock();
+            st.running.remove(&key);
+            let requeue = match outcome {
+                Ok(action) => {
+                    st.failures.remove(&key);
+                    match action {
+                        Action::Done => None,
+                        Action::RequeueAfter(d) => Some(*d),
+                    }
+                }
+                Err(_) => {
+                    let n = st.failures.entry(key.clone()).or_insert(0);
+                    *n = n.saturating_add(1);
+                    let exp = (*n - 1).min(16);
+                    Some((BACKOFF_FIRST * 2u32.pow(exp)).min(BACKOFF_MAX))
+                }
+            };
+            if st.dirty.remove(&key) {
+                if st.queued.insert(key.clone()) {
+                    st.ready.push_back(key.clone());
+                }
+                drop(st);
+                self.wake.notify_one();
+                return;
+            }
+            requeue
+        };
+        if let Some(d) = requeue {
+            self.add_after(key, d);
+        }
+    }
+
+    /// How many keys wait or run (for tests and metrics).
+    pub fn len(&self) -> usize {
+        let st = self.lock();
+        st.ready.len() + st.running.len() + st.delayed.len()
+    }
+
+    /// Whether no key waits or runs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Runs `reconciler` with `workers` workers, fed by `watches`; returns its queue, so other
+/// triggers (a timer, another controller) can add keys too.
+pub fn run<R: Reconciler>(
+    registry: &Registry,
+    background: &Background,
+    reconciler: Arc<R>,
+    watches: Vec<Watch>,
+    workers: usize,
+) -> Arc<Queue> {
+    let queue = Arc::new(Queue::default());
+    for watch in watches {
+        background.spawn(follow(registry.clone(), watch, Arc::clone(&queue)));
+    }
+    for _ in 0..workers.max(1) {
+        let queue = Arc::clone(&queue);
+        let reconciler = Arc::clone(&reconciler);
+        background.spawn(async move {
+            loop {
+                let key = queue.next().await;
+                let outcome = reconciler.reconcile(key.clone()).await;
+                if let Err(e) = &outcome {
+                    tracing::debug!(controller = reconciler.name(), %key, error = %e.message, "reconcile failed; backing off");
+                }
+                queue.done(key, &outcome);
+            }
+        });
+    }
+    queue
+}
+
+/// Queues the keys of every object of one kind, then of every change; on a relist, everything
+/// again.
+async fn follow(registry: Registry, watch: Watch, queue: Arc<Queue>) {
+    loop {
+        let mut sub = match registry.cache.subscribe(&watch.rt.prefix, Start::Snapshot) {
+            Ok(s) => s,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        for ev in &sub.initial {
+            for key in (watch.map)(&ev.object.value) {
+                queue.add(key);
+            }
+        }
+        while let Some(msg) = sub.live.recv().await {
+            if let Msg::Event(ev) = msg {
+                if watch.labels_only
+                    && ev.kind == crate::cache::EventType::Modified
+                    && ev.prev.as_ref().is_some_and(|p| {
+                        p.value.pointer("/metadata/labels")
+                            == ev.object.value.pointer("/metadata/labels")
+                    })
+                {
+                    continue;
+                }
+                let mut keys = (watch.map)(&ev.object.value);
+                if let Some(prev) = &ev.prev {
+                    keys.extend((watch.map)(&prev.value));
+                }
+                keys.sort_unstable();
+                keys.dedup();
+                for key in keys {
+                    queue.add(key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_queued_twice_runs_once_and_a_running_key_runs_again() {
+        let q = Queue::default();
+        q.add("a".into());
+        q.add("a".into());
+        q.add("b".into());
+        assert_eq!(q.next().await, "a");
+        q.add("a".into()); // changed while running
+        assert_eq!(q.next().await, "b");
+        q.done("b".into(), &Ok(Action::Done));
+        q.done("a".into(), &Ok(Action::Done));
+        assert_eq!(q.next().await, "a", "dirty key runs again");
+        q.done("a".into(), &Ok(Action::Done));
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_keys_wait_for_their_deadline_and_failures_back_off() {
+        let q = Arc::new(Queue::default());
+        q.add_after("late".into(), Duration::from_secs(10));
+        q.add_after("soon".into(), Duration::from_secs(1));
+        let start = Instant::now();
+        assert_eq!(q.next().await, "soon");
+        assert!(Instant::now() - start >= Duration::from_secs(1));
+        q.done("soon".into(), &Err(ApiError::internal("boom")));
+        // The failure comes back after the first backoff, before "late".
+        assert_eq!(q.next().await, "soon");
+        q.done("soon".into(), &Ok(Action::Done));
+        assert_eq!(q.next().await, "late");
+        assert!(Instant::now() - start >= Duration::from_secs(10));
+        // An immediate add overrides a pending delay.
+        q.done("late".into(), &Ok(Action::RequeueAfter(Duration::from_secs(60))));
+        q.add("late".into());
+        let t = Instant::now();
+        assert_eq!(q.next().await, "late");
+        assert!(Instant::now() - t < Duration::from_secs(1));
+    }
+}
