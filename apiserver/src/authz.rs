@@ -43,6 +43,8 @@ pub const SERVICE_ACCOUNT_USER_PREFIX: &str = "system:serviceaccount:";
 pub const ALL_SERVICE_ACCOUNTS_GROUP: &str = "system:serviceaccounts";
 /// The group of every authenticated user.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+/// The user of anonymous requests.
+pub const ANONYMOUS_USER: &str = "system:anonymous";
 /// The group of anonymous requests.
 pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 /// The group bound to `cluster-admin` by default.
@@ -903,6 +905,25 @@ pub fn default_objects() -> Vec<Value> {
             "subjects": subjects,
         }));
     }
+    // kubeadm's `kubeadm:bootstrap-signer-clusterinfo`: anyone may read the hub's public
+    // `cluster-info` (its URL and CA) to check the CA against a pin before joining.
+    let clusterinfo = "ocm:bootstrap-signer-clusterinfo";
+    let mut meta = metadata(clusterinfo);
+    meta["namespace"] = json!("kube-public");
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta,
+        "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"],
+                   "resourceNames": ["cluster-info"]}],
+    }));
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": clusterinfo},
+        "subjects": [{"kind": "User", "apiGroup": RBAC_GROUP, "name": ANONYMOUS_USER}],
+    }));
     out
 }
 

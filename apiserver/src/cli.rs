@@ -89,33 +89,41 @@ fn random_chars(n: usize) -> String {
     (0..n).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }
 
-/// Creates a bootstrap token valid for `ttl` (a `bootstrap-token-<id>` Secret, as kubeadm
-/// keeps them) and returns it as `<id>.<secret>`.
-pub async fn token_create(client: kube::Client, ttl: Duration) -> Result<String, CliError> {
-    let secrets: Api<Secret> = Api::namespaced(client, BOOTSTRAP_NAMESPACE);
+/// A new bootstrap token valid for `ttl`: the token (`<id>.<secret>`) and its
+/// `kube-system/bootstrap-token-<id>` Secret, as kubeadm keeps them.
+pub fn bootstrap_token_secret(ttl: Duration, description: &str) -> (String, serde_json::Value) {
     let (id, secret) = (random_chars(6), random_chars(16));
     let expires = time::OffsetDateTime::now_utc()
         + time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2));
-    let obj: Secret = serde_json::from_value(json!({
+    let obj = json!({
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
             "name": format!("{BOOTSTRAP_SECRET_PREFIX}{id}"),
+            "namespace": BOOTSTRAP_NAMESPACE,
             "labels": {"app.kubernetes.io/managed-by": "ocm-hub"},
         },
         "type": BOOTSTRAP_SECRET_TYPE,
         "stringData": {
-            "description": "created by ocm-hub token create for joining managed clusters",
+            "description": description,
             "token-id": id,
             "token-secret": secret,
             "expiration": crate::object::rfc3339(expires),
             "usage-bootstrap-authentication": "true",
             "auth-extra-groups": crate::authz::OCM_BOOTSTRAP_GROUP,
         },
-    }))
-    .map_err(|e| CliError::Usage(e.to_string()))?;
+    });
+    (format!("{id}.{secret}"), obj)
+}
+
+/// Creates a bootstrap token valid for `ttl` and returns it as `<id>.<secret>`.
+pub async fn token_create(client: kube::Client, ttl: Duration) -> Result<String, CliError> {
+    let secrets: Api<Secret> = Api::namespaced(client, BOOTSTRAP_NAMESPACE);
+    let (token, obj) =
+        bootstrap_token_secret(ttl, "created by ocm-hub token create for joining managed clusters");
+    let obj: Secret = serde_json::from_value(obj).map_err(|e| CliError::Usage(e.to_string()))?;
     secrets.create(&PostParams::default(), &obj).await?;
-    Ok(format!("{id}.{secret}"))
+    Ok(token)
 }
 
 /// One listed bootstrap token.
@@ -173,6 +181,91 @@ pub async fn token_revoke(client: kube::Client, token: &str) -> Result<String, C
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether a CSR's requester is a bootstrap identity (clusteradm accept's rule: a bootstrap
+/// token user, or OCM's bootstrap service account).
+fn from_bootstrap_identity(csr: &serde_json::Value) -> bool {
+    let user = csr.pointer("/spec/username").and_then(serde_json::Value::as_str).unwrap_or("");
+    user.starts_with(crate::authn::BOOTSTRAP_USER_PREFIX)
+        || user == "system:serviceaccount:open-cluster-management:agent-registration-bootstrap"
+}
+
+/// `ocm-hub accept`: for each cluster, approves its pending CSRs that are its agent's (the
+/// approver's checks) and come from a bootstrap identity, then sets `hubAcceptsClient`. Tells
+/// each step through `say`.
+pub async fn accept(
+    client: kube::Client,
+    clusters: &[String],
+    mut say: impl FnMut(String),
+) -> Result<(), CliError> {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+    let gvk =
+        kube::api::GroupVersionKind::gvk(ocm_proto::api::cluster::GROUP, "v1", "ManagedCluster");
+    let mcl: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "managedclusters"));
+    let csrs: Api<CertificateSigningRequest> = Api::all(client);
+    for cluster in clusters {
+        match mcl.get_opt(cluster).await? {
+            Some(_) => {}
+            None => {
+                return Err(CliError::Usage(format!(
+                    "ManagedCluster {cluster} does not exist: run `klusterlet join ... --cluster-name {cluster}` on that cluster first"
+                )));
+            }
+        }
+        let lp = ListParams::default()
+            .labels(&format!("{}={cluster}", crate::cluster_rbac::CLUSTER_NAME_LABEL));
+        let mut pending = Vec::new();
+        for csr in csrs.list(&lp).await?.items {
+            let name = csr.metadata.name.clone().unwrap_or_default();
+            let decided =
+                csr.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+                    c.iter().any(|c| matches!(c.type_.as_str(), "Approved" | "Denied" | "Failed"))
+                });
+            if decided {
+                continue;
+            }
+            let value = serde_json::to_value(&csr).map_err(|e| CliError::Usage(e.to_string()))?;
+            if !from_bootstrap_identity(&value) {
+                say(format!(
+                    "skipped CertificateSigningRequest {name}: not from a bootstrap identity"
+                ));
+                continue;
+            }
+            match crate::registration::check_agent_request(&value) {
+                Ok(check) => pending.push((name, check.common_name)),
+                Err(why) => say(format!("skipped CertificateSigningRequest {name}: {why}")),
+            }
+        }
+        let mut agents: Vec<&str> = pending.iter().map(|(_, cn)| cn.as_str()).collect();
+        agents.sort_unstable();
+        agents.dedup();
+        if agents.len() > 1 {
+            return Err(CliError::Usage(format!(
+                "several agents asked to join as {cluster} ({}): approve the right one with `kubectl certificate approve`",
+                agents.join(", ")
+            )));
+        }
+        if pending.is_empty() {
+            say(format!("no pending CertificateSigningRequest for {cluster}"));
+        }
+        for (name, cn) in &pending {
+            let body = json!({"status": {"conditions": [{
+                "type": "Approved", "status": "True", "reason": "OcmHubAccept",
+                "message": "approved by ocm-hub accept",
+                "lastUpdateTime": crate::object::now_rfc3339(),
+            }]}});
+            csrs.patch_subresource("approval", name, &PatchParams::default(), &Patch::Merge(&body))
+                .await?;
+            say(format!("approved CertificateSigningRequest {name} for {cn}"));
+        }
+        let body = json!({"spec": {"hubAcceptsClient": true}});
+        mcl.patch(cluster, &PatchParams::default(), &Patch::Merge(&body)).await?;
+        say(format!("set hubAcceptsClient=true on ManagedCluster {cluster}"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -29,6 +29,22 @@ enum Command {
     /// Bootstrap tokens for joining managed clusters (kept by the running hub).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Accepts managed clusters: approves their agents' pending certificate requests and sets
+    /// hubAcceptsClient.
+    Accept {
+        /// The clusters.
+        #[arg(required = true, value_parser = parse_cluster_name)]
+        clusters: Vec<String>,
+        /// The hub's data directory (its admin.kubeconfig is used).
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+    },
+}
+
+fn parse_cluster_name(text: &str) -> Result<String, String> {
+    ocm_apiserver::object::check_dns_label(text)
+        .map(|()| text.to_owned())
+        .map_err(|e| format!("{text:?} is not a cluster name: {e}"))
 }
 
 #[derive(Subcommand)]
@@ -56,6 +72,14 @@ enum TokenCommand {
         #[arg(long, default_value = "./ocm-data")]
         data_dir: PathBuf,
     },
+}
+
+fn parse_signing_duration(text: &str) -> Result<Duration, String> {
+    let d = cli::parse_duration(text)?;
+    if d < Duration::from_secs(600) {
+        return Err("--cluster-signing-duration must be at least 10m".into());
+    }
+    Ok(d)
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, String> {
@@ -135,6 +159,14 @@ struct ServeArgs {
     /// did not issue (TokenReview), for aggregated mode.
     #[arg(long)]
     authentication_kubeconfig: Option<String>,
+    /// Requesters (a CSR's spec.username, comma-separated) whose agents' bootstrap certificate
+    /// requests are approved, and whose clusters are accepted, without an admin.
+    #[arg(long, value_delimiter = ',')]
+    auto_approve_identities: Vec<String>,
+    /// The longest client certificate the CSR signer issues (a request's expirationSeconds may
+    /// ask for less; at least 10m).
+    #[arg(long, default_value = "8760h", value_parser = parse_signing_duration)]
+    cluster_signing_duration: Duration,
     /// Ask this kube-apiserver (`in-cluster` or a kubeconfig path) about requests the hub's own
     /// RBAC denies (SubjectAccessReview), for aggregated mode.
     #[arg(long)]
@@ -162,6 +194,7 @@ fn main() -> ExitCode {
     let args = match cli.command {
         Command::Serve(args) => *args,
         Command::Token(command) => return token(command),
+        Command::Accept { clusters, data_dir } => return accept(&clusters, &data_dir),
     };
     let kubeconfigs = [&args.authentication_kubeconfig, &args.authorization_kubeconfig];
     for source in kubeconfigs.into_iter().flatten() {
@@ -199,6 +232,8 @@ fn main() -> ExitCode {
     config.service_account_issuer = args.service_account_issuer;
     config.authentication_kubeconfig = args.authentication_kubeconfig;
     config.authorization_kubeconfig = args.authorization_kubeconfig;
+    config.registration.auto_approve_identities = args.auto_approve_identities;
+    config.registration.signing_duration = args.cluster_signing_duration;
     config.profile = match args.profile {
         ProfileArg::Hub => Profile::Hub,
         ProfileArg::Cluster => Profile::Cluster,
@@ -219,9 +254,49 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(run(config, shutdown_signal(), |running| {
         tracing::info!(https = %running.https, "ready");
+        if let Some(join) = &running.join_command {
+            println!(
+                "The hub is ready. To join a cluster, run this where the cluster's kubeconfig is \
+                 (the token works for {}h; `ocm-hub token create` makes more):\n\n  {join}\n",
+                ocm_apiserver::server::FIRST_TOKEN_TTL.as_secs() / 3600
+            );
+        }
     }));
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ocm-hub: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs `accept` against the running hub, a line per step.
+fn accept(clusters: &[String], data_dir: &Path) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ocm-hub: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let client = cli::client(data_dir).await?;
+        cli::accept(client, clusters, |line| println!("{line}")).await
+    });
+    match result {
+        Ok(()) => {
+            println!(
+                "accepted: {} (check with `kubectl --kubeconfig {} get managedclusters`)",
+                clusters.join(", "),
+                data_dir.join("admin.kubeconfig").display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(cli::CliError::Usage(message)) => {
+            eprintln!("ocm-hub: {message}");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("ocm-hub: {e}");
             ExitCode::FAILURE

@@ -54,6 +54,18 @@ pub enum PkiError {
     Verifier(#[from] rustls::server::VerifierBuilderError),
 }
 
+/// The kubeadm-style pin (`sha256:<hex>` of the SubjectPublicKeyInfo) of the first certificate
+/// in `pem`.
+pub fn ca_hash_of(pem: &str) -> Option<String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
+    Some(format!(
+        "sha256:{}",
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}
+
 /// Why a certificate request was not signed.
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
@@ -239,6 +251,15 @@ impl Pki {
         let dir = data_dir.join("pki");
         let (ca_pem, ca_key) = read_ca(&dir)?;
         Pki::new(dir, ca_pem, ca_key)
+    }
+
+    /// The CA's public key pin as kubeadm writes it (`--discovery-token-ca-cert-hash`):
+    /// `sha256:` and the hex SHA-256 of its DER SubjectPublicKeyInfo.
+    pub fn ca_hash(&self) -> Result<String, PkiError> {
+        ca_hash_of(&self.ca_pem).ok_or_else(|| PkiError::BadPem {
+            path: self.dir.join("ca.crt"),
+            detail: "not an X.509 certificate".into(),
+        })
     }
 
     fn new(dir: PathBuf, ca_pem: String, ca_key: KeyPair) -> Result<Pki, PkiError> {

@@ -305,6 +305,9 @@ fn aggregated_wanted(headers: &HeaderMap) -> Option<usize> {
     None
 }
 
+/// The one path anonymous requests may read (then subject to RBAC).
+const CLUSTER_INFO_PATH: &str = "/api/v1/namespaces/kube-public/configmaps/cluster-info";
+
 /// The one entry point of every request.
 pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Response {
     let wanted = encoding::Wanted::of(req.headers());
@@ -350,6 +353,19 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
             }
             None => return Err(ApiError::unauthorized()),
         },
+        // Without any credential, only the hub's public cluster-info may be read (kube-
+        // apiserver's anonymous authentication limited to that path, as kubeadm uses it).
+        Err(crate::authn::Unauthenticated { token: None })
+            if matches!(peer, crate::tls::Peer::Anonymous)
+                && req.method() == axum::http::Method::GET
+                && path == CLUSTER_INFO_PATH =>
+        {
+            Identity::new(authz::UserInfo {
+                name: authz::ANONYMOUS_USER.to_owned(),
+                groups: vec![authz::UNAUTHENTICATED_GROUP.to_owned()],
+                ..authz::UserInfo::default()
+            })
+        }
         Err(_) => return Err(ApiError::unauthorized()),
     };
     let identity = state.access.impersonate(user, req.headers())?;

@@ -86,6 +86,8 @@ pub struct ServeConfig {
     /// Where to send SubjectAccessReviews for requests the hub's RBAC denies
     /// (`--authorization-kubeconfig`).
     pub authorization_kubeconfig: Option<String>,
+    /// How registration approves, accepts and signs.
+    pub registration: crate::registration::RegistrationConfig,
 }
 
 impl ServeConfig {
@@ -110,6 +112,7 @@ impl ServeConfig {
             tls_reload_every: Duration::from_secs(2),
             authentication_kubeconfig: None,
             authorization_kubeconfig: None,
+            registration: Default::default(),
         }
     }
 }
@@ -152,7 +155,13 @@ pub enum ServeError {
 pub struct Running {
     /// The HTTPS address it listens on.
     pub https: SocketAddr,
+    /// On a hub's first start: the command that joins a cluster to it (with a bootstrap token
+    /// valid for [`FIRST_TOKEN_TTL`]).
+    pub join_command: Option<String>,
 }
+
+/// Lifetime of the bootstrap token a hub makes on its first start (kubeadm's default).
+pub const FIRST_TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// Opens the store a configuration names.
 pub async fn open_storage(config: &ServeConfig) -> Result<Storage, ServeError> {
@@ -202,7 +211,8 @@ pub async fn run(
     } else {
         addr
     };
-    let pki = Pki::load_or_create(&config.data_dir, &[addr.ip().to_string()])?;
+    let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
+    let pki = Arc::new(Pki::load_or_create(&config.data_dir, &[addr.ip().to_string()])?);
     let server_url = format!("https://{reach}");
     pki.write_admin_kubeconfig(&config.data_dir.join("admin.kubeconfig"), &server_url)?;
     let (cert, key) = config.tls_cert.clone().unwrap_or_else(|| pki.serving_files());
@@ -231,6 +241,30 @@ pub async fn run(
         Some(source) => Some(Arc::new(Delegate::connect(source).await?)),
         None => None,
     };
+    let mut join_command = None;
+    if config.profile == Profile::Hub {
+        publish_cluster_info(&registry, &server_url, &pki.ca_pem).await?;
+        crate::registration::start(
+            &registry,
+            Arc::clone(&access),
+            Arc::clone(&pki),
+            config.registration.clone(),
+            &background,
+        );
+        if first_start {
+            let (token, secret) = crate::cli::bootstrap_token_secret(
+                FIRST_TOKEN_TTL,
+                "created by ocm-hub serve on its first start",
+            );
+            if let Some(rt) = registry.scheme.lookup("", "v1", "secrets").cloned() {
+                create_if_absent(&registry, &rt, secret).await?;
+                join_command = Some(format!(
+                    "klusterlet join --hub {server_url} --token {token} --ca-hash {} --cluster-name <cluster-name>",
+                    pki.ca_hash()?
+                ));
+            }
+        }
+    }
     let state = Arc::new(ApiState {
         discovery: Discovery::new(&registry.scheme, &reach.to_string()),
         openapi: crate::openapi::OpenApi::new(&registry.scheme),
@@ -254,7 +288,7 @@ pub async fn run(
     std::fs::write(&endpoints, body).map_err(io(&endpoints))?;
     state.ready.store(true, Ordering::Release);
     tracing::info!(%server_url, "serving");
-    on_ready(Running { https: addr });
+    on_ready(Running { https: addr, join_command });
 
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
@@ -376,6 +410,45 @@ async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
     }
     Ok(())
 }
+
+/// Publishes `kube-public/cluster-info` as kubeadm does: a kubeconfig with the hub's URL and
+/// CA, readable anonymously, so a joining agent can fetch the CA and check it against the pin
+/// it was given (`--ca-hash`) before it sends its token anywhere.
+async fn publish_cluster_info(
+    registry: &Registry,
+    server: &str,
+    ca_pem: &str,
+) -> Result<(), ApiError> {
+    use base64::Engine as _;
+    let Some(rt) = registry.scheme.lookup("", "v1", "configmaps").cloned() else { return Ok(()) };
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "", "cluster": {
+            "server": server,
+            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+        }}],
+        "contexts": [], "users": [],
+    });
+    let obj = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": CLUSTER_INFO, "namespace": "kube-public"},
+        "data": {"kubeconfig": kubeconfig.to_string()},
+    });
+    match registry.cache.get(&rt.prefix, &rt.key("kube-public", CLUSTER_INFO)).ok().flatten() {
+        Some(cur) if cur.value.get("data") == obj.get("data") => Ok(()),
+        Some(_) => {
+            let patch = crate::registry::Patch::Merge(json!({"data": obj["data"]}));
+            registry
+                .patch(&rt, "kube-public", CLUSTER_INFO, &patch, None, &WriteOptions::default())
+                .await
+                .map(drop)
+        }
+        None => create_if_absent(registry, &rt, obj).await,
+    }
+}
+
+/// The ConfigMap in `kube-public` that carries the hub's URL and CA for joining agents.
+pub const CLUSTER_INFO: &str = "cluster-info";
 
 /// Creates an object the hub needs unless it exists (a later start keeps what is there).
 async fn create_if_absent(
