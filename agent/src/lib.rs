@@ -1,4 +1,11 @@
-//! The klusterlet agent: registration, heartbeat, work application and status reporting.
-//!
-//! Not built yet (registration issue). It may depend on `ocm-proto` only, never on the hub or
-//! its storage (see `ARCHITECTURE.md`).
+//! The klusterlet agent (design §4): joins a hub through the double opt-in handshake, renews its
+//! Lease, reports its cluster's status and rotates its certificate. It may depend on `ocm-proto`
+//! only, never on the hub or its storage (see `ARCHITECTURE.md`).
+
+pub mod agent;
+pub mod cluster;
+pub mod error;
+pub mod hub;
+pub mod quantity;
+pub mod registration;
+pub mod state;

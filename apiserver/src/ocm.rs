@@ -18,11 +18,13 @@ use crate::registry::Requester;
 use crate::scheme::{ResourceType, Subresource, prefix_of, version_priority};
 use crate::strategy::{NameRule, OpenApiSchema, Strategy};
 
-/// Every OCM kind the hub serves (spoke-only kinds are left to the agent's cluster).
-pub fn ocm_types() -> Vec<ResourceType> {
+/// The OCM kinds a profile serves: the hub every kind but the spoke-only ones (ClusterClaim,
+/// AppliedManifestWork), a managed cluster just those.
+pub fn ocm_types(profile: crate::scheme::Profile) -> Vec<ResourceType> {
+    let hub = profile == crate::scheme::Profile::Hub;
     ocm_crds()
         .iter()
-        .filter(|crd| !matches!(crd.kind.as_str(), "ClusterClaim" | "AppliedManifestWork"))
+        .filter(|crd| matches!(crd.kind.as_str(), "ClusterClaim" | "AppliedManifestWork") != hub)
         .map(resource_type)
         .collect()
 }

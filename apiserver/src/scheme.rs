@@ -180,10 +180,8 @@ impl Scheme {
         for rt in core_types(profile) {
             scheme.add(rt);
         }
-        if profile == Profile::Hub {
-            for rt in crate::ocm::ocm_types() {
-                scheme.add(rt);
-            }
+        for rt in crate::ocm::ocm_types(profile) {
+            scheme.add(rt);
         }
         scheme
     }

@@ -24,8 +24,7 @@ use crate::error::ApiError;
 use crate::object;
 use crate::reconcile::{self, Action, Reconciler, Watch};
 
-/// The Lease every cluster renews (created by the hub on acceptance).
-pub const LEASE_NAME: &str = "managed-cluster-lease";
+pub use ocm_proto::api::cluster::LEASE_NAME;
 /// `leaseDurationSeconds` when unset or 0.
 const DEFAULT_LEASE_SECONDS: i64 = 60;
 /// How often deletion cleanup looks again while resources remain.

@@ -261,8 +261,9 @@ mod tests {
 
     #[test]
     fn selectors_of_both_types() {
-        let labels =
-            |set: &str| move |k: &str| if k == api::LABEL_CLUSTER_SET { Some(set) } else { None };
+        fn labels(set: &'static str) -> impl Fn(&str) -> Option<&'static str> {
+            move |k| if k == api::LABEL_CLUSTER_SET { Some(set) } else { None }
+        }
         let exclusive = set_selector("dev", None).unwrap();
         assert!(exclusive.matches(labels("dev")));
         assert!(!exclusive.matches(labels("prod")));

@@ -154,7 +154,7 @@ impl Csrs {
         };
         let user = requester(csr);
         let renewal = user.name == check.common_name && self.may_renew(&user);
-        let trusted = self.ctx.config.auto_approve_identities.iter().any(|u| *u == user.name);
+        let trusted = self.ctx.config.auto_approve_identities.contains(&user.name);
         if !renewal && !trusted {
             return Ok(Action::Done);
         }

@@ -76,6 +76,8 @@ pub const TAINT_UNREACHABLE: &str = "cluster.open-cluster-management.io/unreacha
 /// Automatic taint (effect `NoSelect`) while the cluster's Available condition is False.
 pub const TAINT_UNAVAILABLE: &str = "cluster.open-cluster-management.io/unavailable";
 
+/// The Lease in a cluster's namespace its agent renews (the hub creates it on acceptance).
+pub const LEASE_NAME: &str = "managed-cluster-lease";
 /// The `ExclusiveClusterSetLabel` set every cluster joins by default.
 pub const CLUSTER_SET_DEFAULT: &str = "default";
 /// The `LabelSelector` set selecting every cluster.

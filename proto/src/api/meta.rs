@@ -310,6 +310,6 @@ mod condition_tests {
         assert_eq!(list[0].last_transition_time, at(10), "a reason change is no transition");
         assert!(set_condition(&mut list, condition("A", CONDITION_FALSE, "R2", "m2"), at(40)));
         assert_eq!(list[0].last_transition_time, at(40));
-        assert!(is_condition_true(&list, "B") == false && find_condition(&list, "A").is_some());
+        assert!(!is_condition_true(&list, "B") && find_condition(&list, "A").is_some());
     }
 }

@@ -1,0 +1,477 @@
+//! The agent's two entry points: `join` (trust the hub, register, wait for approval and
+//! acceptance, keep the credentials) and `run` (from the data dir: renew the Lease, report the
+//! cluster's status, rotate the certificate before it runs out), both level-triggered loops
+//! that ride out a hub that is away.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use ocm_proto::api::cluster::{self as api, v1::ManagedCluster};
+use ocm_proto::api::meta::{
+    CONDITION_FALSE, CONDITION_TRUE, Condition, Time, condition, is_condition_true, set_condition,
+};
+use serde_json::json;
+
+use crate::cluster::Cluster;
+use crate::error::AgentError;
+use crate::hub;
+use crate::registration::{self as reg, Acceptance, CsrState};
+use crate::state::{DataDir, Identity};
+
+/// How the agent behaves.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Its data dir.
+    pub data_dir: DataDir,
+    /// How often the cluster's status is reported (`--cluster-healthcheck-period`).
+    pub healthcheck_period: Duration,
+    /// The certificate lifetime to ask for (`--client-cert-expiration-seconds`; the hub's
+    /// maximum when `None`).
+    pub cert_expiration: Option<Duration>,
+}
+
+impl Options {
+    /// Defaults (OCM's) for a data dir.
+    pub fn new(data_dir: DataDir) -> Options {
+        Options { data_dir, healthcheck_period: Duration::from_secs(60), cert_expiration: None }
+    }
+}
+
+/// Where the hub's CA comes from.
+#[derive(Debug, Clone)]
+pub enum CaSource {
+    /// A PEM file's contents.
+    Pem(String),
+    /// A kubeadm-style pin of the CA the hub hands out.
+    Pin(String),
+}
+
+/// What `join` needs.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    pub hub: String,
+    pub token: String,
+    pub cluster_name: String,
+    pub ca: CaSource,
+}
+
+/// What `join` tells as it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// A step done.
+    Step(String),
+    /// Still waiting for something (with how long so far).
+    Waiting { what: String, seconds: u64 },
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn unix_now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// Registers the cluster with the hub and waits until it is accepted, keeping what it learns in
+/// the data dir so `run` (or a re-run of `join`) resumes without joining again.
+pub async fn join(
+    req: &JoinRequest,
+    opts: &Options,
+    mut progress: impl FnMut(Progress),
+) -> Result<Identity, AgentError> {
+    let dir = &opts.data_dir;
+    let previous = dir.identity()?;
+    if let Some(p) = &previous {
+        if p.hub != req.hub || p.cluster_name != req.cluster_name {
+            return Err(AgentError::Invalid(format!(
+                "data dir {} already belongs to cluster {} of hub {}: use `klusterlet run`, or another --data-dir",
+                dir.path().display(),
+                p.cluster_name,
+                p.hub
+            )));
+        }
+    }
+    let ca_pem = match &req.ca {
+        CaSource::Pem(pem) => pem.clone(),
+        CaSource::Pin(pin) => {
+            let pem = hub::discover_ca(&req.hub, pin).await?;
+            progress(Progress::Step(format!("trusting the hub's CA {pin}")));
+            pem
+        }
+    };
+    let id = Identity {
+        hub: req.hub.clone(),
+        cluster_name: req.cluster_name.clone(),
+        agent_name: previous.map(|p| p.agent_name).unwrap_or_else(reg::new_agent_name),
+    };
+    dir.write("ca.crt", ca_pem.as_bytes(), false)?;
+    dir.write("bootstrap.token", req.token.as_bytes(), true)?;
+    dir.save_identity(&id)?;
+    let bootstrap = hub::with_token(&req.hub, &ca_pem, &req.token)?;
+    reg::ensure_cluster(&bootstrap, &req.hub, &id.cluster_name).await?;
+    progress(Progress::Step(format!(
+        "ManagedCluster {} is registered on the hub",
+        id.cluster_name
+    )));
+    let cn = reg::common_name(&id.cluster_name, &id.agent_name);
+    let have = match dir.credentials()? {
+        Some((cert, key)) => reg::check_certificate(&cert, &key, &cn)
+            .is_ok_and(|(_, not_after)| not_after > unix_now()),
+        None => false,
+    };
+    if !have {
+        let (key, request) = reg::new_request(&id.cluster_name, &id.agent_name)?;
+        let name =
+            reg::create_csr(&bootstrap, &req.hub, &id.cluster_name, &request, opts.cert_expiration)
+                .await?;
+        progress(Progress::Step(format!(
+            "CertificateSigningRequest {name} is waiting for the hub. On the hub, run:\n\n  ocm-hub accept {}\n",
+            id.cluster_name
+        )));
+        let cert = wait(&mut progress, "the hub to approve the certificate request", || async {
+            match reg::csr_state(&bootstrap, &req.hub, &name).await? {
+                CsrState::Issued(cert) => Ok(Some(cert)),
+                CsrState::Pending => Ok(None),
+            }
+        })
+        .await?;
+        reg::check_certificate(&cert, &key, &cn)?;
+        dir.save_credentials(&cert, &key)?;
+        progress(Progress::Step(format!("certificate issued for {cn}")));
+    }
+    let clusters = reg::clusters(bootstrap);
+    wait(&mut progress, "the hub to accept the cluster", || async {
+        let mc = clusters.get(&id.cluster_name).await.map_err(|e| hub::explain(&req.hub, e))?;
+        match reg::acceptance(&serde_json::to_value(mc).unwrap_or_default()) {
+            Acceptance::Accepted => Ok(Some(())),
+            Acceptance::Denied => Err(AgentError::Denied(id.cluster_name.clone())),
+            Acceptance::Waiting => Ok(None),
+        }
+    })
+    .await?;
+    progress(Progress::Step(format!("cluster {} is accepted by the hub", id.cluster_name)));
+    Ok(id)
+}
+
+/// Polls `check` until it yields, telling `progress` how long it has waited; a hub that is away
+/// is waited out, any other error ends the wait.
+async fn wait<T, F, Fut>(
+    progress: &mut impl FnMut(Progress),
+    what: &str,
+    mut check: F,
+) -> Result<T, AgentError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, AgentError>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        match check().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) if e.is_unreachable() => tracing::debug!(error = %e, "hub away while waiting"),
+            Err(e) => return Err(e),
+        }
+        progress(Progress::Waiting { what: what.to_owned(), seconds: start.elapsed().as_secs() });
+        tokio::time::sleep(reg::POLL).await;
+    }
+}
+
+/// What the loops of a running agent share.
+struct Shared {
+    id: Identity,
+    opts: Options,
+    ca_pem: String,
+    client: RwLock<kube::Client>,
+    /// The certificate's validity, Unix seconds.
+    not_before: AtomicI64,
+    not_after: AtomicI64,
+    /// The cluster's `leaseDurationSeconds`, as last read.
+    lease_seconds: AtomicI64,
+    cluster: Arc<dyn Cluster>,
+    /// When the cluster's API server started failing (0: healthy).
+    failing_since: AtomicI64,
+    /// A rotation to report in the next status (`ClusterCertificateRotated`).
+    rotated: std::sync::Mutex<Option<Condition>>,
+}
+
+impl Shared {
+    fn client(&self) -> kube::Client {
+        self.client.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+/// Runs a joined agent from its data dir until `shutdown` resolves.
+pub async fn run(
+    opts: Options,
+    cluster: Arc<dyn Cluster>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let dir = &opts.data_dir;
+    let not_joined = || {
+        AgentError::Invalid(format!(
+            "{} holds no joined agent: run `klusterlet join` first",
+            dir.path().display()
+        ))
+    };
+    let id = dir.identity()?.ok_or_else(not_joined)?;
+    let ca_pem = dir.read("ca.crt")?.ok_or_else(not_joined)?;
+    let (cert, key) = dir.credentials()?.ok_or_else(not_joined)?;
+    let cn = reg::common_name(&id.cluster_name, &id.agent_name);
+    let (nb, na) = reg::check_certificate(&cert, &key, &cn)?;
+    if na <= unix_now() {
+        return Err(AgentError::Invalid(
+            "the agent's certificate expired: join again with a new token (`ocm-hub token create` on the hub, then `klusterlet join`)"
+                .into(),
+        ));
+    }
+    let client = hub::with_certificate(&id.hub, &ca_pem, &cert, &key)?;
+    let shared = Arc::new(Shared {
+        id,
+        opts: opts.clone(),
+        ca_pem,
+        client: RwLock::new(client),
+        not_before: AtomicI64::new(nb),
+        not_after: AtomicI64::new(na),
+        lease_seconds: AtomicI64::new(60),
+        cluster,
+        failing_since: AtomicI64::new(0),
+        rotated: Default::default(),
+    });
+    tracing::info!(cluster = %shared.id.cluster_name, hub = %shared.id.hub, "agent running");
+    tokio::select! {
+        () = shutdown => Ok(()),
+        () = lease_loop(Arc::clone(&shared)) => Ok(()),
+        () = status_loop(Arc::clone(&shared)) => Ok(()),
+        () = rotation_loop(Arc::clone(&shared)) => Ok(()),
+    }
+}
+
+/// Renews the Lease every `leaseDurationSeconds` (jittered up to 25 % later, as OCM does).
+async fn lease_loop(shared: Arc<Shared>) {
+    use rand::Rng as _;
+    loop {
+        if let Err(e) = renew_lease(&shared).await {
+            tracing::warn!(error = %e, "lease renewal failed; retrying");
+        }
+        let base = shared.lease_seconds.load(Ordering::Relaxed).max(1) as f64;
+        let jitter = rand::rng().random_range(0.0..0.25);
+        tokio::time::sleep(Duration::from_secs_f64(base * (1.0 + jitter))).await;
+    }
+}
+
+/// One renewal: GET and UPDATE (the agent never creates its Lease; the hub does on acceptance).
+pub async fn renew_lease_with(client: &kube::Client, cluster: &str) -> Result<(), kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), cluster);
+    let mut lease = leases.get(api::LEASE_NAME).await?;
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    leases.replace(api::LEASE_NAME, &PostParams::default(), &lease).await.map(drop)
+}
+
+async fn renew_lease(shared: &Shared) -> Result<(), AgentError> {
+    renew_lease_with(&shared.client(), &shared.id.cluster_name)
+        .await
+        .map_err(|e| hub::explain(&shared.id.hub, e))
+}
+
+/// Reports the cluster's status at start and then every healthcheck period.
+async fn status_loop(shared: Arc<Shared>) {
+    loop {
+        if let Err(e) = report_status(&shared).await {
+            tracing::warn!(error = %e, "status report failed; retrying");
+        }
+        let period = shared.opts.healthcheck_period;
+        // A failing API server is rechecked every 5 s (OCM's), so it turns False in time.
+        let next = if shared.failing_since.load(Ordering::Relaxed) != 0 {
+            period.min(Duration::from_secs(5))
+        } else {
+            period
+        };
+        tokio::time::sleep(next).await;
+    }
+}
+
+/// How long the cluster's API server must fail before it is reported unavailable (OCM's).
+const UNAVAILABLE_AFTER: i64 = 20;
+/// Custom claims reported at most (OCM's `--max-custom-cluster-claims`).
+const MAX_CUSTOM_CLAIMS: usize = 20;
+
+async fn report_status(shared: &Shared) -> Result<(), AgentError> {
+    let url = &shared.id.hub;
+    let name = &shared.id.cluster_name;
+    let clusters = reg::clusters(shared.client());
+    let obj = clusters.get(name).await.map_err(|e| hub::explain(url, e))?;
+    let mc: ManagedCluster = serde_json::from_value(serde_json::to_value(&obj).unwrap_or_default())
+        .map_err(|e| AgentError::Invalid(format!("ManagedCluster {name}: {e}")))?;
+    if let Some(s) = mc.spec.as_ref().and_then(|s| s.lease_duration_seconds).filter(|s| *s > 0) {
+        shared.lease_seconds.store(i64::from(s), Ordering::Relaxed);
+    }
+    let mut status = mc.status.clone().unwrap_or_default();
+    if !is_condition_true(&status.conditions, api::v1::CONDITION_HUB_ACCEPTED) {
+        return Ok(()); // nothing to report before acceptance (and no right to)
+    }
+    let synced =
+        ocm_proto::api::meta::find_condition(&status.conditions, api::v1::CONDITION_CLOCK_SYNCED);
+    if synced.is_some_and(|c| c.status == CONDITION_FALSE) {
+        tracing::warn!("the hub says this clock is out of sync; not reporting status");
+        return Ok(());
+    }
+    let stamp = now();
+    set_condition(
+        &mut status.conditions,
+        condition(
+            api::v1::CONDITION_JOINED,
+            CONDITION_TRUE,
+            api::v1::REASON_MANAGED_CLUSTER_JOINED,
+            "Managed cluster joined",
+        ),
+        stamp.clone(),
+    );
+    let cluster = &shared.cluster;
+    match cluster.healthy().await {
+        Ok(()) => {
+            shared.failing_since.store(0, Ordering::Relaxed);
+            set_condition(
+                &mut status.conditions,
+                condition(
+                    api::v1::CONDITION_AVAILABLE,
+                    CONDITION_TRUE,
+                    api::v1::REASON_MANAGED_CLUSTER_AVAILABLE,
+                    "Managed cluster is available",
+                ),
+                stamp.clone(),
+            );
+        }
+        Err(e) => {
+            let since = match shared.failing_since.load(Ordering::Relaxed) {
+                0 => {
+                    shared.failing_since.store(unix_now(), Ordering::Relaxed);
+                    unix_now()
+                }
+                t => t,
+            };
+            if unix_now() - since >= UNAVAILABLE_AFTER {
+                set_condition(
+                    &mut status.conditions,
+                    condition(
+                        api::v1::CONDITION_AVAILABLE,
+                        CONDITION_FALSE,
+                        api::v1::REASON_KUBE_APISERVER_UNAVAILABLE,
+                        format!("The kube-apiserver is not ok: {e}"),
+                    ),
+                    stamp.clone(),
+                );
+            }
+        }
+    }
+    if let Some(c) = shared.rotated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    {
+        set_condition(&mut status.conditions, c, stamp.clone());
+    }
+    let mut patch = json!({
+        "metadata": {"resourceVersion": obj.metadata.resource_version},
+        "status": {"conditions": status.conditions},
+    });
+    if let Ok(version) = cluster.version().await {
+        patch["status"]["version"] = json!({"kubernetes": version});
+    }
+    if let Ok(res) = cluster.resources().await {
+        patch["status"]["capacity"] = json!(res.capacity);
+        patch["status"]["allocatable"] = json!(res.allocatable);
+    }
+    if let Ok(mut claims) = cluster.claims().await {
+        claims.sort();
+        let (mut reserved, custom): (Vec<_>, Vec<_>) =
+            claims.into_iter().partition(|(n, _)| api::RESERVED_CLAIM_NAMES.contains(&n.as_str()));
+        reserved.extend(custom.into_iter().take(MAX_CUSTOM_CLAIMS));
+        let list: Vec<_> =
+            reserved.into_iter().map(|(n, v)| json!({"name": n, "value": v})).collect();
+        patch["status"]["clusterClaims"] = json!(list);
+    }
+    // Nothing to write when the status already says all of it.
+    let current = serde_json::to_value(&obj).unwrap_or_default();
+    let unchanged = patch["status"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| current.pointer(&format!("/status/{k}")) == Some(v));
+    if unchanged {
+        return Ok(());
+    }
+    clusters
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| hub::explain(url, e))?;
+    Ok(())
+}
+
+/// Rotates the certificate when a fifth of its lifetime is left (OCM's threshold is 20–25 %).
+async fn rotation_loop(shared: Arc<Shared>) {
+    loop {
+        let (nb, na) =
+            (shared.not_before.load(Ordering::Relaxed), shared.not_after.load(Ordering::Relaxed));
+        let threshold = na - (na - nb) / 5;
+        let left = threshold - unix_now();
+        if left > 0 {
+            tokio::time::sleep(Duration::from_secs(left.unsigned_abs().min(10))).await;
+            continue;
+        }
+        let outcome = rotate(&shared).await;
+        let c = match &outcome {
+            Ok(()) => condition(
+                api::v1::CONDITION_CLUSTER_CERTIFICATE_ROTATED,
+                CONDITION_TRUE,
+                api::v1::REASON_CLIENT_CERTIFICATE_UPDATED,
+                "client certificate rotated",
+            ),
+            Err(e) => condition(
+                api::v1::CONDITION_CLUSTER_CERTIFICATE_ROTATED,
+                CONDITION_FALSE,
+                api::v1::REASON_CLIENT_CERTIFICATE_UPDATE_FAILED,
+                e.to_string(),
+            ),
+        };
+        *shared.rotated.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(c);
+        if let Err(e) = outcome {
+            tracing::warn!(error = %e, "certificate rotation failed; retrying");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+/// A new key and certificate, requested with the current one (the hub approves renewals by the
+/// same identity), then used for every later request.
+async fn rotate(shared: &Shared) -> Result<(), AgentError> {
+    let id = &shared.id;
+    let client = shared.client();
+    let (key, request) = reg::new_request(&id.cluster_name, &id.agent_name)?;
+    let name =
+        reg::create_csr(&client, &id.hub, &id.cluster_name, &request, shared.opts.cert_expiration)
+            .await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let cert = loop {
+        if let CsrState::Issued(cert) = reg::csr_state(&client, &id.hub, &name).await? {
+            break cert;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(AgentError::Invalid(format!(
+                "renewal request {name} was not approved within 60 s"
+            )));
+        }
+        tokio::time::sleep(reg::POLL).await;
+    };
+    let cn = reg::common_name(&id.cluster_name, &id.agent_name);
+    let (nb, na) = reg::check_certificate(&cert, &key, &cn)?;
+    shared.opts.data_dir.save_credentials(&cert, &key)?;
+    let client = hub::with_certificate(&id.hub, &shared.ca_pem, &cert, &key)?;
+    *shared.client.write().unwrap_or_else(std::sync::PoisonError::into_inner) = client;
+    shared.not_before.store(nb, Ordering::Relaxed);
+    shared.not_after.store(na, Ordering::Relaxed);
+    tracing::info!(csr = %name, "certificate rotated");
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! Reaching the hub over its REST API with the `kube` client: with the bootstrap token or the
+//! agent's certificate, trusting only the hub CA the agent was given (`--ca-file`) or fetched
+//! and checked against a pin (`--ca-hash`, kubeadm's `sha256:` of the CA's public key).
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::error::AgentError;
+
+/// How long one request to the hub may take.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The DER certificates of a PEM bundle.
+pub fn pem_certificates(pem: &str) -> Vec<Vec<u8>> {
+    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .filter_map(Result::ok)
+        .filter(|p| p.label == "CERTIFICATE")
+        .map(|p| p.contents)
+        .collect()
+}
+
+/// kubeadm's CA pin: `sha256:` and the hex SHA-256 of the first certificate's DER
+/// SubjectPublicKeyInfo.
+pub fn ca_hash(pem: &str) -> Option<String> {
+    let der = pem_certificates(pem).into_iter().next()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
+    Some(format!(
+        "sha256:{}",
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}
+
+fn config(url: &str, ca_pem: Option<&str>, auth: Value) -> Result<kube::Config, AgentError> {
+    let uri: http::Uri =
+        url.parse().map_err(|_| AgentError::Invalid(format!("--hub {url:?} is not a URL")))?;
+    if uri.scheme_str() != Some("https") {
+        return Err(AgentError::Invalid(format!("--hub {url:?} must be an https:// URL")));
+    }
+    let mut config = kube::Config::new(uri);
+    match ca_pem {
+        Some(pem) => {
+            let certs = pem_certificates(pem);
+            if certs.is_empty() {
+                return Err(AgentError::Invalid("the hub CA is not a PEM certificate".into()));
+            }
+            config.root_cert = Some(certs);
+        }
+        None => config.accept_invalid_certs = true,
+    }
+    config.auth_info =
+        serde_json::from_value(auth).map_err(|e| AgentError::Invalid(e.to_string()))?;
+    config.connect_timeout = Some(std::time::Duration::from_secs(10));
+    config.read_timeout = Some(TIMEOUT);
+    config.write_timeout = Some(TIMEOUT);
+    Ok(config)
+}
+
+fn client(config: kube::Config) -> Result<kube::Client, AgentError> {
+    kube::Client::try_from(config).map_err(AgentError::Hub)
+}
+
+/// A client that authenticates with a bootstrap token.
+pub fn with_token(url: &str, ca_pem: &str, token: &str) -> Result<kube::Client, AgentError> {
+    client(config(url, Some(ca_pem), json!({"token": token}))?)
+}
+
+/// A client that authenticates with the agent's certificate and key (PEM).
+pub fn with_certificate(
+    url: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<kube::Client, AgentError> {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let auth = json!({"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)});
+    client(config(url, Some(ca_pem), auth)?)
+}
+
+/// Turns a failed hub request into the error a person can act on.
+pub fn explain(url: &str, err: kube::Error) -> AgentError {
+    match &err {
+        kube::Error::Api(s) if s.code == 401 => AgentError::BadToken,
+        kube::Error::Api(_) => AgentError::Hub(err),
+        _ => {
+            let detail = error_chain(&err);
+            if detail.contains("certificate") || detail.contains("UnknownIssuer") {
+                AgentError::Untrusted { url: url.to_owned(), detail }
+            } else {
+                AgentError::Unreachable { url: url.to_owned(), detail }
+            }
+        }
+    }
+}
+
+/// An error and its sources on one line.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// Fetches the hub's CA from its public `kube-public/cluster-info` (anonymously, before
+/// trusting anything) and returns it only if its pin is `expected`.
+pub async fn discover_ca(url: &str, expected: &str) -> Result<String, AgentError> {
+    let anonymous = client(config(url, None, json!({}))?)?;
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(anonymous, "kube-public");
+    let cm = cms.get("cluster-info").await.map_err(|e| match e {
+        kube::Error::Api(s) => AgentError::Invalid(format!(
+            "{url} did not hand out its cluster-info ({} {}): is it an ocm-hub? Use --ca-file instead",
+            s.code, s.message
+        )),
+        other => explain(url, other),
+    })?;
+    let kubeconfig = cm.data.and_then(|d| d.get("kubeconfig").cloned()).unwrap_or_default();
+    let parsed: Value = serde_json::from_str(&kubeconfig)
+        .map_err(|_| AgentError::Invalid(format!("{url}'s cluster-info holds no kubeconfig")))?;
+    let ca_b64 = parsed
+        .pointer("/clusters/0/cluster/certificate-authority-data")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ca_pem = base64::engine::general_purpose::STANDARD
+        .decode(ca_b64)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| AgentError::Invalid(format!("{url}'s cluster-info holds no CA")))?;
+    let found = ca_hash(&ca_pem).ok_or_else(|| {
+        AgentError::Invalid(format!("{url}'s cluster-info CA is not a certificate"))
+    })?;
+    if !found.eq_ignore_ascii_case(expected) {
+        return Err(AgentError::CaMismatch {
+            url: url.to_owned(),
+            found,
+            expected: expected.to_owned(),
+        });
+    }
+    Ok(ca_pem)
+}

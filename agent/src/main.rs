@@ -1,0 +1,234 @@
+//! `klusterlet`: the command line of the agent (design §6). Only this file reads flags or
+//! installs the tracing subscriber.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use ocm_agent::agent::{self, CaSource, JoinRequest, Options, Progress};
+use ocm_agent::cluster::KubeCluster;
+use ocm_agent::state::DataDir;
+
+#[derive(Parser)]
+#[command(
+    name = "klusterlet",
+    version,
+    about = "The Open Cluster Management agent of a managed cluster."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// Where the agent keeps its identity, the hub CA and its credentials.
+    #[arg(long, default_value = "./klusterlet-data")]
+    data_dir: PathBuf,
+    /// The managed cluster's kubeconfig (default: in-cluster, then ~/.kube/config).
+    #[arg(long)]
+    cluster_kubeconfig: Option<PathBuf>,
+    /// How often the cluster's status is reported (seconds).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    cluster_healthcheck_period: u64,
+    /// Lifetime to ask for the agent's certificate (seconds, at least 600; default: the
+    /// hub's maximum).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(600..))]
+    client_cert_expiration_seconds: Option<u64>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Joins the cluster to a hub, then keeps running as its agent.
+    Join {
+        /// The hub's URL (https://HOST:PORT).
+        #[arg(long)]
+        hub: String,
+        /// A bootstrap token from the hub (`ocm-hub token create`).
+        #[arg(long)]
+        token: String,
+        /// The name the cluster gets on the hub (a DNS label).
+        #[arg(long)]
+        cluster_name: String,
+        /// The hub's CA certificate (PEM).
+        #[arg(long, conflicts_with = "ca_hash", required_unless_present = "ca_hash")]
+        ca_file: Option<PathBuf>,
+        /// The hub CA's public key pin (sha256:HEX, as `ocm-hub serve` prints it).
+        #[arg(long)]
+        ca_hash: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Runs a joined agent from its data dir.
+    Run {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("klusterlet: {message}");
+    ExitCode::from(2)
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_bootstrap_token(s: &str) -> bool {
+    let ok = |p: &str, n: usize| {
+        p.len() == n && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    s.split_once('.').is_some_and(|(id, secret)| ok(id, 6) && ok(secret, 16))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("invalid arguments");
+            return usage_error(line.trim_start_matches("error: "));
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+    };
+    let (join, common) = match cli.command {
+        Command::Join { hub, token, cluster_name, ca_file, ca_hash, common } => {
+            if !is_dns_label(&cluster_name) {
+                return usage_error(&format!(
+                    "--cluster-name {cluster_name:?} is not a DNS label (a-z, 0-9, '-', at most 63)"
+                ));
+            }
+            if !is_bootstrap_token(&token) {
+                return usage_error(
+                    "--token is not a bootstrap token (6 + 16 characters a-z, 0-9: abcdef.0123456789abcdef)",
+                );
+            }
+            if !hub.starts_with("https://") {
+                return usage_error(&format!("--hub {hub:?} must be an https:// URL"));
+            }
+            let ca = match (ca_file, ca_hash) {
+                (Some(path), _) => match std::fs::read_to_string(&path) {
+                    Ok(pem) if ocm_agent::hub::ca_hash(&pem).is_some() => CaSource::Pem(pem),
+                    Ok(_) => {
+                        return usage_error(&format!(
+                            "--ca-file {} holds no PEM certificate",
+                            path.display()
+                        ));
+                    }
+                    Err(e) => return usage_error(&format!("--ca-file {}: {e}", path.display())),
+                },
+                (None, Some(pin)) => {
+                    let hex = pin.strip_prefix("sha256:").unwrap_or("");
+                    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return usage_error("--ca-hash must be sha256: followed by 64 hex digits");
+                    }
+                    CaSource::Pin(pin)
+                }
+                (None, None) => return usage_error("give --ca-file or --ca-hash"),
+            };
+            (
+                Some(JoinRequest {
+                    hub: hub.trim_end_matches('/').to_owned(),
+                    token,
+                    cluster_name,
+                    ca,
+                }),
+                common,
+            )
+        }
+        Command::Run { common } => (None, common),
+    };
+    if let Some(path) = &common.cluster_kubeconfig {
+        if !path.is_file() {
+            return usage_error(&format!(
+                "--cluster-kubeconfig {} is not a readable file",
+                path.display()
+            ));
+        }
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("klusterlet: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut opts = Options::new(DataDir::new(common.data_dir.clone()));
+    opts.healthcheck_period = Duration::from_secs(common.cluster_healthcheck_period);
+    opts.cert_expiration = common.client_cert_expiration_seconds.map(Duration::from_secs);
+    let result = runtime.block_on(async {
+        let cluster = Arc::new(KubeCluster::connect(common.cluster_kubeconfig.as_deref()).await?);
+        if let Some(req) = &join {
+            let terminal = std::io::stderr().is_terminal();
+            let mut waiting = false;
+            agent::join(req, &opts, |p| match p {
+                Progress::Step(line) => {
+                    if waiting && terminal {
+                        eprintln!();
+                    }
+                    waiting = false;
+                    println!("{line}");
+                }
+                // One line, rewritten in place on a terminal; said once otherwise.
+                Progress::Waiting { what, seconds } if terminal => {
+                    waiting = true;
+                    eprint!("\rwaiting for {what} ({seconds}s)");
+                }
+                Progress::Waiting { what, .. } if !waiting => {
+                    waiting = true;
+                    eprintln!("waiting for {what}");
+                }
+                Progress::Waiting { .. } => {}
+            })
+            .await?;
+            println!("joined; running as the cluster's agent (restart with `klusterlet run --data-dir {}`)", common.data_dir.display());
+        }
+        agent::run(opts, cluster, shutdown_signal()).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("klusterlet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

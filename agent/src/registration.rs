@@ -1,0 +1,204 @@
+//! Registration (ocm.md §3.2–§3.3, §3.6): the agent's ManagedCluster, its key and certificate
+//! request, waiting for the hub's approval and acceptance, and certificate rotation. The key is
+//! generated here (ECDSA P-256) and never leaves the data dir.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use ocm_proto::api::cluster as api;
+use serde_json::{Value, json};
+
+use crate::error::AgentError;
+use crate::hub;
+
+/// The signer agent certificates come from.
+pub const SIGNER: &str = "kubernetes.io/kube-apiserver-client";
+/// The group every agent certificate carries besides its cluster's.
+pub const MANAGED_CLUSTERS_GROUP: &str = "system:open-cluster-management:managed-clusters";
+/// OCM's limit: no new request while this many of the cluster's are outstanding.
+const MAX_PENDING_CSRS: usize = 10;
+/// How often the agent looks again while it waits on the hub.
+pub const POLL: Duration = Duration::from_millis(500);
+
+/// The ManagedCluster API on a hub client.
+pub fn clusters(client: kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(api::GROUP, "v1", "ManagedCluster");
+    Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "managedclusters"))
+}
+
+/// The user an agent's certificate names.
+pub fn common_name(cluster: &str, agent: &str) -> String {
+    format!("system:open-cluster-management:{cluster}:{agent}")
+}
+
+/// A random agent name (OCM's: five lower-case characters).
+pub fn new_agent_name() -> String {
+    use rand::Rng as _;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+/// Creates the ManagedCluster if it does not exist (with the bootstrap client). Returns it.
+pub async fn ensure_cluster(
+    hub: &kube::Client,
+    url: &str,
+    cluster: &str,
+) -> Result<Value, AgentError> {
+    let api = clusters(hub.clone());
+    if let Some(mc) = api.get_opt(cluster).await.map_err(|e| hub::explain(url, e))? {
+        return Ok(serde_json::to_value(mc).unwrap_or_default());
+    }
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{}/v1", api::GROUP), "kind": "ManagedCluster",
+        "metadata": {"name": cluster},
+        "spec": {"hubAcceptsClient": false, "leaseDurationSeconds": 60},
+    }))
+    .map_err(|e| AgentError::Invalid(e.to_string()))?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(mc) => Ok(serde_json::to_value(mc).unwrap_or_default()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let mc = api.get(cluster).await.map_err(|e| hub::explain(url, e))?;
+            Ok(serde_json::to_value(mc).unwrap_or_default())
+        }
+        Err(e) => Err(hub::explain(url, e)),
+    }
+}
+
+/// A new key and the PEM certificate request for `cluster`/`agent`: CN
+/// `system:open-cluster-management:<cluster>:<agent>`, O the cluster's group and the
+/// managed-clusters group. Returns (key PEM, request PEM).
+pub fn new_request(cluster: &str, agent: &str) -> Result<(String, String), AgentError> {
+    let key = rcgen::KeyPair::generate().map_err(|e| AgentError::Invalid(e.to_string()))?;
+    let mut params = rcgen::CertificateParams::default();
+    let mut dn = rcgen::DistinguishedName::new();
+    dn.push(rcgen::DnType::CommonName, common_name(cluster, agent));
+    dn.push(rcgen::DnType::OrganizationName, format!("system:open-cluster-management:{cluster}"));
+    // rcgen keeps one value per attribute type: the second O goes in under its OID.
+    dn.push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]), MANAGED_CLUSTERS_GROUP);
+    params.distinguished_name = dn;
+    let csr = params
+        .serialize_request(&key)
+        .and_then(|r| r.pem())
+        .map_err(|e| AgentError::Invalid(e.to_string()))?;
+    Ok((key.serialize_pem(), csr))
+}
+
+/// Creates the cluster's CertificateSigningRequest for `request_pem`; returns its name.
+pub async fn create_csr(
+    hub: &kube::Client,
+    url: &str,
+    cluster: &str,
+    request_pem: &str,
+    expiration: Option<Duration>,
+) -> Result<String, AgentError> {
+    let api: Api<CertificateSigningRequest> = Api::all(hub.clone());
+    let label = format!("{}={cluster}", api::LABEL_CLUSTER_NAME);
+    let pending = api
+        .list(&ListParams::default().labels(&label))
+        .await
+        .map_err(|e| hub::explain(url, e))?
+        .items
+        .into_iter()
+        .filter(|c| c.status.as_ref().and_then(|s| s.certificate.as_ref()).is_none())
+        .filter(|c| c.status.as_ref().and_then(|s| s.conditions.as_ref()).is_none_or(Vec::is_empty))
+        .count();
+    if pending >= MAX_PENDING_CSRS {
+        return Err(AgentError::Invalid(format!(
+            "{pending} certificate requests of {cluster} are still pending on the hub: approve or delete them (`kubectl get csr -l {label}`)"
+        )));
+    }
+    let mut spec = json!({
+        "request": base64::engine::general_purpose::STANDARD.encode(request_pem),
+        "signerName": SIGNER,
+        "usages": ["digital signature", "key encipherment", "client auth"],
+    });
+    if let Some(d) = expiration {
+        spec["expirationSeconds"] = json!(d.as_secs());
+    }
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": format!("{cluster}-"), "labels": {api::LABEL_CLUSTER_NAME: cluster}},
+        "spec": spec,
+    }))
+    .map_err(|e| AgentError::Invalid(e.to_string()))?;
+    let created =
+        api.create(&PostParams::default(), &csr).await.map_err(|e| hub::explain(url, e))?;
+    Ok(created.metadata.name.unwrap_or_default())
+}
+
+/// What became of a certificate request.
+pub enum CsrState {
+    Pending,
+    Issued(String),
+}
+
+/// Looks at a request once: its certificate once issued; an error once denied or failed.
+pub async fn csr_state(hub: &kube::Client, url: &str, name: &str) -> Result<CsrState, AgentError> {
+    let api: Api<CertificateSigningRequest> = Api::all(hub.clone());
+    let csr = api.get(name).await.map_err(|e| hub::explain(url, e))?;
+    let status = csr.status.unwrap_or_default();
+    for c in status.conditions.iter().flatten() {
+        if c.status == "True" && (c.type_ == "Denied" || c.type_ == "Failed") {
+            return Err(AgentError::CsrRefused {
+                name: name.to_owned(),
+                verdict: if c.type_ == "Denied" { "denied" } else { "failed" },
+                message: c.message.clone().unwrap_or_default(),
+            });
+        }
+    }
+    match status.certificate {
+        Some(cert) if !cert.0.is_empty() => String::from_utf8(cert.0)
+            .map(CsrState::Issued)
+            .map_err(|_| AgentError::Invalid(format!("certificate of {name} is not PEM"))),
+        _ => Ok(CsrState::Pending),
+    }
+}
+
+/// Checks an issued certificate is for `key_pem` and names `cn`; returns its validity
+/// (not before, not after) in Unix seconds.
+pub fn check_certificate(
+    cert_pem: &str,
+    key_pem: &str,
+    cn: &str,
+) -> Result<(i64, i64), AgentError> {
+    let bad =
+        |why: &str| AgentError::Invalid(format!("the hub issued an unusable certificate: {why}"));
+    let der = hub::pem_certificates(cert_pem).into_iter().next().ok_or_else(|| bad("no PEM"))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|_| bad("not X.509"))?;
+    let key = rcgen::KeyPair::from_pem(key_pem).map_err(|_| bad("the key is unreadable"))?;
+    if cert.tbs_certificate.subject_pki.subject_public_key.data.as_ref() != key.public_key_raw() {
+        return Err(bad("it is not for this agent's key"));
+    }
+    let names: Vec<&str> =
+        cert.subject().iter_common_name().filter_map(|a| a.as_str().ok()).collect();
+    if names != [cn] {
+        return Err(bad(&format!("it names {names:?}, not {cn:?}")));
+    }
+    let v = cert.validity();
+    Ok((v.not_before.timestamp(), v.not_after.timestamp()))
+}
+
+/// Where a cluster stands on the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acceptance {
+    Waiting,
+    Accepted,
+    Denied,
+}
+
+/// The acceptance of a ManagedCluster object.
+pub fn acceptance(mc: &Value) -> Acceptance {
+    let accepts = mc.pointer("/spec/hubAcceptsClient") == Some(&Value::Bool(true));
+    let condition = mc
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|l| l.iter().find(|c| c["type"] == api::v1::CONDITION_HUB_ACCEPTED));
+    match (accepts, condition.and_then(|c| c["status"].as_str())) {
+        (true, Some("True")) => Acceptance::Accepted,
+        (false, Some(_)) => Acceptance::Denied,
+        _ => Acceptance::Waiting,
+    }
+}
