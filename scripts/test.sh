@@ -32,12 +32,13 @@ if [ "${OCM_SKIP_KUBECTL:-}" != 1 ] && ! command -v kubectl >/dev/null 2>&1; the
   exit 2
 fi
 
-# The conformance suites run the real `ocm-hub` binary (its client commands, `serve --help`);
+# The conformance suites run the real `ocm-hub` and `klusterlet` binaries (client commands,
+# agents joining);
 # `cargo test` builds only test harnesses of binaries, so the binary is built first, in the same
 # profile as the tests.
 profile=()
 for arg in "$@"; do
   if [ "$arg" = --release ]; then profile=(--release); fi
 done
-cargo build -p ocm-apiserver --bin ocm-hub "${profile[@]}"
+cargo build -p ocm-apiserver --bin ocm-hub -p ocm-agent --bin klusterlet "${profile[@]}"
 cargo test --workspace --all-targets "$@"

@@ -42,6 +42,8 @@ impl Backend {
 pub struct TestHub {
     /// `https://127.0.0.1:PORT`.
     pub url: String,
+    /// The join command a hub prints on its first start.
+    pub join_command: Option<String>,
     /// The data dir (PKI, kubeconfig, database): a temporary dir owned by the hub's task, so it
     /// is removed only after the hub and its storage have stopped.
     dir: PathBuf,
@@ -92,19 +94,20 @@ impl TestHub {
                 let _ = stop_rx.await;
             };
             if let Err(e) = run(config, shutdown, move |r| {
-                let _ = ready_tx.send(r.https);
+                let _ = ready_tx.send((r.https, r.join_command));
             })
             .await
             {
                 eprintln!("test hub stopped: {e}");
             }
         });
-        let addr = tokio::time::timeout(Duration::from_secs(30), ready_rx)
+        let (addr, join_command) = tokio::time::timeout(Duration::from_secs(30), ready_rx)
             .await
             .context("the hub did not become ready in 30 s")?
             .context("the hub failed to start")?;
         Ok(TestHub {
             url: format!("https://{addr}"),
+            join_command,
             dir: path,
             stop: Some(stop_tx),
             task: Some(task),

@@ -12,16 +12,25 @@ pub fn find(name: &str, override_var: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|c| c.is_file())
 }
 
-/// The `ocm-hub` binary of this build (`cargo test --workspace` builds it beside the tests).
+/// The `ocm-hub` binary of this build (the README's test command builds it beside the tests).
 pub fn ocm_hub() -> anyhow::Result<PathBuf> {
+    built("ocm-hub", "ocm-apiserver")
+}
+
+/// The `klusterlet` binary of this build.
+pub fn klusterlet() -> anyhow::Result<PathBuf> {
+    built("klusterlet", "ocm-agent")
+}
+
+fn built(name: &str, package: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    // target/<profile>/deps/<test> -> target/<profile>/ocm-hub
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
     let dir = exe.parent().and_then(|deps| deps.parent());
-    let path = dir.map(|d| d.join(format!("ocm-hub{}", std::env::consts::EXE_SUFFIX)));
+    let path = dir.map(|d| d.join(format!("{name}{}", std::env::consts::EXE_SUFFIX)));
     match path {
         Some(p) if p.is_file() => Ok(p),
         _ => anyhow::bail!(
-            "the ocm-hub binary is not built next to the tests: run `cargo build -p ocm-apiserver` \
+            "the {name} binary is not built next to the tests: run `cargo build -p {package}` \
              (the README's test command builds it)"
         ),
     }

@@ -1,0 +1,643 @@
+//! Cluster registration end to end (ocm.md §3, §15): a hub, a `--profile cluster` instance per
+//! managed cluster and real `klusterlet` processes joining through the printed join command,
+//! `ocm-hub accept`, availability from the Lease, an agent killed (Available Unknown, the
+//! `unreachable` taint) and restarted without a new join, denial, deletion and cleanup,
+//! certificate rotation with short-lived certificates, and forged CSRs that stay pending.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use ocm_apiserver::scheme::Profile;
+use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::programs;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+
+const MCL: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A `klusterlet` process, its output collected line by line.
+struct Agent {
+    child: tokio::process::Child,
+    out: Arc<Mutex<Vec<String>>>,
+    data_dir: PathBuf,
+}
+
+impl Agent {
+    fn spawn(args: &[String], data_dir: &Path) -> anyhow::Result<Agent> {
+        let mut child = tokio::process::Command::new(programs::klusterlet()?)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let out = Arc::new(Mutex::new(Vec::new()));
+        for pipe in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let out = Arc::clone(&out);
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(pipe).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    out.lock().unwrap().push(line);
+                }
+            });
+        }
+        Ok(Agent { child, out, data_dir: data_dir.to_owned() })
+    }
+
+    fn output(&self) -> String {
+        self.out.lock().unwrap().join("\n")
+    }
+
+    async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// A managed cluster: a `--profile cluster` instance with Nodes and ClusterClaims.
+async fn managed_cluster(
+    nodes: &[(&str, &str, &str)],
+    claims: &[(&str, &str, bool)],
+) -> anyhow::Result<TestHub> {
+    let cluster = TestHub::start_with(Backend::Memory, |c| c.profile = Profile::Cluster).await?;
+    let http = cluster.http()?;
+    for (name, cpu, memory) in nodes {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+        post(&cluster, &http, "/api/v1/nodes", &node).await?;
+        // Status goes through its subresource, as a kubelet writes it.
+        let status = json!({"status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                                       "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}});
+        let resp = http
+            .patch(format!("{}/api/v1/nodes/{name}/status", cluster.url))
+            .header("content-type", "application/merge-patch+json")
+            .body(status.to_string())
+            .send()
+            .await?;
+        ensure!(resp.status().is_success(), "node status: {}", resp.status());
+    }
+    for (name, value, spoke_only) in claims {
+        let mut claim = json!({"apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+            "kind": "ClusterClaim", "metadata": {"name": name}, "spec": {"value": value}});
+        if *spoke_only {
+            claim["metadata"]["labels"] = json!({"open-cluster-management.io/spoke-only": "true"});
+        }
+        post(
+            &cluster,
+            &http,
+            "/apis/cluster.open-cluster-management.io/v1alpha1/clusterclaims",
+            &claim,
+        )
+        .await?;
+    }
+    Ok(cluster)
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+fn status_of(obj: &Value, type_: &str) -> String {
+    condition(obj, type_).and_then(|c| c["status"].as_str()).unwrap_or("").to_owned()
+}
+
+fn taints(obj: &Value) -> Vec<String> {
+    obj.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(|t| t["key"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+async fn post(
+    hub: &TestHub,
+    http: &reqwest::Client,
+    path: &str,
+    body: &Value,
+) -> anyhow::Result<Value> {
+    let (code, out) = hub.call(http, reqwest::Method::POST, path, Some(body), &[]).await?;
+    ensure!(code == 201, "POST {path}: {code} {out}");
+    Ok(out)
+}
+
+async fn get(hub: &TestHub, http: &reqwest::Client, path: &str) -> anyhow::Result<Option<Value>> {
+    let resp = http.get(format!("{}{path}", hub.url)).send().await?;
+    if resp.status() == 404 {
+        return Ok(None);
+    }
+    ensure!(resp.status().is_success(), "GET {path}: {}", resp.status());
+    Ok(Some(resp.json().await?))
+}
+
+async fn cluster_obj(
+    hub: &TestHub,
+    http: &reqwest::Client,
+    name: &str,
+) -> anyhow::Result<Option<Value>> {
+    get(hub, http, &format!("{MCL}/{name}")).await
+}
+
+/// Waits until the cluster is Joined and Available.
+async fn until_available(
+    hub: &TestHub,
+    http: &reqwest::Client,
+    name: &str,
+) -> anyhow::Result<Value> {
+    eventually(&format!("{name} joined and available"), WAIT, || async {
+        let mc = cluster_obj(hub, http, name).await?;
+        Ok(mc.filter(|mc| {
+            status_of(mc, "ManagedClusterJoined") == "True"
+                && status_of(mc, "ManagedClusterConditionAvailable") == "True"
+        }))
+    })
+    .await
+}
+
+/// Runs `ocm-hub accept` against the hub; returns its output.
+async fn accept(hub: &TestHub, clusters: &[&str]) -> anyhow::Result<String> {
+    let out = tokio::process::Command::new(programs::ocm_hub()?)
+        .arg("accept")
+        .args(clusters)
+        .arg("--data-dir")
+        .arg(hub.path())
+        .output()
+        .await?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    ensure!(
+        out.status.success(),
+        "ocm-hub accept failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(text)
+}
+
+/// Joins `name` with a CA file and the given token, against `cluster`'s kubeconfig.
+fn join_args(hub: &TestHub, token: &str, name: &str, cluster: &TestHub, dir: &Path) -> Vec<String> {
+    [
+        "join",
+        "--hub",
+        &hub.url,
+        "--token",
+        token,
+        "--cluster-name",
+        name,
+        "--ca-file",
+        &hub.path().join("pki/ca.crt").display().to_string(),
+        "--data-dir",
+        &dir.display().to_string(),
+        "--cluster-kubeconfig",
+        &cluster.kubeconfig().display().to_string(),
+        "--cluster-healthcheck-period",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+async fn new_token(hub: &TestHub) -> anyhow::Result<String> {
+    Ok(ocm_apiserver::cli::token_create(hub.kube().await?, Duration::from_secs(3600)).await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyhow::Result<()> {
+    let hub = TestHub::start(Backend::Sled).await?;
+    let http = hub.http()?;
+    let cluster = managed_cluster(
+        &[("n1", "4", "8Gi"), ("n2", "2", "8Gi")],
+        &[
+            ("id.k8s.io", "c1-id", false),
+            ("zone.example.com", "east", false),
+            ("secret.example.com", "x", true),
+        ],
+    )
+    .await?;
+    // The hub printed the join command on its first start, with a pinned CA.
+    let printed = hub.join_command.clone().context("no join command printed on first start")?;
+    ensure!(printed.contains("--ca-hash sha256:") && printed.contains(&hub.url), "{printed}");
+    let dir = tempfile::tempdir()?;
+    let mut args: Vec<String> = printed
+        .split_whitespace()
+        .skip(1)
+        .map(|a| if a == "<cluster-name>" { "c1".to_owned() } else { a.to_owned() })
+        .collect();
+    args.extend(
+        [
+            "--data-dir",
+            &dir.path().display().to_string(),
+            "--cluster-kubeconfig",
+            &cluster.kubeconfig().display().to_string(),
+            "--cluster-healthcheck-period",
+            "1",
+        ]
+        .map(str::to_owned),
+    );
+    let agent = Agent::spawn(&args, dir.path())?;
+    // The agent registered and asks for the accept command.
+    eventually("the agent prints the accept command", WAIT, || async {
+        Ok(agent.output().contains("ocm-hub accept c1").then_some(()))
+    })
+    .await
+    .with_context(|| agent.output())?;
+    let mc = cluster_obj(&hub, &http, "c1").await?.context("ManagedCluster c1")?;
+    ensure!(mc["spec"]["hubAcceptsClient"] == false, "{mc}");
+    ensure!(
+        mc["metadata"]["labels"]["cluster.open-cluster-management.io/clusterset"] == "default",
+        "{mc}"
+    );
+    ensure!(
+        taints(&mc) == ["cluster.open-cluster-management.io/unreachable"] || taints(&mc).is_empty(),
+        "{mc}"
+    );
+    let csrs = get(
+        &hub,
+        &http,
+        &format!("{CSRS}?labelSelector=open-cluster-management.io/cluster-name%3Dc1"),
+    )
+    .await?
+    .context("csrs")?;
+    let csr = &csrs["items"][0];
+    ensure!(
+        csr["spec"]["username"].as_str().is_some_and(|u| u.starts_with("system:bootstrap:")),
+        "{csr}"
+    );
+    ensure!(csr.pointer("/status/conditions").is_none(), "pending until accepted: {csr}");
+
+    let out = accept(&hub, &["c1"]).await?;
+    ensure!(
+        out.contains("approved CertificateSigningRequest")
+            && out.contains("set hubAcceptsClient=true"),
+        "{out}"
+    );
+    let mc = until_available(&hub, &http, "c1").await.with_context(|| agent.output())?;
+    ensure!(status_of(&mc, "HubAcceptedManagedCluster") == "True", "{mc}");
+    ensure!(status_of(&mc, "ManagedClusterConditionClockSynced") == "True", "{mc}");
+    ensure!(
+        mc["status"]["capacity"]["cpu"] == "6" && mc["status"]["capacity"]["memory"] == "16Gi",
+        "{mc}"
+    );
+    ensure!(mc["status"]["allocatable"]["pods"] == "220", "{mc}");
+    ensure!(
+        mc["status"]["version"]["kubernetes"].as_str().is_some_and(|v| v.starts_with('v')),
+        "{mc}"
+    );
+    ensure!(
+        mc["status"]["clusterClaims"]
+            == json!([{"name": "id.k8s.io", "value": "c1-id"}, {"name": "zone.example.com", "value": "east"}]),
+        "reserved first, spoke-only left out: {mc}"
+    );
+    let finalizers = mc["metadata"]["finalizers"].to_string();
+    ensure!(
+        finalizers.contains("api-resource-cleanup") && finalizers.contains("resource-cleanup"),
+        "{mc}"
+    );
+    // What acceptance set up on the hub.
+    ensure!(get(&hub, &http, "/api/v1/namespaces/c1").await?.is_some());
+    ensure!(
+        get(&hub, &http, "/apis/coordination.k8s.io/v1/namespaces/c1/leases/managed-cluster-lease")
+            .await?
+            .is_some()
+    );
+    for path in [
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/open-cluster-management:managedcluster:c1",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/open-cluster-management:managedcluster:c1",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/c1/rolebindings/open-cluster-management:managedcluster:c1:registration",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/c1/rolebindings/open-cluster-management:managedcluster:c1:work",
+    ] {
+        ensure!(get(&hub, &http, path).await?.is_some(), "{path}");
+    }
+    eventually("taints cleared once available", WAIT, || async {
+        Ok(cluster_obj(&hub, &http, "c1").await?.filter(|mc| taints(mc).is_empty()))
+    })
+    .await?;
+    eventually("the default set counts c1", WAIT, || async {
+        let set = get(
+            &hub,
+            &http,
+            "/apis/cluster.open-cluster-management.io/v1beta2/managedclustersets/default",
+        )
+        .await?;
+        Ok(set.filter(|s| status_of(s, "ClusterSetEmpty") == "False"))
+    })
+    .await?;
+    // The key never left the agent's data dir, and it is private.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(agent.data_dir.join("tls.key"))?.permissions().mode();
+        ensure!(mode & 0o777 == 0o600, "tls.key mode {mode:o}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_agent_turns_unknown_and_tainted_and_resumes_from_its_data_dir()
+-> anyhow::Result<()> {
+    let hub = TestHub::start(Backend::Memory).await?;
+    let http = hub.http()?;
+    let token = new_token(&hub).await?;
+    let mut agents = Vec::new();
+    let mut clusters = Vec::new();
+    let mut dirs = Vec::new();
+    for name in ["c1", "c2", "c3"] {
+        let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
+        let dir = tempfile::tempdir()?;
+        agents
+            .push(Agent::spawn(&join_args(&hub, &token, name, &cluster, dir.path()), dir.path())?);
+        clusters.push(cluster);
+        dirs.push(dir);
+    }
+    eventually("three clusters registered", WAIT, || async {
+        let list = get(&hub, &http, MCL).await?.context("list")?;
+        Ok((list["items"].as_array().map_or(0, Vec::len) == 3).then_some(()))
+    })
+    .await?;
+    accept(&hub, &["c1", "c2", "c3"]).await?;
+    for name in ["c1", "c2", "c3"] {
+        until_available(&hub, &http, name).await?;
+    }
+    // Short leases: grace = 5 × 1 s.
+    let patch = json!({"spec": {"leaseDurationSeconds": 1}});
+    let resp = http
+        .patch(format!("{}{MCL}/c2", hub.url))
+        .header("content-type", "application/merge-patch+json")
+        .body(patch.to_string())
+        .send()
+        .await?;
+    ensure!(resp.status().is_success(), "{}", resp.status());
+    tokio::time::sleep(Duration::from_secs(3)).await; // the agent picks up the new period
+    agents[1].kill().await;
+    let mc = eventually("c2 unknown after its lease lapsed", WAIT, || async {
+        let mc = cluster_obj(&hub, &http, "c2").await?;
+        Ok(mc.filter(|mc| {
+            status_of(mc, "ManagedClusterConditionAvailable") == "Unknown"
+                && taints(mc).contains(&"cluster.open-cluster-management.io/unreachable".to_owned())
+        }))
+    })
+    .await?;
+    let c = condition(&mc, "ManagedClusterConditionAvailable").context("available")?;
+    ensure!(c["reason"] == "ManagedClusterLeaseUpdateStopped", "{mc}");
+    let taint = &mc["spec"]["taints"][0];
+    ensure!(taint["effect"] == "NoSelect" && taint["timeAdded"].is_string(), "{mc}");
+    // The others stay available.
+    for name in ["c1", "c3"] {
+        let mc = cluster_obj(&hub, &http, name).await?.context("cluster")?;
+        ensure!(status_of(&mc, "ManagedClusterConditionAvailable") == "True", "{mc}");
+    }
+    // Restarted from its data dir: no new join, no new CSR.
+    let csrs_before =
+        get(&hub, &http, CSRS).await?.context("csrs")?["items"].as_array().map_or(0, Vec::len);
+    let run_args: Vec<String> = [
+        "run",
+        "--data-dir",
+        &dirs[1].path().display().to_string(),
+        "--cluster-kubeconfig",
+        &clusters[1].kubeconfig().display().to_string(),
+        "--cluster-healthcheck-period",
+        "1",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let restarted = Agent::spawn(&run_args, dirs[1].path())?;
+    eventually("c2 available again and untainted", WAIT, || async {
+        let mc = cluster_obj(&hub, &http, "c2").await?;
+        Ok(mc.filter(|mc| {
+            status_of(mc, "ManagedClusterConditionAvailable") == "True" && taints(mc).is_empty()
+        }))
+    })
+    .await
+    .with_context(|| restarted.output())?;
+    let csrs_after =
+        get(&hub, &http, CSRS).await?.context("csrs")?["items"].as_array().map_or(0, Vec::len);
+    ensure!(csrs_before == csrs_after, "a restart must not request a new certificate");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denial_revokes_and_deletion_cleans_up() -> anyhow::Result<()> {
+    let hub = TestHub::start(Backend::Memory).await?;
+    let http = hub.http()?;
+    let token = new_token(&hub).await?;
+    let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
+    let dir = tempfile::tempdir()?;
+    let _agent = Agent::spawn(&join_args(&hub, &token, "c1", &cluster, dir.path()), dir.path())?;
+    eventually("c1 registered", WAIT, || async { cluster_obj(&hub, &http, "c1").await }).await?;
+    accept(&hub, &["c1"]).await?;
+    until_available(&hub, &http, "c1").await?;
+    let merge = |body: Value| {
+        http.patch(format!("{}{MCL}/c1", hub.url))
+            .header("content-type", "application/merge-patch+json")
+            .body(body.to_string())
+            .send()
+    };
+    // Deny.
+    ensure!(merge(json!({"spec": {"hubAcceptsClient": false}})).await?.status().is_success());
+    let rb = "/apis/rbac.authorization.k8s.io/v1/namespaces/c1/rolebindings/open-cluster-management:managedcluster:c1:registration";
+    let mc = eventually("c1 denied", WAIT, || async {
+        let mc = cluster_obj(&hub, &http, "c1").await?;
+        let gone = get(&hub, &http, rb).await?.is_none();
+        Ok(mc.filter(|mc| gone && status_of(mc, "HubAcceptedManagedCluster") == "False"))
+    })
+    .await?;
+    ensure!(
+        condition(&mc, "HubAcceptedManagedCluster").context("c")?["reason"]
+            == "HubClusterAdminDenied"
+    );
+    let role = get(
+        &hub,
+        &http,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/open-cluster-management:managedcluster:c1",
+    )
+    .await?
+    .context("role")?;
+    ensure!(role["rules"].as_array().map_or(0, Vec::len) == 1, "not-accepted form: {role}");
+    // Accept again, add a work, then delete the cluster.
+    accept(&hub, &["c1"]).await?;
+    until_available(&hub, &http, "c1").await?;
+    let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "w1", "namespace": "c1"},
+        "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}}]}}});
+    post(
+        &hub,
+        &http,
+        "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks",
+        &work,
+    )
+    .await?;
+    let resp = http.delete(format!("{}{MCL}/c1", hub.url)).send().await?;
+    ensure!(resp.status().is_success(), "{}", resp.status());
+    eventually("c1 and everything of it gone", WAIT, || async {
+        let gone = cluster_obj(&hub, &http, "c1").await?.is_none()
+            && get(&hub, &http, "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks/w1").await?.is_none()
+            && get(&hub, &http, "/apis/rbac.authorization.k8s.io/v1/clusterroles/open-cluster-management:managedcluster:c1").await?.is_none()
+            && get(&hub, &http, rb).await?.is_none();
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    ensure!(
+        get(&hub, &http, "/api/v1/namespaces/c1").await?.is_some(),
+        "the namespace stays, as in OCM"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_lived_certificates_are_rotated_and_renewals_auto_approved() -> anyhow::Result<()> {
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.registration.signing_duration = Duration::from_secs(20);
+    })
+    .await?;
+    let http = hub.http()?;
+    let token = new_token(&hub).await?;
+    let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
+    let dir = tempfile::tempdir()?;
+    let agent = Agent::spawn(&join_args(&hub, &token, "c1", &cluster, dir.path()), dir.path())?;
+    eventually("c1 registered", WAIT, || async { cluster_obj(&hub, &http, "c1").await }).await?;
+    accept(&hub, &["c1"]).await?;
+    until_available(&hub, &http, "c1").await?;
+    let first = std::fs::read_to_string(dir.path().join("tls.crt"))?;
+    eventually("a rotated certificate", WAIT, || async {
+        let now = std::fs::read_to_string(dir.path().join("tls.crt"))?;
+        Ok((now != first).then_some(()))
+    })
+    .await
+    .with_context(|| agent.output())?;
+    let csrs = get(&hub, &http, CSRS).await?.context("csrs")?;
+    let renewal = csrs["items"]
+        .as_array()
+        .context("items")?
+        .iter()
+        .find(|c| {
+            c["spec"]["username"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("system:open-cluster-management:c1:"))
+        })
+        .context("a renewal requested with the agent's own certificate")?;
+    ensure!(
+        condition(renewal, "Approved").context("approved")?["reason"]
+            == "AutoApprovedByHubCSRApprovingController",
+        "{renewal}"
+    );
+    // Past the first certificate's end the agent still reports with the new one.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let mc = until_available(&hub, &http, "c1").await?;
+    let rotated = condition(&mc, "ClusterCertificateRotated").context("rotated condition")?;
+    ensure!(rotated["status"] == "True", "{mc}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::Result<()> {
+    // A bootstrap token whose user the hub auto-approves.
+    let (id, secret) = ("trust1", "0123456789abcdef");
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
+    })
+    .await?;
+    let admin = hub.http()?;
+    let expires = "2099-01-01T00:00:00Z";
+    let token_secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
+        "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
+        "stringData": {"token-id": id, "token-secret": secret, "expiration": expires,
+            "usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:managedcluster"}});
+    post(&hub, &admin, "/api/v1/namespaces/kube-system/secrets", &token_secret).await?;
+    let bootstrap = hub.http_bearer(&format!("{id}.{secret}"))?;
+    for name in ["c1", "c1-evil"] {
+        let mc = json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": name}, "spec": {"hubAcceptsClient": false}});
+        eventually("bootstrap token works", WAIT, || async {
+            let r = bootstrap.post(format!("{}{MCL}", hub.url)).json(&mc).send().await?;
+            Ok((r.status().is_success() || r.status() == 409).then_some(()))
+        })
+        .await?;
+    }
+    let request = |label: &str, cn: &str, orgs: &[&str]| -> anyhow::Result<Value> {
+        let (_, pem) = agent_request(cn, orgs)?;
+        Ok(json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {"generateName": format!("{label}-"), "labels": {"open-cluster-management.io/cluster-name": label}},
+            "spec": {"signerName": "kubernetes.io/kube-apiserver-client",
+                "usages": ["digital signature", "key encipherment", "client auth"],
+                "request": base64_encode(&pem),
+                // Claims another user: the hub records the real requester instead.
+                "username": "system:open-cluster-management:c1:agent"}}))
+    };
+    let own = "system:open-cluster-management:c1";
+    let mcg = "system:open-cluster-management:managed-clusters";
+    let forged = [
+        request("c1", "system:open-cluster-management:c1-evil:agent", &[own, mcg])?,
+        request(
+            "c1",
+            "system:open-cluster-management:c1:agent",
+            &["system:open-cluster-management:c1-evil", mcg],
+        )?,
+        request("c1-evil", "system:open-cluster-management:c1:agent", &[own, mcg])?,
+        request("c1", "system:open-cluster-management:c1:agent", &[own, "system:masters"])?,
+        request("c1", "system:admin", &[own])?,
+    ];
+    let mut names = Vec::new();
+    for body in forged {
+        let r = bootstrap.post(format!("{}{CSRS}", hub.url)).json(&body).send().await?;
+        ensure!(r.status() == 201, "{}", r.status());
+        let created: Value = r.json().await?;
+        ensure!(created["spec"]["username"] == format!("system:bootstrap:{id}"), "{created}");
+        names.push(created["metadata"]["name"].as_str().unwrap_or_default().to_owned());
+    }
+    // A valid request of the same identity is approved and issued: the controller ran.
+    let valid = request("c1", "system:open-cluster-management:c1:agent1", &[own, mcg])?;
+    let r = bootstrap.post(format!("{}{CSRS}", hub.url)).json(&valid).send().await?;
+    let created: Value = r.json().await?;
+    let valid_name = created["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    eventually("the valid request issued", WAIT, || async {
+        let c = get(&hub, &admin, &format!("{CSRS}/{valid_name}")).await?;
+        Ok(c.filter(|c| c.pointer("/status/certificate").is_some()))
+    })
+    .await?;
+    // Auto-approval of a trusted identity also accepts its cluster, once.
+    let mc = cluster_obj(&hub, &admin, "c1").await?.context("c1")?;
+    ensure!(mc["spec"]["hubAcceptsClient"] == true, "{mc}");
+    for name in &names {
+        let c = get(&hub, &admin, &format!("{CSRS}/{name}")).await?.context("csr")?;
+        ensure!(
+            c.pointer("/status/conditions").is_none(),
+            "forged request {name} was decided: {c}"
+        );
+    }
+    // The bootstrap identity may not approve anything itself.
+    let approve = json!({"status": {"conditions": [{"type": "Approved", "status": "True", "reason": "Self", "message": "x"}]}});
+    let r = bootstrap
+        .patch(format!("{}{CSRS}/{}/approval", hub.url, names[0]))
+        .header("content-type", "application/merge-patch+json")
+        .body(approve.to_string())
+        .send()
+        .await?;
+    ensure!(r.status() == 403, "{}", r.status());
+    Ok(())
+}
+
+/// A key and a certificate request (PEM) with any subject.
+fn agent_request(cn: &str, orgs: &[&str]) -> anyhow::Result<(String, String)> {
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name = ocm_apiserver::pki::subject(cn, orgs)?;
+    Ok((key.serialize_pem(), params.serialize_request(&key)?.pem()?))
+}
+
+fn base64_encode(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
