@@ -1981,7 +1981,8 @@ mod tests {
             index.remove("RoleBinding", &format!("c{i}"), &format!("{name}:work"));
         }
         assert_eq!(index.cluster_role_bindings.len(), 5);
-        assert!(index.namespace_subjects.is_empty());
+        // (the one namespaced default: kube-public's cluster-info reader)
+        assert_eq!(index.namespace_subjects.len(), 1);
         assert_eq!(index.cluster_subjects.groups.len(), 4);
         assert!(!allowed(&index, &agent, &mc("c17")));
     }

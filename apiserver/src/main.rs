@@ -159,6 +159,10 @@ struct ServeArgs {
     /// did not issue (TokenReview), for aggregated mode.
     #[arg(long)]
     authentication_kubeconfig: Option<String>,
+    /// Which controllers run: `*` (all, the default) or `-*` (none: an API server alone, as
+    /// kube-apiserver without kube-controller-manager).
+    #[arg(long, default_value = "*", value_parser = ["*", "-*"])]
+    controllers: String,
     /// Requesters (a CSR's spec.username, comma-separated) whose agents' bootstrap certificate
     /// requests are approved, and whose clusters are accepted, without an admin.
     #[arg(long, value_delimiter = ',')]
@@ -232,6 +236,7 @@ fn main() -> ExitCode {
     config.service_account_issuer = args.service_account_issuer;
     config.authentication_kubeconfig = args.authentication_kubeconfig;
     config.authorization_kubeconfig = args.authorization_kubeconfig;
+    config.registration.enabled = args.controllers == "*";
     config.registration.auto_approve_identities = args.auto_approve_identities;
     config.registration.signing_duration = args.cluster_signing_duration;
     config.profile = match args.profile {

@@ -59,12 +59,20 @@ impl std::fmt::Debug for TestHub {
 }
 
 impl TestHub {
-    /// Starts a hub (hub profile) on `backend`.
+    /// Starts a hub (hub profile) on `backend`: the API server alone, without the OCM
+    /// controllers (as kube-apiserver's own suites run without kube-controller-manager), so
+    /// the API-machinery suites see only what they write. [`TestHub::start_with`] keeps them.
     pub async fn start(backend: Backend) -> anyhow::Result<TestHub> {
         TestHub::start_with(backend, |_| {}).await
     }
 
-    /// Starts a hub after `tune` adjusted its configuration.
+    /// Starts a hub with its controllers (registration, ...), as `ocm-hub serve` runs.
+    pub async fn start_with_controllers(backend: Backend) -> anyhow::Result<TestHub> {
+        TestHub::start_with(backend, |c| c.registration.enabled = true).await
+    }
+
+    /// Starts a hub after `tune` adjusted its configuration (which starts without the OCM
+    /// controllers; `tune` may turn them on).
     pub async fn start_with(
         backend: Backend,
         tune: impl FnOnce(&mut ServeConfig),
@@ -72,6 +80,7 @@ impl TestHub {
         let dir = tempfile::tempdir()?;
         let mut config = ServeConfig::new(dir.path());
         config.listen = "127.0.0.1:0".parse()?;
+        config.registration.enabled = false;
         let etcd = match backend {
             Backend::Memory => {
                 config.storage = StorageChoice::Memory;

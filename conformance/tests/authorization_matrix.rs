@@ -119,7 +119,7 @@ impl Cell {
             }
             "secrets" => json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta}),
             "managedclusters" => {
-                json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster", "metadata": meta, "spec": {"hubAcceptsClient": true}})
+                json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster", "metadata": meta, "spec": {"hubAcceptsClient": false}})
             }
             "certificatesigningrequests" => {
                 json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": meta, "spec": {"request": "", "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}})

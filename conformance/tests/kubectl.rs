@@ -49,7 +49,11 @@ async fn get_prints_the_crd_printer_columns() -> anyhow::Result<()> {
 
     // Labels and names come from the rows' object metadata.
     let t = Printed::parse(&k.ok(&["get", "mcl", "--show-labels"]).await?)?;
-    ensure!(t.cell(0, "LABELS")? == "env=prod", "{t:?}");
+    // (the cluster-set label is OCM's webhook default)
+    ensure!(
+        t.cell(0, "LABELS")? == "cluster.open-cluster-management.io/clusterset=default,env=prod",
+        "{t:?}"
+    );
     let t = Printed::parse(&k.ok(&["get", "mcl", "-L", "env"]).await?)?;
     ensure!(t.cell(0, "ENV")? == "prod", "{t:?}");
     ensure!(

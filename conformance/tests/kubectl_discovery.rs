@@ -245,7 +245,8 @@ async fn describe_an_ocm_object_then_its_events() -> anyhow::Result<()> {
     for line in [
         "Name:         c1",
         "Namespace:    ",
-        "Labels:       env=prod",
+        "Labels:       cluster.open-cluster-management.io/clusterset=default",
+        "              env=prod",
         "              region=eu",
         "Annotations:  <none>",
         "API Version:  cluster.open-cluster-management.io/v1",
@@ -254,11 +255,14 @@ async fn describe_an_ocm_object_then_its_events() -> anyhow::Result<()> {
         "  Hub Accepts Client:  true",
         "    Effect:      NoSelect",
         "    Key:         gpu",
-        "    Time Added:  2026-01-01T00:00:00Z",
         "Events:  <none>",
     ] {
         ensure!(has_line(&out, line), "no {line:?} in\n{out}");
     }
+    // The hub stamps a new taint's timeAdded (OCM's webhook), whatever the client sent.
+    let added = obj["spec"]["taints"][0]["timeAdded"].as_str().context("timeAdded")?;
+    ensure!(added != "2026-01-01T00:00:00Z", "{obj}");
+    ensure!(has_line(&out, &format!("    Time Added:  {added}")), "{out}");
     let uid = obj["metadata"]["uid"].as_str().context("uid")?;
     ensure!(has_line(&out, &format!("  UID:  {uid}")), "{out}");
 

@@ -215,7 +215,7 @@ async fn new_token(hub: &TestHub) -> anyhow::Result<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyhow::Result<()> {
-    let hub = TestHub::start(Backend::Sled).await?;
+    let hub = TestHub::start_with_controllers(Backend::Sled).await?;
     let http = hub.http()?;
     let cluster = managed_cluster(
         &[("n1", "4", "8Gi"), ("n2", "2", "8Gi")],
@@ -347,7 +347,7 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_agent_turns_unknown_and_tainted_and_resumes_from_its_data_dir()
 -> anyhow::Result<()> {
-    let hub = TestHub::start(Backend::Memory).await?;
+    let hub = TestHub::start_with_controllers(Backend::Memory).await?;
     let http = hub.http()?;
     let token = new_token(&hub).await?;
     let mut agents = Vec::new();
@@ -429,7 +429,7 @@ async fn a_killed_agent_turns_unknown_and_tainted_and_resumes_from_its_data_dir(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn denial_revokes_and_deletion_cleans_up() -> anyhow::Result<()> {
-    let hub = TestHub::start(Backend::Memory).await?;
+    let hub = TestHub::start_with_controllers(Backend::Memory).await?;
     let http = hub.http()?;
     let token = new_token(&hub).await?;
     let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
@@ -499,6 +499,7 @@ async fn denial_revokes_and_deletion_cleans_up() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_lived_certificates_are_rotated_and_renewals_auto_approved() -> anyhow::Result<()> {
     let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.registration.enabled = true;
         c.registration.signing_duration = Duration::from_secs(20);
     })
     .await?;
@@ -546,6 +547,7 @@ async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::
     // A bootstrap token whose user the hub auto-approves.
     let (id, secret) = ("trust1", "0123456789abcdef");
     let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.registration.enabled = true;
         c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
     })
     .await?;

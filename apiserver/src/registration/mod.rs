@@ -30,6 +30,9 @@ pub use csr::{CsrCheck, KUBE_APISERVER_CLIENT, check_agent_request};
 /// How registration behaves (`ocm-hub serve` flags).
 #[derive(Debug, Clone)]
 pub struct RegistrationConfig {
+    /// Whether the registration controllers run (`--controllers`; an API server alone, as
+    /// kube-apiserver runs without kube-controller-manager, for API-machinery tests).
+    pub enabled: bool,
     /// CSR requesters (`spec.username`) whose valid bootstrap requests are approved and whose
     /// clusters are accepted without an admin (`--auto-approve-identities`; OCM's
     /// ManagedClusterAutoApproval with `autoApproveUsers`).
@@ -42,6 +45,7 @@ pub struct RegistrationConfig {
 impl Default for RegistrationConfig {
     fn default() -> RegistrationConfig {
         RegistrationConfig {
+            enabled: true,
             auto_approve_identities: Vec::new(),
             signing_duration: Duration::from_secs(365 * 24 * 3600),
         }
@@ -204,6 +208,9 @@ pub fn start(
     config: RegistrationConfig,
     background: &Background,
 ) {
+    if !config.enabled {
+        return;
+    }
     let Some(kinds) = Kinds::of(registry) else { return };
     let ctx = Arc::new(Ctx { registry: registry.clone(), kinds, access, pki, config });
     csr::start(&ctx, background);
