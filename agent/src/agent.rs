@@ -192,6 +192,8 @@ struct Shared {
     not_after: AtomicI64,
     /// The cluster's `leaseDurationSeconds`, as last read.
     lease_seconds: AtomicI64,
+    /// Wakes the lease loop when `lease_seconds` changes (OCM restarts it then).
+    lease_changed: tokio::sync::Notify,
     cluster: Arc<dyn Cluster>,
     /// When the cluster's API server started failing (0: healthy).
     failing_since: AtomicI64,
@@ -238,6 +240,7 @@ pub async fn run(
         not_before: AtomicI64::new(nb),
         not_after: AtomicI64::new(na),
         lease_seconds: AtomicI64::new(60),
+        lease_changed: tokio::sync::Notify::new(),
         cluster,
         failing_since: AtomicI64::new(0),
         rotated: Default::default(),
@@ -260,7 +263,10 @@ async fn lease_loop(shared: Arc<Shared>) {
         }
         let base = shared.lease_seconds.load(Ordering::Relaxed).max(1) as f64;
         let jitter = rand::rng().random_range(0.0..0.25);
-        tokio::time::sleep(Duration::from_secs_f64(base * (1.0 + jitter))).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs_f64(base * (1.0 + jitter))) => {}
+            () = shared.lease_changed.notified() => {}
+        }
     }
 }
 
@@ -309,7 +315,9 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
     let mc: ManagedCluster = serde_json::from_value(serde_json::to_value(&obj).unwrap_or_default())
         .map_err(|e| AgentError::Invalid(format!("ManagedCluster {name}: {e}")))?;
     if let Some(s) = mc.spec.as_ref().and_then(|s| s.lease_duration_seconds).filter(|s| *s > 0) {
-        shared.lease_seconds.store(i64::from(s), Ordering::Relaxed);
+        if shared.lease_seconds.swap(i64::from(s), Ordering::Relaxed) != i64::from(s) {
+            shared.lease_changed.notify_one();
+        }
     }
     let mut status = mc.status.clone().unwrap_or_default();
     if !is_condition_true(&status.conditions, api::v1::CONDITION_HUB_ACCEPTED) {

@@ -47,6 +47,10 @@ pub struct TestHub {
     /// The data dir (PKI, kubeconfig, database): a temporary dir owned by the hub's task, so it
     /// is removed only after the hub and its storage have stopped.
     dir: PathBuf,
+    /// Held by the hub's task too, so the dir goes only once both are done with it.
+    owned_dir: Arc<tempfile::TempDir>,
+    /// How it was started (the address fixed once chosen), for a restart.
+    config: ServeConfig,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
     _etcd: Option<EtcdServer>,
@@ -94,34 +98,38 @@ impl TestHub {
             }
         };
         tune(&mut config);
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let dir = Arc::new(dir);
         let path = dir.path().to_path_buf();
-        let task = tokio::spawn(async move {
-            let _dir = dir;
-            let shutdown = async {
-                let _ = stop_rx.await;
-            };
-            if let Err(e) = run(config, shutdown, move |r| {
-                let _ = ready_tx.send((r.https, r.join_command));
-            })
-            .await
-            {
-                eprintln!("test hub stopped: {e}");
-            }
-        });
+        let (stop, task, ready_rx) = spawn_hub(config.clone(), Arc::clone(&dir));
         let (addr, join_command) = tokio::time::timeout(Duration::from_secs(30), ready_rx)
             .await
             .context("the hub did not become ready in 30 s")?
             .context("the hub failed to start")?;
+        config.listen = addr;
         Ok(TestHub {
             url: format!("https://{addr}"),
             join_command,
             dir: path,
-            stop: Some(stop_tx),
+            owned_dir: dir,
+            config,
+            stop: Some(stop),
             task: Some(task),
             _etcd: etcd,
         })
+    }
+
+    /// Stops the hub and starts it again on the same data dir and address (a restart: sled
+    /// and etcd keep what was written; memory starts empty).
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.shutdown().await;
+        let (stop, task, ready_rx) = spawn_hub(self.config.clone(), Arc::clone(&self.owned_dir));
+        tokio::time::timeout(Duration::from_secs(30), ready_rx)
+            .await
+            .context("the restarted hub did not become ready in 30 s")?
+            .context("the restarted hub failed to start")?;
+        self.stop = Some(stop);
+        self.task = Some(task);
+        Ok(())
     }
 
     /// The data dir.
@@ -313,6 +321,31 @@ impl Drop for TestHub {
             let _ = tx.send(());
         }
     }
+}
+
+type Ready = oneshot::Receiver<(std::net::SocketAddr, Option<String>)>;
+
+/// Runs a hub on a task that keeps `dir` until the hub has stopped.
+fn spawn_hub(
+    config: ServeConfig,
+    dir: Arc<tempfile::TempDir>,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>, Ready) {
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _dir = dir;
+        let shutdown = async {
+            let _ = stop_rx.await;
+        };
+        if let Err(e) = run(config, shutdown, move |r| {
+            let _ = ready_tx.send((r.https, r.join_command));
+        })
+        .await
+        {
+            eprintln!("test hub stopped: {e}");
+        }
+    });
+    (stop_tx, task, ready_rx)
 }
 
 /// Offers HTTP/2 and HTTP/1.1.

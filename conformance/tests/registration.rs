@@ -31,7 +31,7 @@ impl Agent {
     fn spawn(args: &[String], data_dir: &Path) -> anyhow::Result<Agent> {
         let mut child = tokio::process::Command::new(programs::klusterlet()?)
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", std::env::var("OCM_AGENT_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
@@ -379,7 +379,6 @@ async fn a_killed_agent_turns_unknown_and_tainted_and_resumes_from_its_data_dir(
         .send()
         .await?;
     ensure!(resp.status().is_success(), "{}", resp.status());
-    tokio::time::sleep(Duration::from_secs(3)).await; // the agent picks up the new period
     agents[1].kill().await;
     let mc = eventually("c2 unknown after its lease lapsed", WAIT, || async {
         let mc = cluster_obj(&hub, &http, "c2").await?;
@@ -642,4 +641,45 @@ fn agent_request(cn: &str, orgs: &[&str]) -> anyhow::Result<(String, String)> {
 fn base64_encode(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_hub_keeps_its_clusters_and_agents_carry_on() -> anyhow::Result<()> {
+    let mut hub = TestHub::start_with_controllers(Backend::Sled).await?;
+    let http = hub.http()?;
+    let token = new_token(&hub).await?;
+    let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
+    let dir = tempfile::tempdir()?;
+    let agent = Agent::spawn(&join_args(&hub, &token, "c1", &cluster, dir.path()), dir.path())?;
+    eventually("c1 registered", WAIT, || async { cluster_obj(&hub, &http, "c1").await }).await?;
+    accept(&hub, &["c1"]).await?;
+    until_available(&hub, &http, "c1").await?;
+    let csrs =
+        get(&hub, &http, CSRS).await?.context("csrs")?["items"].as_array().map_or(0, Vec::len);
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/c1/leases/managed-cluster-lease";
+    // Renew every second, so renewals after the restart show within seconds.
+    let resp = http
+        .patch(format!("{}{MCL}/c1", hub.url))
+        .header("content-type", "application/merge-patch+json")
+        .body(json!({"spec": {"leaseDurationSeconds": 1}}).to_string())
+        .send()
+        .await?;
+    ensure!(resp.status().is_success(), "{}", resp.status());
+
+    hub.restart().await?;
+    let http = hub.http()?;
+    let renewed_before =
+        get(&hub, &http, lease).await?.context("lease")?["spec"]["renewTime"].clone();
+    eventually("the agent renews against the restarted hub", WAIT, || async {
+        let now = get(&hub, &http, lease).await?.context("lease")?;
+        Ok((now["spec"]["renewTime"] != renewed_before).then_some(()))
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e:#}\nagent:\n{}", agent.output()))?;
+    let mc = until_available(&hub, &http, "c1").await?;
+    ensure!(status_of(&mc, "HubAcceptedManagedCluster") == "True", "{mc}");
+    let after =
+        get(&hub, &http, CSRS).await?.context("csrs")?["items"].as_array().map_or(0, Vec::len);
+    ensure!(after == csrs, "no new join after the restart");
+    Ok(())
 }
