@@ -19,9 +19,18 @@ use crate::scheme::ResourceType;
 const RBAC_KINDS: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
 
 /// The authorizer of one hub.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Access {
     index: RwLock<RbacIndex>,
+    /// Moves on every change of the RBAC index: open watches check again whether their
+    /// caller may still watch (a deleted cluster's agent loses its streams at once).
+    generation: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Access {
+    fn default() -> Access {
+        Access { index: RwLock::default(), generation: tokio::sync::watch::Sender::new(0) }
+    }
 }
 
 impl Access {
@@ -68,7 +77,14 @@ impl Access {
         for ev in snapshot {
             index.upsert(&ev.object.value);
         }
+        drop(index);
+        self.generation.send_modify(|g| *g += 1);
         held
+    }
+
+    /// A receiver that wakes on every change of the RBAC index.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 
     fn apply(
@@ -90,6 +106,8 @@ impl Access {
                 known.insert(id);
             }
         }
+        drop(index);
+        self.generation.send_modify(|g| *g += 1);
     }
 
     /// What RBAC decides for `user` doing `attrs`.

@@ -378,7 +378,12 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         return Err(ApiError::path_not_found());
     }
     let attrs = attributes(req.method(), &path, &segments, &q);
-    if let Err(denied) = state.access.check(&identity, &attrs) {
+    let local = state.access.check(&identity, &attrs);
+    if local.is_ok() && attrs.verb == "watch" {
+        // Allowed by the hub's own RBAC: the watch is checked again when RBAC changes.
+        req.extensions_mut().insert(Reauthorize(attrs.clone()));
+    }
+    if let Err(denied) = local {
         // What the hub's RBAC denies, the host cluster's may allow (aggregated mode), for users
         // the host named and for what the APIServices serve: the OCM groups and discovery. The
         // hub's own core objects (its Secrets, ServiceAccounts, RBAC) are not the host's.
@@ -902,7 +907,9 @@ async fn resource(
     match (&method, target.name.clone()) {
         (&Method::GET, None) => {
             if watching {
-                return watch(state, target, &q, out).await;
+                let reauth =
+                    req.extensions().get::<Reauthorize>().map(|r| (Arc::clone(user), r.0.clone()));
+                return watch(state, target, &q, out, reauth).await;
             }
             let lq = list_query(&target, &q)?;
             if q.get("sendInitialEvents").is_some() {
@@ -1118,7 +1125,14 @@ fn list_response(
 }
 
 /// A watch request after validation.
+/// A watch the hub's RBAC allowed, with what it was allowed for.
+#[derive(Clone)]
+struct Reauthorize(authz::Attributes);
+
 struct WatchRequest {
+    /// Who watches and what was authorized, to check again on RBAC changes (`None`: allowed
+    /// by the host cluster in aggregated mode, which the hub cannot re-ask cheaply).
+    reauthorize: Option<(Identity, authz::Attributes)>,
     target: Target,
     output: Output,
     /// The kind's Table columns at the request's version (looked up once per watch).
@@ -1142,6 +1156,7 @@ async fn watch(
     target: Target,
     q: &Query,
     output: Output,
+    reauthorize: Option<(Identity, authz::Attributes)>,
 ) -> Result<Response, ApiError> {
     let query = list_query_selectors_only(&target, q)?;
     let send_initial = q.flag("sendInitialEvents")?;
@@ -1190,6 +1205,7 @@ async fn watch(
         }
     };
     let wr = WatchRequest {
+        reauthorize,
         columns: target.rt.strategy.columns(&target.version),
         target,
         output,
@@ -1397,9 +1413,18 @@ fn watch_stream(
         let mut last_bookmark = tokio::time::Instant::now();
         let final_bookmark = deadline.checked_sub(Duration::from_secs(2));
         let mut final_sent = false;
+        let mut rbac = state.access.changes();
         loop {
             let final_at = final_bookmark.filter(|_| wr.bookmarks && !final_sent).unwrap_or(deadline);
             tokio::select! {
+                Ok(()) = rbac.changed(), if wr.reauthorize.is_some() => {
+                    if let Some((user, attrs)) = &wr.reauthorize {
+                        if let Err(e) = state.access.check(user, attrs) {
+                            yield Ok(error_line(&e));
+                            return;
+                        }
+                    }
+                }
                 msg = sub.live.recv() => match msg {
                     None => return,
                     Some(Msg::Event(ev)) => {

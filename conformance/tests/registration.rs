@@ -478,8 +478,33 @@ async fn denial_revokes_and_deletion_cleans_up() -> anyhow::Result<()> {
         &work,
     )
     .await?;
+    // The agent watches its works with its own certificate...
+    let agent_http = hub.http_with_cert(
+        &std::fs::read_to_string(dir.path().join("tls.crt"))?,
+        &std::fs::read_to_string(dir.path().join("tls.key"))?,
+    )?;
+    let mut watch = agent_http
+        .get(format!(
+            "{}/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks?watch=1",
+            hub.url
+        ))
+        .send()
+        .await?;
+    ensure!(watch.status() == 200, "the agent may watch its works: {}", watch.status());
     let resp = http.delete(format!("{}{MCL}/c1", hub.url)).send().await?;
     ensure!(resp.status().is_success(), "{}", resp.status());
+    // ...and the stream ends once its cluster's RBAC is gone, with a 403 as the last event.
+    let mut last = String::new();
+    let ended = tokio::time::timeout(WAIT, async {
+        while let Some(chunk) = watch.chunk().await? {
+            last.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    ensure!(matches!(ended, Ok(Ok(()))), "the agent's watch outlived its cluster");
+    let last = last.lines().last().unwrap_or_default();
+    ensure!(last.contains("\"type\":\"ERROR\"") && last.contains("403"), "{last}");
     eventually("c1 and everything of it gone", WAIT, || async {
         let gone = cluster_obj(&hub, &http, "c1").await?.is_none()
             && get(&hub, &http, "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks/w1").await?.is_none()
