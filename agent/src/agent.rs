@@ -112,7 +112,7 @@ pub async fn join(
     dir.write("bootstrap.token", req.token.as_bytes(), true)?;
     dir.save_identity(&id)?;
     let bootstrap = hub::with_token(&req.hub, &ca_pem, &req.token)?;
-    reg::ensure_cluster(&bootstrap, &req.hub, &id.cluster_name).await?;
+    busy_retry(|| reg::ensure_cluster(&bootstrap, &req.hub, &id.cluster_name)).await?;
     progress(Progress::Step(format!(
         "ManagedCluster {} is registered on the hub",
         id.cluster_name
@@ -125,9 +125,10 @@ pub async fn join(
     };
     if !have {
         let (key, request) = reg::new_request(&id.cluster_name, &id.agent_name)?;
-        let name =
+        let name = busy_retry(|| {
             reg::create_csr(&bootstrap, &req.hub, &id.cluster_name, &request, opts.cert_expiration)
-                .await?;
+        })
+        .await?;
         progress(Progress::Step(format!(
             "CertificateSigningRequest {name} is waiting for the hub. On the hub, run:\n\n  ocm-hub accept {}\n",
             id.cluster_name
@@ -173,11 +174,34 @@ where
         match check().await {
             Ok(Some(v)) => return Ok(v),
             Ok(None) => {}
-            Err(e) if e.is_unreachable() => tracing::debug!(error = %e, "hub away while waiting"),
+            Err(e) if e.is_unreachable() || e.is_busy() => {
+                tracing::debug!(error = %e, "hub away or busy while waiting")
+            }
             Err(e) => return Err(e),
         }
         progress(Progress::Waiting { what: what.to_owned(), seconds: start.elapsed().as_secs() });
         tokio::time::sleep(reg::POLL).await;
+    }
+}
+
+/// Repeats a request while the hub answers that it is busy (429, 5xx: many agents joining at
+/// once share one bootstrap identity and its in-flight cap), backing off up to 5 s.
+async fn busy_retry<T, F, Fut>(mut call: F) -> Result<T, AgentError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, AgentError>>,
+{
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match call().await {
+            Err(e) if e.is_busy() => {
+                use rand::Rng as _;
+                let jitter = rand::rng().random_range(0.5..1.5);
+                tokio::time::sleep(backoff.mul_f64(jitter)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
     }
 }
 

@@ -56,4 +56,9 @@ impl AgentError {
             _ => false,
         }
     }
+
+    /// Whether the hub is busy or failing for now (429, 5xx): the request is worth repeating.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, AgentError::Hub(kube::Error::Api(s)) if s.code == 429 || s.code >= 500)
+    }
 }

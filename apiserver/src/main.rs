@@ -159,6 +159,10 @@ struct ServeArgs {
     /// did not issue (TokenReview), for aggregated mode.
     #[arg(long)]
     authentication_kubeconfig: Option<String>,
+    /// Connections served at once; more are closed on accept (each agent holds one).
+    #[arg(long, default_value_t = ocm_apiserver::server::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
     /// Which controllers run: `*` (all, the default) or `-*` (none: an API server alone, as
     /// kube-apiserver without kube-controller-manager).
     #[arg(long, default_value = "*", value_parser = ["*", "-*"])]
@@ -237,6 +241,7 @@ fn main() -> ExitCode {
     config.authentication_kubeconfig = args.authentication_kubeconfig;
     config.authorization_kubeconfig = args.authorization_kubeconfig;
     config.registration.enabled = args.controllers == "*";
+    config.max_connections = args.max_connections;
     config.registration.auto_approve_identities = args.auto_approve_identities;
     config.registration.signing_duration = args.cluster_signing_duration;
     config.profile = match args.profile {

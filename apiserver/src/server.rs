@@ -88,6 +88,8 @@ pub struct ServeConfig {
     pub authorization_kubeconfig: Option<String>,
     /// How registration approves, accepts and signs.
     pub registration: crate::registration::RegistrationConfig,
+    /// Connections served at once (`--max-connections`).
+    pub max_connections: usize,
 }
 
 impl ServeConfig {
@@ -113,6 +115,7 @@ impl ServeConfig {
             authentication_kubeconfig: None,
             authorization_kubeconfig: None,
             registration: Default::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -290,7 +293,7 @@ pub async fn run(
     tracing::info!(%server_url, "serving");
     on_ready(Running { https: addr, join_command });
 
-    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -349,8 +352,10 @@ pub async fn run(
 
 /// A client that has not finished its TLS handshake by then is dropped.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections served at once; more are closed on accept.
-const MAX_CONNECTIONS: usize = 4096;
+/// Connections served at once by default (`--max-connections`); more are closed on accept.
+/// Every agent holds one, so this bounds the fleet one hub serves: 10,000 agents need more
+/// file descriptors than most defaults give (`ulimit -n`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16384;
 /// Concurrent HTTP/2 streams per connection (hyper's default, set explicitly: reliability.md
 /// §5.3).
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;

@@ -1,0 +1,364 @@
+//! The fleet simulator (BENCHMARKS.md): many klusterlet agents from the agent library in one
+//! process, each with its own key, certificate and TLS connection, against a real `ocm-hub
+//! serve` process (sled), their clusters a backend that answers and records instead of a
+//! Kubernetes API. Two measurements:
+//! - `join`: N agents join at once (the hub auto-approves the simulator's bootstrap identity,
+//!   `--auto-approve-identities`); the time until the hub shows all N `Available`.
+//! - `renew`: N joined agents renew their Leases every P seconds for D seconds; renewal
+//!   latency (p50/p99/max), renewals per second, the hub's CPU and RSS, and RSS per agent.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use futures::future::BoxFuture;
+use hdrhistogram::Histogram;
+use ocm_agent::agent::{self, CaSource, JoinRequest, Options};
+use ocm_agent::cluster::{Claim, Cluster, Resources};
+use ocm_agent::error::AgentError;
+use ocm_agent::state::DataDir;
+use serde_json::{Value, json};
+
+#[derive(Parser, Debug)]
+#[command(about = "Runs many klusterlet agents against one ocm-hub process")]
+struct Args {
+    /// Agents.
+    #[arg(long, default_value_t = 1000)]
+    agents: usize,
+    /// `join` (time until all are Available) or `renew` (join, then lease renewals).
+    #[arg(long, default_value = "join")]
+    mode: String,
+    /// Seconds between one agent's renewals (renew mode).
+    #[arg(long, default_value_t = 10)]
+    renew_every: u64,
+    /// Seconds of renewals measured (renew mode).
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Agents joining at once (renew mode joins in waves of this size).
+    #[arg(long, default_value_t = 1000)]
+    wave: usize,
+    /// The hub binary (default: the release build next to this one).
+    #[arg(long)]
+    hub: Option<PathBuf>,
+}
+
+/// The simulator's bootstrap token: its id is fixed so the hub can trust it from the start.
+const TOKEN_ID: &str = "fleets";
+
+/// A cluster that answers from memory and records what it was asked (the work agent will
+/// record what it would apply here).
+#[derive(Default)]
+struct RecordingCluster {
+    calls: AtomicUsize,
+}
+
+impl Cluster for RecordingCluster {
+    fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn version(&self) -> BoxFuture<'_, Result<String, AgentError>> {
+        Box::pin(async { Ok("v1.32.0-sim".to_owned()) })
+    }
+
+    fn resources(&self) -> BoxFuture<'_, Result<Resources, AgentError>> {
+        Box::pin(async {
+            let r: std::collections::BTreeMap<String, String> =
+                [("cpu", "8"), ("memory", "32Gi"), ("pods", "110")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect();
+            Ok(Resources { capacity: r.clone(), allocatable: r })
+        })
+    }
+
+    fn claims(&self) -> BoxFuture<'_, Result<Vec<Claim>, AgentError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+/// A hub process and what the simulator needs of it.
+struct Hub {
+    child: std::process::Child,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hub_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let exe = std::env::current_exe()?;
+    let p = exe.with_file_name("ocm-hub");
+    anyhow::ensure!(
+        p.is_file(),
+        "no ocm-hub next to {}: build it (--release) or pass --hub",
+        exe.display()
+    );
+    Ok(p)
+}
+
+async fn start_hub(bin: &Path, agents: usize) -> anyhow::Result<Hub> {
+    let dir = tempfile::tempdir()?;
+    let child = std::process::Command::new(bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--storage", "sled"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg(format!("--auto-approve-identities=system:bootstrap:{TOKEN_ID}"))
+        .arg(format!("--max-connections={}", agents + 1024))
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let endpoints = dir.path().join("endpoints.json");
+    let start = Instant::now();
+    let url = loop {
+        if let Ok(text) = std::fs::read_to_string(&endpoints) {
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                break v["https"].as_str().context("endpoints.json")?.to_owned();
+            }
+        }
+        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "the hub did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    Ok(Hub { child, url, dir })
+}
+
+/// The hub's CPU seconds so far and its RSS in KiB (Linux `/proc`).
+fn hub_usage(pid: u32) -> anyhow::Result<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(')').context("stat")?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields after the command: state is [0]; utime [11], stime [12] (clock ticks, 100/s).
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .context("VmRSS")?
+        .parse()?;
+    Ok((ticks / 100.0, rss))
+}
+
+async fn admin(hub: &Hub) -> anyhow::Result<kube::Client> {
+    Ok(ocm_apiserver::cli::client(hub.dir.path()).await?)
+}
+
+async fn create_token(client: &kube::Client) -> anyhow::Result<String> {
+    let secret = "0123456789abcdef";
+    let obj: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
+        "metadata": {"name": format!("bootstrap-token-{TOKEN_ID}"), "namespace": "kube-system"},
+        "stringData": {"token-id": TOKEN_ID, "token-secret": secret, "expiration": "2099-01-01T00:00:00Z",
+            "usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:managedcluster"},
+    }))?;
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), "kube-system");
+    api.create(&Default::default(), &obj).await?;
+    Ok(format!("{TOKEN_ID}.{secret}"))
+}
+
+/// How many clusters the hub shows Available.
+async fn available(client: &kube::Client) -> anyhow::Result<usize> {
+    let gvk = kube::api::GroupVersionKind::gvk(
+        "cluster.open-cluster-management.io",
+        "v1",
+        "ManagedCluster",
+    );
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "managedclusters");
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &ar);
+    let list = api.list(&Default::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|o| {
+            o.data["status"]["conditions"].as_array().is_some_and(|l| {
+                l.iter().any(|c| {
+                    c["type"] == "ManagedClusterConditionAvailable" && c["status"] == "True"
+                })
+            })
+        })
+        .count())
+}
+
+/// Joins agents `range` (and keeps them running when `run`); returns each joined agent's data dir.
+async fn join_agents(
+    hub: &Hub,
+    token: &str,
+    ca: &str,
+    range: std::ops::Range<usize>,
+    root: &Path,
+    run: bool,
+) -> anyhow::Result<Vec<DataDir>> {
+    let mut tasks = Vec::new();
+    for i in range {
+        let req = JoinRequest {
+            hub: hub.url.clone(),
+            token: token.to_owned(),
+            cluster_name: format!("sim-{i:05}"),
+            ca: CaSource::Pem(ca.to_owned()),
+        };
+        let opts = Options::new(DataDir::new(root.join(format!("a{i}"))));
+        tasks.push(tokio::spawn(async move {
+            agent::join(&req, &opts, |_| {}).await?;
+            let dir = opts.data_dir.clone();
+            if run {
+                tokio::spawn(agent::run(
+                    opts,
+                    Arc::new(RecordingCluster::default()),
+                    std::future::pending(),
+                ));
+            }
+            Ok::<_, AgentError>(dir)
+        }));
+    }
+    let mut dirs = Vec::new();
+    for t in tasks {
+        dirs.push(t.await??);
+    }
+    Ok(dirs)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bin = hub_binary(args.hub.clone())?;
+    let hub = start_hub(&bin, args.agents).await?;
+    let client = admin(&hub).await?;
+    let token = create_token(&client).await?;
+    let ca = std::fs::read_to_string(hub.dir.path().join("pki/ca.crt"))?;
+    let root = tempfile::tempdir()?;
+    let pid = hub.child.id();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (_, rss_base) = hub_usage(pid)?;
+    match args.mode.as_str() {
+        "join" => {
+            let start = Instant::now();
+            let joiner = join_agents(&hub, &token, &ca, 0..args.agents, root.path(), true);
+            let joined = tokio::spawn({
+                let client = client.clone();
+                let n = args.agents;
+                async move {
+                    loop {
+                        if available(&client).await.unwrap_or(0) >= n {
+                            return start.elapsed();
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            });
+            joiner.await?;
+            let accepted = start.elapsed();
+            let all = joined.await?;
+            let (cpu, rss) = hub_usage(pid)?;
+            println!(
+                "| agents | all accepted (join returned) | all Available on the hub | hub CPU s | hub RSS MiB |"
+            );
+            println!("|---:|---:|---:|---:|---:|");
+            println!(
+                "| {} | {:.1} s | {:.1} s | {cpu:.1} | {:.0} |",
+                args.agents,
+                accepted.as_secs_f64(),
+                all.as_secs_f64(),
+                rss as f64 / 1024.0
+            );
+        }
+        "renew" => {
+            let mut dirs = Vec::new();
+            let t = Instant::now();
+            for start in (0..args.agents).step_by(args.wave.max(1)) {
+                let end = (start + args.wave).min(args.agents);
+                dirs.extend(join_agents(&hub, &token, &ca, start..end, root.path(), false).await?);
+                eprintln!("joined {end} agents in {:.0} s", t.elapsed().as_secs_f64());
+            }
+            let mut clients = Vec::new();
+            for d in &dirs {
+                let id = d.identity()?.context("identity")?;
+                let (cert, key) = d.credentials()?.context("credentials")?;
+                let c = ocm_agent::hub::with_certificate(&id.hub, &ca, &cert, &key)?;
+                clients.push((c, id.cluster_name));
+            }
+            let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+            let errors = Arc::new(AtomicUsize::new(0));
+            let period = Duration::from_secs(args.renew_every);
+            let duration = Duration::from_secs(args.duration);
+            // One renewal each first (connections open), then the measured window.
+            let warm: Vec<_> = clients
+                .iter()
+                .map(|(c, n)| {
+                    let (c, n) = (c.clone(), n.clone());
+                    tokio::spawn(async move { agent::renew_lease_with(&c, &n).await })
+                })
+                .collect();
+            for w in warm {
+                let _ = w.await?;
+            }
+            let (cpu0, _) = hub_usage(pid)?;
+            let began = Instant::now();
+            let mut tasks = Vec::new();
+            for (i, (c, n)) in clients.into_iter().enumerate() {
+                let (hist, errors) = (Arc::clone(&hist), Arc::clone(&errors));
+                let offset = period.mul_f64(i as f64 / args.agents as f64);
+                tasks.push(tokio::spawn(async move {
+                    let mut next = tokio::time::Instant::now() + offset;
+                    loop {
+                        tokio::time::sleep_until(next).await;
+                        if began.elapsed() >= duration {
+                            return;
+                        }
+                        let t = Instant::now();
+                        match agent::renew_lease_with(&c, &n).await {
+                            Ok(()) => {
+                                let us = t.elapsed().as_micros() as u64;
+                                hist.lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                    .record(us.max(1))
+                                    .ok();
+                            }
+                            Err(_) => {
+                                errors.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        next += period;
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await?;
+            }
+            let secs = began.elapsed().as_secs_f64();
+            let (cpu1, rss) = hub_usage(pid)?;
+            let h = hist.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+            println!(
+                "| agents | renewals/s | p50 ms | p99 ms | max ms | errors | hub CPU (cores) | hub RSS MiB | RSS per agent KiB |"
+            );
+            println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            println!(
+                "| {} | {:.0} | {:.2} | {:.2} | {:.1} | {} | {:.2} | {:.0} | {:.1} |",
+                args.agents,
+                h.len() as f64 / secs,
+                ms(0.5),
+                ms(0.99),
+                h.max() as f64 / 1000.0,
+                errors.load(Ordering::Relaxed),
+                (cpu1 - cpu0) / secs,
+                rss as f64 / 1024.0,
+                (rss.saturating_sub(rss_base)) as f64 / args.agents as f64,
+            );
+        }
+        other => anyhow::bail!("--mode {other:?}: join or renew"),
+    }
+    Ok(())
+}
