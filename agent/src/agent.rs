@@ -312,15 +312,21 @@ async fn renew_lease(shared: &Shared) -> Result<(), AgentError> {
 /// Reports the cluster's status at start and then every healthcheck period.
 async fn status_loop(shared: Arc<Shared>) {
     loop {
-        if let Err(e) = report_status(&shared).await {
-            tracing::warn!(error = %e, "status report failed; retrying");
-        }
         let period = shared.opts.healthcheck_period;
-        // A failing API server is rechecked every 5 s (OCM's), so it turns False in time.
-        let next = if shared.failing_since.load(Ordering::Relaxed) != 0 {
-            period.min(Duration::from_secs(5))
-        } else {
-            period
+        let next = match report_status(&shared).await {
+            // A write that lost a race with the hub's own status write is made again at once.
+            Err(e) if matches!(&e, AgentError::Hub(kube::Error::Api(s)) if s.code == 409) => {
+                Duration::from_millis(100)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "status report failed; retrying");
+                period.min(Duration::from_secs(5))
+            }
+            // A failing API server is rechecked every 5 s (OCM's), so it turns False in time.
+            Ok(()) if shared.failing_since.load(Ordering::Relaxed) != 0 => {
+                period.min(Duration::from_secs(5))
+            }
+            Ok(()) => period,
         };
         tokio::time::sleep(next).await;
     }
