@@ -414,7 +414,8 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
         by_label(&k.role_bindings),
     ];
     let clusters = Clusters { ctx: Arc::clone(ctx), clock_seen: Mutex::default() };
-    reconcile::run(&ctx.registry, background, Arc::new(clusters), watches, 4);
+    // Each run waits on a few durable writes; many at once share a group commit.
+    reconcile::run(&ctx.registry, background, Arc::new(clusters), watches, 16);
 }
 
 #[cfg(test)]

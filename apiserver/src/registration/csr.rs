@@ -273,7 +273,7 @@ pub(super) async fn approve(
 
 pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
     let watches = vec![super::by_name(&ctx.kinds.csrs)];
-    reconcile::run(&ctx.registry, background, Arc::new(Csrs { ctx: Arc::clone(ctx) }), watches, 2);
+    reconcile::run(&ctx.registry, background, Arc::new(Csrs { ctx: Arc::clone(ctx) }), watches, 8);
 }
 
 #[cfg(test)]
