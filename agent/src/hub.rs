@@ -133,6 +133,13 @@ pub async fn discover_ca(url: &str, expected: &str) -> Result<String, AgentError
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| AgentError::Invalid(format!("{url}'s cluster-info holds no CA")))?;
+    // Only the pinned certificate is trusted: a bundle could smuggle in a second CA that the
+    // pin does not cover (the fetch itself was not verified).
+    if pem_certificates(&ca_pem).len() != 1 {
+        return Err(AgentError::Invalid(format!(
+            "{url}'s cluster-info holds more than one CA certificate: use --ca-file"
+        )));
+    }
     let found = ca_hash(&ca_pem).ok_or_else(|| {
         AgentError::Invalid(format!("{url}'s cluster-info CA is not a certificate"))
     })?;

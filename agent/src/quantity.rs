@@ -47,7 +47,10 @@ impl Quantity {
         let negative = number.starts_with('-');
         let digits = number.trim_start_matches(['+', '-']);
         let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
-        if whole.is_empty() && frac.is_empty() || frac.len() > 18 {
+        if whole.is_empty() && frac.is_empty()
+            || frac.len() > 18
+            || !whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+        {
             return None;
         }
         let whole: i128 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
@@ -69,7 +72,10 @@ impl std::ops::Add for Quantity {
 
     /// The sum of two quantities (binary if either was).
     fn add(self, other: Quantity) -> Quantity {
-        Quantity { milli: self.milli + other.milli, binary: self.binary || other.binary }
+        Quantity {
+            milli: self.milli.saturating_add(other.milli),
+            binary: self.binary || other.binary,
+        }
     }
 }
 
@@ -111,7 +117,7 @@ mod tests {
         assert_eq!(q("1k").to_string(), "1000");
         assert_eq!(q("100n").to_string(), "1m", "rounded up");
         assert_eq!((q("110") + q("110")).to_string(), "220");
-        for bad in ["", "Gi", "1X", "1.2.3", "e3", "1e99"] {
+        for bad in ["", "Gi", "1X", "1.2.3", "e3", "1e99", "1.-5", "+-1"] {
             assert!(Quantity::parse(bad).is_none(), "{bad}");
         }
     }

@@ -234,8 +234,14 @@ pub async fn accept(
                 ));
                 continue;
             }
+            let requester = value
+                .pointer("/spec/username")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .to_owned();
             match crate::registration::check_agent_request(&value) {
-                Ok(check) => pending.push((name, check.common_name)),
+                Ok(check) => pending
+                    .push((name, format!("{} (requested by {requester})", check.common_name))),
                 Err(why) => say(format!("skipped CertificateSigningRequest {name}: {why}")),
             }
         }

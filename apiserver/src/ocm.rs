@@ -254,6 +254,9 @@ fn admit_managed_cluster(
                 .or_insert_with(|| Value::String(CLUSTER_SET_DEFAULT.to_owned()));
         }
     }
+    if let (Some(old), Some(_)) = (old, who) {
+        keep_automatic_taints(obj, old);
+    }
     stamp_taints(obj, old, who.is_some())?;
     let Some(who) = who else { return Ok(()) };
     let accepts = |v: &Value| v.pointer("/spec/hubAcceptsClient") == Some(&Value::Bool(true));
@@ -304,6 +307,31 @@ fn admit_managed_cluster(
         }
     }
     Ok(())
+}
+
+/// The `unreachable` and `unavailable` taints are the hub's (ocm.md §2.1): a client's update
+/// keeps them as they were, whatever it sent, so an agent cannot clear them (nor restart a
+/// toleration's clock by having them re-added).
+fn keep_automatic_taints(obj: &mut Value, old: &Value) {
+    use ocm_proto::api::cluster::{TAINT_UNAVAILABLE, TAINT_UNREACHABLE};
+    let automatic = |t: &Value| {
+        matches!(t.get("key").and_then(Value::as_str), Some(TAINT_UNREACHABLE | TAINT_UNAVAILABLE))
+    };
+    let kept: Vec<Value> = old
+        .pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter(|t| automatic(t)).cloned().collect())
+        .unwrap_or_default();
+    let given = obj.pointer("/spec/taints").and_then(Value::as_array);
+    let mut taints: Vec<Value> =
+        given.map(|l| l.iter().filter(|t| !automatic(t)).cloned().collect()).unwrap_or_default();
+    if kept.is_empty() && given.is_none_or(|l| !l.iter().any(automatic)) {
+        return;
+    }
+    taints.extend(kept);
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("taints".into(), Value::Array(taints));
+    }
 }
 
 /// Stamps `timeAdded` on new and changed taints; a client may not set it on them, nor change

@@ -240,7 +240,13 @@ pub fn run<R: Reconciler>(
         background.spawn(async move {
             loop {
                 let key = queue.next().await;
-                let outcome = reconciler.reconcile(key.clone()).await;
+                // A panic is one failed run (retried with backoff), never a lost worker or a
+                // key stuck as running.
+                let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+                    reconciler.reconcile(key.clone()),
+                ))
+                .await
+                .unwrap_or_else(|_| Err(ApiError::internal("the reconcile panicked")));
                 if let Err(e) = &outcome {
                     tracing::debug!(controller = reconciler.name(), %key, error = %e.message, "reconcile failed; backing off");
                 }

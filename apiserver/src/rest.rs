@@ -1195,9 +1195,11 @@ async fn watch(
         (Some(rv), false) => WatchStart::After(parse_rv(rv)?),
     };
     let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
+        // Capped at a year: a larger one would overflow the deadline.
         Some(t) => Duration::from_secs(
             t.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t:?}")))?,
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t:?}")))?
+                .min(365 * 24 * 3600),
         ),
         None => {
             use rand::Rng as _;

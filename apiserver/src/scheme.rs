@@ -764,6 +764,13 @@ impl Strategy for CsrStrategy {
         sub: Option<&str>,
         who: Option<&crate::registry::Requester>,
     ) -> Result<(), ApiError> {
+        // A request's spec never changes after creation (kube's CSR strategy): its requester
+        // and request are what approval and signing rely on.
+        if let (Some(old), None) = (old, sub) {
+            if let (Some(map), Some(spec)) = (obj.as_object_mut(), old.get("spec")) {
+                map.insert("spec".into(), spec.clone());
+            }
+        }
         let Some(who) = who else { return Ok(()) };
         let Some(old) = old else {
             let user = &who.user;
@@ -784,24 +791,33 @@ impl Strategy for CsrStrategy {
             }
             return Ok(());
         };
+        let decisions = |v: &Value| -> Vec<Value> {
+            v.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .map(|l| {
+                    l.iter()
+                        .filter(|c| matches!(c["type"].as_str(), Some("Approved" | "Denied")))
+                        .map(|c| json!([c["type"], c["status"]]))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
         let (verb, changed) = match sub {
-            Some("approval") => {
-                let decisions = |v: &Value| -> Vec<Value> {
-                    v.pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .map(|l| {
-                            l.iter()
-                                .filter(|c| {
-                                    matches!(c["type"].as_str(), Some("Approved" | "Denied"))
-                                })
-                                .map(|c| json!([c["type"], c["status"]]))
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                ("approve", decisions(obj) != decisions(old))
-            }
+            Some("approval") => ("approve", decisions(obj) != decisions(old)),
             Some("status") => {
+                // Approval and denial go through `approval` only (and its `approve` check).
+                if decisions(obj) != decisions(old) {
+                    let err = FieldError::forbidden(
+                        "status.conditions",
+                        "Approved and Denied conditions are set through the approval subresource",
+                    );
+                    return Err(ApiError::invalid(
+                        "certificates.k8s.io",
+                        "CertificateSigningRequest",
+                        object::name(old),
+                        &[err],
+                    ));
+                }
                 ("sign", obj.pointer("/status/certificate") != old.pointer("/status/certificate"))
             }
             _ => return Ok(()),

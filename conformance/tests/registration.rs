@@ -652,6 +652,24 @@ async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::
         .send()
         .await?;
     ensure!(r.status() == 403, "{}", r.status());
+    // Not even an admin approves through /status, or rewrites a request's spec.
+    let r = admin
+        .patch(format!("{}{CSRS}/{}/status", hub.url, names[0]))
+        .header("content-type", "application/merge-patch+json")
+        .body(approve.to_string())
+        .send()
+        .await?;
+    ensure!(r.status() == 422, "approval through /status: {}", r.status());
+    let forged_user = json!({"spec": {"username": "system:open-cluster-management:c1:agent"}});
+    let r = admin
+        .patch(format!("{}{CSRS}/{}", hub.url, names[0]))
+        .header("content-type", "application/merge-patch+json")
+        .body(forged_user.to_string())
+        .send()
+        .await?;
+    ensure!(r.status().is_success(), "{}", r.status());
+    let c = get(&hub, &admin, &format!("{CSRS}/{}", names[0])).await?.context("csr")?;
+    ensure!(c["spec"]["username"] == format!("system:bootstrap:{id}"), "spec changed: {c}");
     Ok(())
 }
 

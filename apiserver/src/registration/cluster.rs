@@ -93,10 +93,12 @@ impl Clusters {
 
         let mut status = mc.status.clone().unwrap_or_default();
         let stamp = now();
+        let mut accept_error = None;
         let was_accepted =
             find_condition(&status.conditions, api::v1::CONDITION_HUB_ACCEPTED).is_some();
         if accepted {
             let applied = self.accept(&name).await;
+            accept_error = applied.as_ref().err().cloned();
             let c = match &applied {
                 Ok(()) => condition(
                     api::v1::CONDITION_HUB_ACCEPTED,
@@ -128,6 +130,8 @@ impl Clusters {
 
         // Availability and clock, from the Lease.
         let mut requeue = Action::Done;
+        // The renewTime the clock was judged on, remembered once the status is written.
+        let mut clock_judged = None;
         let lease = self.ctx.cached(&kinds.leases, &name, LEASE_NAME);
         let renew = lease
             .as_ref()
@@ -140,8 +144,10 @@ impl Clusters {
             };
             let grace = time::Duration::seconds(5 * seconds);
             let now_t = time::OffsetDateTime::now_utc();
-            if let Some(renewed) = parse_time(&renew_str) {
-                let expiry = renewed + grace;
+            // A renewTime so far ahead that adding the grace overflows never expires.
+            if let Some((renewed, expiry)) =
+                parse_time(&renew_str).and_then(|r| r.checked_add(grace).map(|e| (r, e)))
+            {
                 if now_t >= expiry {
                     set_condition(
                         &mut status.conditions,
@@ -157,10 +163,15 @@ impl Clusters {
                     let left = (expiry - now_t).unsigned_abs();
                     requeue = Action::RequeueAfter(left + Duration::from_millis(10));
                 }
-                let judged = {
-                    let mut seen = self.clock_seen.lock().unwrap_or_else(PoisonError::into_inner);
-                    seen.insert(name.clone(), renew_str.clone()).as_deref() != Some(&renew_str)
-                };
+                let judged = self
+                    .clock_seen
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&name)
+                    .is_none_or(|seen| *seen != renew_str);
+                if judged {
+                    clock_judged = Some(renew_str.clone());
+                }
                 if judged && !skips_clock_check(raw) {
                     let skew = (now_t - renewed).abs();
                     let c = if skew < grace {
@@ -193,11 +204,22 @@ impl Clusters {
             rv = object::meta_str(&written.object, "resourceVersion").to_owned();
         }
 
+        if let Some(renew) = clock_judged {
+            self.clock_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(name.clone(), renew);
+        }
+
         // Taints follow availability.
         let taints = desired_taints(&spec.taints, &status.conditions);
         if taints != spec.taints {
             let body = json!({"metadata": {"resourceVersion": rv}, "spec": {"taints": taints}});
             self.ctx.patch(&kinds.clusters, "", &name, body, None).await?;
+        }
+        // A failed acceptance is told in the condition, then retried with backoff.
+        if let Some(e) = accept_error {
+            return Err(e);
         }
         Ok(requeue)
     }
@@ -233,12 +255,19 @@ impl Clusters {
         Ok(())
     }
 
-    /// A denied cluster keeps only the right to read itself.
+    /// A denied cluster keeps only the right to read itself, and (as in OCM) its work agent's
+    /// RoleBinding while works remain, so it can still release their finalizers.
     async fn deny(&self, name: &str) -> Result<(), ApiError> {
         for obj in cluster_rbac::cluster_objects(name, false) {
             self.ctx.ensure(obj).await?;
         }
-        self.remove_role_bindings(name).await
+        let rb = &self.ctx.kinds.role_bindings;
+        let prefix = format!("open-cluster-management:managedcluster:{name}");
+        self.ctx.remove(rb, name, &format!("{prefix}:registration")).await?;
+        if self.ctx.cached_list(&self.ctx.kinds.works, name).is_empty() {
+            self.ctx.remove(rb, name, &format!("{prefix}:work")).await?;
+        }
+        Ok(())
     }
 
     async fn remove_role_bindings(&self, name: &str) -> Result<(), ApiError> {

@@ -99,15 +99,17 @@ impl Sets {
                 .and_then(Value::as_str)
                 != Some("false");
             if auto && raw.pointer("/spec/clusterSelector") != spec.get("clusterSelector") {
+                // One merge patch: the type, and the selector cleared of any stale field (a
+                // selector changed in two steps would briefly select the wrong clusters).
+                let mut selector = spec["clusterSelector"].clone();
+                selector["labelSelector"] = if selector.get("labelSelector").is_some() {
+                    json!({"matchLabels": null, "matchExpressions": null})
+                } else {
+                    Value::Null
+                };
                 let body = json!({
                     "metadata": {"resourceVersion": object::meta_str(raw, "resourceVersion")},
-                    "spec": {"clusterSelector": null},
-                });
-                // Merge patch: clear the selector, then set it whole (no stale labelSelector).
-                let w = ctx.patch(rt, "", &name, body, None).await?;
-                let body = json!({
-                    "metadata": {"resourceVersion": object::meta_str(&w.object, "resourceVersion")},
-                    "spec": spec,
+                    "spec": {"clusterSelector": selector},
                 });
                 ctx.patch(rt, "", &name, body, None).await?;
                 return Ok(Action::Done); // the write queues the set again

@@ -163,10 +163,12 @@ impl Csrs {
         } else {
             "Auto approving Managed cluster agent certificate of a trusted bootstrap identity."
         };
-        approve(&self.ctx, &name, csr, APPROVED_REASON, message).await?;
+        // A trusted identity's cluster is accepted first: once the request is approved, this
+        // branch is never taken again.
         if trusted && !renewal {
             self.auto_accept(&check.cluster).await?;
         }
+        approve(&self.ctx, &name, csr, APPROVED_REASON, message).await?;
         Ok(Action::Done)
     }
 
@@ -190,7 +192,10 @@ impl Csrs {
     /// denial sticks).
     async fn auto_accept(&self, cluster: &str) -> Result<(), ApiError> {
         let rt = &self.ctx.kinds.clusters;
-        let Some(mc) = self.ctx.cached(rt, "", cluster) else { return Ok(()) };
+        let Some(mc) = self.ctx.cached(rt, "", cluster) else {
+            // The agent creates its cluster before its request: not seen yet, so look again.
+            return Err(ApiError::internal(format!("ManagedCluster {cluster} not seen yet")));
+        };
         let key = ocm_proto::api::cluster::ANNOTATION_AUTOMATICALLY_ACCEPTED_ON;
         if mc.value.pointer("/metadata/annotations").and_then(|a| a.get(key)).is_some() {
             return Ok(());
