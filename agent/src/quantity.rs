@@ -45,7 +45,7 @@ impl Quantity {
             _ => return None,
         };
         let negative = number.starts_with('-');
-        let digits = number.trim_start_matches(['+', '-']);
+        let digits = number.strip_prefix(['+', '-']).unwrap_or(number);
         let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
         if whole.is_empty() && frac.is_empty()
             || frac.len() > 18
