@@ -14,6 +14,7 @@ use ocm_proto::api::cluster::{self as api, v1::ManagedCluster};
 use ocm_proto::api::meta::{
     CONDITION_FALSE, CONDITION_TRUE, Condition, Time, condition, is_condition_true, set_condition,
 };
+use serde::Deserialize as _;
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -117,7 +118,7 @@ pub async fn join(
         "ManagedCluster {} is registered on the hub",
         id.cluster_name
     )));
-    let cn = reg::common_name(&id.cluster_name, &id.agent_name);
+    let cn = api::agent_user(&id.cluster_name, &id.agent_name);
     let have = match dir.credentials()? {
         Some((cert, key)) => reg::check_certificate(&cert, &key, &cn)
             .is_ok_and(|(_, not_after)| not_after > unix_now()),
@@ -247,7 +248,7 @@ pub async fn run(
     let id = dir.identity()?.ok_or_else(not_joined)?;
     let ca_pem = dir.read("ca.crt")?.ok_or_else(not_joined)?;
     let (cert, key) = dir.credentials()?.ok_or_else(not_joined)?;
-    let cn = reg::common_name(&id.cluster_name, &id.agent_name);
+    let cn = api::agent_user(&id.cluster_name, &id.agent_name);
     let (nb, na) = reg::check_certificate(&cert, &key, &cn)?;
     if na <= unix_now() {
         return Err(AgentError::Invalid(
@@ -342,7 +343,8 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
     let name = &shared.id.cluster_name;
     let clusters = reg::clusters(shared.client());
     let obj = clusters.get(name).await.map_err(|e| hub::explain(url, e))?;
-    let mc: ManagedCluster = serde_json::from_value(serde_json::to_value(&obj).unwrap_or_default())
+    let current = serde_json::to_value(&obj).unwrap_or_default();
+    let mc = ManagedCluster::deserialize(&current)
         .map_err(|e| AgentError::Invalid(format!("ManagedCluster {name}: {e}")))?;
     if let Some(s) = mc.spec.as_ref().and_then(|s| s.lease_duration_seconds).filter(|s| *s > 0) {
         if shared.lease_seconds.swap(i64::from(s), Ordering::Relaxed) != i64::from(s) {
@@ -432,7 +434,6 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
         patch["status"]["clusterClaims"] = json!(list);
     }
     // Nothing to write when the status already says all of it.
-    let current = serde_json::to_value(&obj).unwrap_or_default();
     let unchanged = patch["status"]
         .as_object()
         .into_iter()
@@ -503,7 +504,7 @@ async fn rotate(shared: &Shared) -> Result<(), AgentError> {
         }
         tokio::time::sleep(reg::POLL).await;
     };
-    let cn = reg::common_name(&id.cluster_name, &id.agent_name);
+    let cn = api::agent_user(&id.cluster_name, &id.agent_name);
     let (nb, na) = reg::check_certificate(&cert, &key, &cn)?;
     shared.opts.data_dir.save_credentials(&cert, &key)?;
     let client = hub::with_certificate(&id.hub, &shared.ca_pem, &cert, &key)?;

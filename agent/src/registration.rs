@@ -13,10 +13,6 @@ use serde_json::{Value, json};
 use crate::error::AgentError;
 use crate::hub;
 
-/// The signer agent certificates come from.
-pub const SIGNER: &str = "kubernetes.io/kube-apiserver-client";
-/// The group every agent certificate carries besides its cluster's.
-pub const MANAGED_CLUSTERS_GROUP: &str = "system:open-cluster-management:managed-clusters";
 /// OCM's limit: no new request while this many of the cluster's are outstanding.
 const MAX_PENDING_CSRS: usize = 10;
 /// How often the agent looks again while it waits on the hub.
@@ -26,11 +22,6 @@ pub const POLL: Duration = Duration::from_millis(500);
 pub fn clusters(client: kube::Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(api::GROUP, "v1", "ManagedCluster");
     Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "managedclusters"))
-}
-
-/// The user an agent's certificate names.
-pub fn common_name(cluster: &str, agent: &str) -> String {
-    format!("system:open-cluster-management:{cluster}:{agent}")
 }
 
 /// A random agent name (OCM's: five lower-case characters).
@@ -74,10 +65,10 @@ pub fn new_request(cluster: &str, agent: &str) -> Result<(String, String), Agent
     let key = rcgen::KeyPair::generate().map_err(|e| AgentError::Invalid(e.to_string()))?;
     let mut params = rcgen::CertificateParams::default();
     let mut dn = rcgen::DistinguishedName::new();
-    dn.push(rcgen::DnType::CommonName, common_name(cluster, agent));
-    dn.push(rcgen::DnType::OrganizationName, format!("system:open-cluster-management:{cluster}"));
+    dn.push(rcgen::DnType::CommonName, api::agent_user(cluster, agent));
+    dn.push(rcgen::DnType::OrganizationName, api::agent_group(cluster));
     // rcgen keeps one value per attribute type: the second O goes in under its OID.
-    dn.push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]), MANAGED_CLUSTERS_GROUP);
+    dn.push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]), api::GROUP_MANAGED_CLUSTERS);
     params.distinguished_name = dn;
     let csr = params
         .serialize_request(&key)
@@ -112,7 +103,7 @@ pub async fn create_csr(
     }
     let mut spec = json!({
         "request": base64::engine::general_purpose::STANDARD.encode(request_pem),
-        "signerName": SIGNER,
+        "signerName": ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME,
         "usages": ["digital signature", "key encipherment", "client auth"],
     });
     if let Some(d) = expiration {

@@ -141,7 +141,6 @@ impl Attributes {
     }
 
     /// The same request on a subresource.
-    #[cfg(test)]
     pub fn with_subresource(mut self, subresource: &str) -> Attributes {
         self.subresource = subresource.to_string();
         self

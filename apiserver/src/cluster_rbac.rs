@@ -9,21 +9,13 @@ use serde_json::{Value, json};
 use crate::authz::RBAC_GROUP;
 
 /// The label every object here carries (empty for the shared ClusterRoles).
-pub const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
+pub const CLUSTER_NAME_LABEL: &str = ocm_proto::api::cluster::LABEL_CLUSTER_NAME;
 /// The shared ClusterRole of the registration agent.
 pub const REGISTRATION_ROLE: &str = "open-cluster-management:managedcluster:registration";
 /// The shared ClusterRole of the work agent.
 pub const WORK_ROLE: &str = "open-cluster-management:managedcluster:work";
 
-/// The group of a cluster's agents (the `O` of their certificates).
-pub fn agent_group(cluster: &str) -> String {
-    format!("system:open-cluster-management:{cluster}")
-}
-
-/// The user of a cluster's agent (the `CN` of its certificate).
-pub fn agent_user(cluster: &str, agent: &str) -> String {
-    format!("system:open-cluster-management:{cluster}:{agent}")
-}
+pub use ocm_proto::api::cluster::{agent_group, agent_user};
 
 fn rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> Value {
     let mut r = json!({"apiGroups": groups, "resources": resources, "verbs": verbs});

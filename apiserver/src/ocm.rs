@@ -261,16 +261,14 @@ fn admit_managed_cluster(
     let Some(who) = who else { return Ok(()) };
     let accepts = |v: &Value| v.pointer("/spec/hubAcceptsClient") == Some(&Value::Bool(true));
     if accepts(obj) && !old.is_some_and(accepts) {
-        let attrs = Attributes {
-            subresource: "accept".to_owned(),
-            ..Attributes::resource(
-                "update",
-                "register.open-cluster-management.io",
-                "managedclusters",
-                "",
-                &name,
-            )
-        };
+        let attrs = Attributes::resource(
+            "update",
+            "register.open-cluster-management.io",
+            "managedclusters",
+            "",
+            &name,
+        )
+        .with_subresource("accept");
         if !who.can(&attrs) {
             return Err(forbidden(
                 "managedclusters",
@@ -284,16 +282,14 @@ fn admit_managed_cluster(
     let old_set = old.map(set_of).unwrap_or_default();
     if new_set != old_set {
         for set in [&old_set, &new_set].into_iter().filter(|s| !s.is_empty()) {
-            let attrs = Attributes {
-                subresource: "join".to_owned(),
-                ..Attributes::resource(
-                    "create",
-                    ocm_proto::api::cluster::GROUP,
-                    "managedclustersets",
-                    "",
-                    set,
-                )
-            };
+            let attrs = Attributes::resource(
+                "create",
+                ocm_proto::api::cluster::GROUP,
+                "managedclustersets",
+                "",
+                set,
+            )
+            .with_subresource("join");
             if !who.can(&attrs) {
                 return Err(forbidden(
                     "managedclusters",
@@ -392,16 +388,14 @@ fn stamp_taints(obj: &mut Value, old: Option<&Value>, client: bool) -> Result<()
 fn admit_binding(obj: &Value, who: &Requester) -> Result<(), ApiError> {
     let name = crate::object::name(obj);
     let set = obj.pointer("/spec/clusterSet").and_then(Value::as_str).unwrap_or(name);
-    let attrs = Attributes {
-        subresource: "bind".to_owned(),
-        ..Attributes::resource(
-            "create",
-            ocm_proto::api::cluster::GROUP,
-            "managedclustersets",
-            "",
-            set,
-        )
-    };
+    let attrs = Attributes::resource(
+        "create",
+        ocm_proto::api::cluster::GROUP,
+        "managedclustersets",
+        "",
+        set,
+    )
+    .with_subresource("bind");
     if who.can(&attrs) {
         return Ok(());
     }

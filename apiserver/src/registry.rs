@@ -450,6 +450,22 @@ impl Registry {
         selectors_match(rt, obj, q.labels.as_ref(), q.fields.as_ref())
     }
 
+    /// Creates an object unless one of its name exists (what exists is kept as it is); the
+    /// hub's own objects: defaults at start-up, what controllers set up.
+    pub async fn create_if_absent(
+        &self,
+        rt: &ResourceType,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let namespace = object::namespace(&obj).to_owned();
+        match self.create(rt, &namespace, obj, opts).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.reason == "AlreadyExists" => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates an object (POST to the collection).
     pub async fn create(
         &self,

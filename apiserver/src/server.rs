@@ -260,7 +260,7 @@ pub async fn run(
                 "created by ocm-hub serve on its first start",
             );
             if let Some(rt) = registry.scheme.lookup("", "v1", "secrets").cloned() {
-                create_if_absent(&registry, &rt, secret).await?;
+                registry.create_if_absent(&rt, secret, &WriteOptions::default()).await?;
                 join_command = Some(format!(
                     "klusterlet join --hub {server_url} --token {token} --ca-hash {} --cluster-name <cluster-name>",
                     pki.ca_hash()?
@@ -398,7 +398,7 @@ async fn ensure_default_rbac(registry: &Registry) -> Result<(), ApiError> {
             .find(|rt| rt.group == crate::authz::RBAC_GROUP && rt.kind == kind)
             .cloned();
         if let Some(rt) = rt {
-            create_if_absent(registry, &rt, obj).await?;
+            registry.create_if_absent(&rt, obj, &WriteOptions::default()).await?;
         }
     }
     Ok(())
@@ -411,7 +411,7 @@ async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
     };
     for name in ["default", "kube-system", "kube-public"] {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        create_if_absent(registry, &rt, obj).await?;
+        registry.create_if_absent(&rt, obj, &WriteOptions::default()).await?;
     }
     Ok(())
 }
@@ -448,23 +448,9 @@ async fn publish_cluster_info(
                 .await
                 .map(drop)
         }
-        None => create_if_absent(registry, &rt, obj).await,
+        None => registry.create_if_absent(&rt, obj, &WriteOptions::default()).await,
     }
 }
 
 /// The ConfigMap in `kube-public` that carries the hub's URL and CA for joining agents.
 pub const CLUSTER_INFO: &str = "cluster-info";
-
-/// Creates an object the hub needs unless it exists (a later start keeps what is there).
-async fn create_if_absent(
-    registry: &Registry,
-    rt: &crate::scheme::ResourceType,
-    obj: serde_json::Value,
-) -> Result<(), ApiError> {
-    let namespace = crate::object::namespace(&obj).to_owned();
-    match registry.create(rt, &namespace, obj, &WriteOptions::default()).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.reason == "AlreadyExists" => Ok(()),
-        Err(e) => Err(e),
-    }
-}

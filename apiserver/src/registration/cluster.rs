@@ -15,6 +15,7 @@ use ocm_proto::api::meta::{
     CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Time, condition, find_condition,
     set_condition,
 };
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Ctx;
@@ -24,7 +25,7 @@ use crate::error::ApiError;
 use crate::object;
 use crate::reconcile::{self, Action, Reconciler, Watch};
 
-pub use ocm_proto::api::cluster::LEASE_NAME;
+use ocm_proto::api::cluster::LEASE_NAME;
 /// `leaseDurationSeconds` when unset or 0.
 const DEFAULT_LEASE_SECONDS: i64 = 60;
 /// How often deletion cleanup looks again while resources remain.
@@ -64,7 +65,7 @@ impl Clusters {
             return Ok(Action::Done);
         };
         let raw = &cached.value;
-        let mc: ManagedCluster = serde_json::from_value(raw.clone())
+        let mc = ManagedCluster::deserialize(raw)
             .map_err(|e| ApiError::internal(format!("stored ManagedCluster {name}: {e}")))?;
         if object::is_deleting(raw) {
             return self.delete(&name, raw, mc).await;
@@ -246,11 +247,7 @@ impl Clusters {
                 "spec": {"holderIdentity": LEASE_NAME,
                          "renewTime": object::rfc3339_micros(time::OffsetDateTime::now_utc())},
             });
-            match ctx.registry.create(&ctx.kinds.leases, name, lease, &Ctx::opts()).await {
-                Ok(_) => {}
-                Err(e) if e.reason == "AlreadyExists" => {}
-                Err(e) => return Err(e),
-            }
+            ctx.registry.create_if_absent(&ctx.kinds.leases, lease, &Ctx::opts()).await?;
         }
         Ok(())
     }

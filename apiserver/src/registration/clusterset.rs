@@ -12,6 +12,7 @@ use ocm_proto::api::meta::{
     CONDITION_FALSE, CONDITION_TRUE, LabelSelector, condition, set_condition,
 };
 use ocm_proto::selector::LabelSelector as Selector;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Ctx;
@@ -80,11 +81,7 @@ impl Sets {
                     "apiVersion": rt.storage_api_version(), "kind": rt.kind,
                     "metadata": {"name": name}, "spec": spec,
                 });
-                match ctx.registry.create(rt, "", obj, &Ctx::opts()).await {
-                    Ok(_) => {}
-                    Err(e) if e.reason == "AlreadyExists" => {}
-                    Err(e) => return Err(e),
-                }
+                ctx.registry.create_if_absent(rt, obj, &Ctx::opts()).await?;
             }
             return Ok(requeue);
         };
@@ -115,7 +112,7 @@ impl Sets {
                 return Ok(Action::Done); // the write queues the set again
             }
         }
-        let set: ManagedClusterSet = serde_json::from_value(raw.clone())
+        let set = ManagedClusterSet::deserialize(raw)
             .map_err(|e| ApiError::internal(format!("stored ManagedClusterSet {name}: {e}")))?;
         let selector = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
         let c = match set_selector(&name, selector) {
@@ -190,9 +187,8 @@ impl Bindings {
                 format!("ManagedClusterSet {set:?} not found"),
             )
         };
-        let binding: api::v1beta2::ManagedClusterSetBinding =
-            serde_json::from_value(raw.clone())
-                .map_err(|e| ApiError::internal(format!("stored binding {key}: {e}")))?;
+        let binding = api::v1beta2::ManagedClusterSetBinding::deserialize(raw)
+            .map_err(|e| ApiError::internal(format!("stored binding {key}: {e}")))?;
         let mut conditions = binding.status.map(|s| s.conditions).unwrap_or_default();
         let now = ocm_proto::api::meta::Time(k8s_openapi::jiff::Timestamp::now());
         if set_condition(&mut conditions, c, now) {

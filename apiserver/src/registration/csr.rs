@@ -20,10 +20,9 @@ use crate::error::ApiError;
 use crate::object;
 use crate::reconcile::{self, Action, Reconciler};
 
-/// The signer this hub implements.
-pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
-/// The group every OCM agent certificate also carries (ignored when checking the Os).
-const MANAGED_CLUSTERS_GROUP: &str = "system:open-cluster-management:managed-clusters";
+// The signer this hub implements, and the group its agents carry besides their cluster's.
+use ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME as KUBE_APISERVER_CLIENT;
+use ocm_proto::api::cluster::GROUP_MANAGED_CLUSTERS as MANAGED_CLUSTERS_GROUP;
 const AGENT_PREFIX: &str = "system:open-cluster-management:";
 /// The shortest certificate the signer issues (kube's minimum `expirationSeconds`).
 const MIN_EXPIRATION: Duration = Duration::from_secs(600);
@@ -175,16 +174,14 @@ impl Csrs {
     /// Whether the agent may renew: RBAC grants `renew` on `managedclusters/clientcertificates`
     /// only to an accepted cluster's agents.
     fn may_renew(&self, user: &UserInfo) -> bool {
-        let attrs = Attributes {
-            subresource: "clientcertificates".into(),
-            ..Attributes::resource(
-                "renew",
-                "register.open-cluster-management.io",
-                "managedclusters",
-                "",
-                "",
-            )
-        };
+        let attrs = Attributes::resource(
+            "renew",
+            "register.open-cluster-management.io",
+            "managedclusters",
+            "",
+            "",
+        )
+        .with_subresource("clientcertificates");
         self.ctx.access.decide(user, &attrs).is_allowed()
     }
 

@@ -23,9 +23,8 @@ use crate::reconcile;
 use crate::registry::{DeleteOptions, Patch, Registry, WriteOptions, Written};
 use crate::scheme::ResourceType;
 
-pub use cluster::LEASE_NAME;
 pub use clusterset::set_selector;
-pub use csr::{CsrCheck, KUBE_APISERVER_CLIENT, check_agent_request};
+pub use csr::{CsrCheck, check_agent_request};
 
 /// How registration behaves (`ocm-hub serve` flags).
 #[derive(Debug, Clone)]
@@ -155,11 +154,7 @@ impl Ctx {
             .ok_or_else(|| ApiError::internal("registration ensures a kind it does not know"))?;
         let (ns, name) = (object::namespace(&desired), object::name(&desired));
         let Some(current) = self.cached(rt, ns, name) else {
-            return match self.registry.create(rt, ns, desired.clone(), &Self::opts()).await {
-                Ok(_) => Ok(()),
-                Err(e) if e.reason == "AlreadyExists" => Ok(()),
-                Err(e) => Err(e),
-            };
+            return self.registry.create_if_absent(rt, desired.clone(), &Self::opts()).await;
         };
         let current = &current.value;
         let mut patch = Map::new();

@@ -7,6 +7,20 @@
 /// The API group.
 pub const GROUP: &str = "cluster.open-cluster-management.io";
 
+/// The group every agent certificate carries besides its cluster's (ignored when an approver
+/// checks a request's Os).
+pub const GROUP_MANAGED_CLUSTERS: &str = "system:open-cluster-management:managed-clusters";
+
+/// The group of a cluster's agents (the `O` of their certificates; the RBAC key).
+pub fn agent_group(cluster: &str) -> String {
+    format!("system:open-cluster-management:{cluster}")
+}
+
+/// The user of a cluster's agent (the `CN` of its certificate).
+pub fn agent_user(cluster: &str, agent: &str) -> String {
+    format!("system:open-cluster-management:{cluster}:{agent}")
+}
+
 /// Label on a cluster's Namespace, Lease, CSRs and per-cluster RBAC naming the cluster it belongs
 /// to.
 pub const LABEL_CLUSTER_NAME: &str = "open-cluster-management.io/cluster-name";
