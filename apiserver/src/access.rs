@@ -22,14 +22,25 @@ const RBAC_KINDS: [&str; 4] = ["roles", "clusterroles", "rolebindings", "cluster
 #[derive(Debug)]
 pub struct Access {
     index: RwLock<RbacIndex>,
-    /// Moves on every change of the RBAC index: open watches check again whether their
-    /// caller may still watch (a deleted cluster's agent loses its streams at once).
+    /// Counts the changes of the RBAC index.
+    changes: std::sync::atomic::AtomicU64,
+    /// The change count, published at most every [`PUBLISH_EVERY`]: open watches check again
+    /// whether their caller may still watch (a deleted cluster's agent loses its streams). A
+    /// burst of RBAC writes (a thousand clusters accepted) wakes each watcher once, not once
+    /// per write.
     generation: tokio::sync::watch::Sender<u64>,
 }
 
+/// How often RBAC changes are published to open watches.
+const PUBLISH_EVERY: Duration = Duration::from_millis(500);
+
 impl Default for Access {
     fn default() -> Access {
-        Access { index: RwLock::default(), generation: tokio::sync::watch::Sender::new(0) }
+        Access {
+            index: RwLock::default(),
+            changes: std::sync::atomic::AtomicU64::new(0),
+            generation: tokio::sync::watch::Sender::new(0),
+        }
     }
 }
 
@@ -51,6 +62,7 @@ impl Access {
             };
             background.spawn(follow(Arc::clone(&access), registry.clone(), rt, first, known));
         }
+        background.spawn(publish_changes(Arc::clone(&access)));
         access
     }
 
@@ -78,7 +90,7 @@ impl Access {
             index.upsert(&ev.object.value);
         }
         drop(index);
-        self.generation.send_modify(|g| *g += 1);
+        self.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         held
     }
 
@@ -107,7 +119,7 @@ impl Access {
             }
         }
         drop(index);
-        self.generation.send_modify(|g| *g += 1);
+        self.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// What RBAC decides for `user` doing `attrs`.
@@ -197,6 +209,17 @@ impl Access {
                 crate::authz::forbidden_message(user, attrs, decision.reason()),
             )),
         }
+    }
+}
+
+/// Publishes the change count when it moved, at most every [`PUBLISH_EVERY`].
+async fn publish_changes(access: Arc<Access>) {
+    let mut interval = tokio::time::interval(PUBLISH_EVERY);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let now = access.changes.load(std::sync::atomic::Ordering::Relaxed);
+        access.generation.send_if_modified(|g| std::mem::replace(g, now) != now);
     }
 }
 

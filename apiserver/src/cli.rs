@@ -33,6 +33,9 @@ pub enum CliError {
     /// What the user asked for is not possible.
     #[error("{0}")]
     Usage(String),
+    /// What the command needs is not on the hub (or not in a state it can act on).
+    #[error("{0}")]
+    HubState(String),
 }
 
 /// A client for the hub whose data dir is `data_dir`.
@@ -210,7 +213,7 @@ pub async fn accept(
         match mcl.get_opt(cluster).await? {
             Some(_) => {}
             None => {
-                return Err(CliError::Usage(format!(
+                return Err(CliError::HubState(format!(
                     "ManagedCluster {cluster} does not exist: run `klusterlet join ... --cluster-name {cluster}` on that cluster first"
                 )));
             }
@@ -249,7 +252,7 @@ pub async fn accept(
         agents.sort_unstable();
         agents.dedup();
         if agents.len() > 1 {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::HubState(format!(
                 "several agents asked to join as {cluster} ({}): approve the right one with `kubectl certificate approve`",
                 agents.join(", ")
             )));

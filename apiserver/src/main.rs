@@ -283,47 +283,21 @@ fn main() -> ExitCode {
 
 /// Runs `accept` against the running hub, a line per step.
 fn accept(clusters: &[String], data_dir: &Path) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ocm-hub: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async {
+    client_command(async {
         let client = cli::client(data_dir).await?;
-        cli::accept(client, clusters, |line| println!("{line}")).await
-    });
-    match result {
-        Ok(()) => {
-            println!(
-                "accepted: {} (check with `kubectl --kubeconfig {} get managedclusters`)",
-                clusters.join(", "),
-                data_dir.join("admin.kubeconfig").display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(cli::CliError::Usage(message)) => {
-            eprintln!("ocm-hub: {message}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("ocm-hub: {e}");
-            ExitCode::FAILURE
-        }
-    }
+        cli::accept(client, clusters, |line| println!("{line}")).await?;
+        println!(
+            "accepted: {} (check with `kubectl --kubeconfig {} get managedclusters`)",
+            clusters.join(", "),
+            data_dir.join("admin.kubeconfig").display()
+        );
+        Ok(())
+    })
 }
 
 /// Runs a `token` command against the running hub.
 fn token(command: TokenCommand) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ocm-hub: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async {
+    client_command(async {
         match command {
             TokenCommand::Create { data_dir, ttl } => {
                 let token = cli::token_create(cli::client(&data_dir).await?, ttl).await?;
@@ -341,9 +315,22 @@ fn token(command: TokenCommand) -> ExitCode {
                 println!("bootstrap token {id} revoked");
             }
         }
-        Ok::<(), cli::CliError>(())
-    });
-    match result {
+        Ok(())
+    })
+}
+
+/// Runs a client command on a small runtime: a usage error exits 2, any other failure 1.
+fn client_command(
+    command: impl std::future::Future<Output = Result<(), cli::CliError>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ocm-hub: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(cli::CliError::Usage(message)) => usage_error(&message),
         Err(e) => {

@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -26,14 +25,6 @@ pub enum Action {
     Done,
     /// Run the key again after this long (a deadline such as a lease's expiry).
     RequeueAfter(Duration),
-}
-
-/// A controller: what one key means is its own business.
-pub trait Reconciler: Send + Sync + 'static {
-    /// Its name, for logs.
-    fn name(&self) -> &'static str;
-    /// Brings the world of `key` to where it should be.
-    fn reconcile(&self, key: String) -> BoxFuture<'_, Result<Action, ApiError>>;
 }
 
 /// Maps an object of a watched kind to the keys it concerns.
@@ -221,34 +212,41 @@ impl Queue {
     }
 }
 
-/// Runs `reconciler` with `workers` workers, fed by `watches`; returns its queue, so other
-/// triggers (a timer, another controller) can add keys too.
-pub fn run<R: Reconciler>(
+/// Runs the controller `name` with `workers` workers, fed by `watches`: `reconcile` brings the
+/// world of one key to where it should be. Returns the queue, so other triggers (a timer,
+/// another controller) can add keys too.
+pub fn run<F, Fut>(
     registry: &Registry,
     background: &Background,
-    reconciler: Arc<R>,
+    name: &'static str,
     watches: Vec<Watch>,
     workers: usize,
-) -> Arc<Queue> {
+    reconcile: F,
+) -> Arc<Queue>
+where
+    F: Fn(String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Action, ApiError>> + Send + 'static,
+{
+    let reconcile = Arc::new(reconcile);
     let queue = Arc::new(Queue::default());
     for watch in watches {
         background.spawn(follow(registry.clone(), watch, Arc::clone(&queue)));
     }
     for _ in 0..workers.max(1) {
         let queue = Arc::clone(&queue);
-        let reconciler = Arc::clone(&reconciler);
+        let reconcile = Arc::clone(&reconcile);
         background.spawn(async move {
             loop {
                 let key = queue.next().await;
                 // A panic is one failed run (retried with backoff), never a lost worker or a
                 // key stuck as running.
                 let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
-                    reconciler.reconcile(key.clone()),
+                    reconcile(key.clone()),
                 ))
                 .await
                 .unwrap_or_else(|_| Err(ApiError::internal("the reconcile panicked")));
                 if let Err(e) = &outcome {
-                    tracing::debug!(controller = reconciler.name(), %key, error = %e.message, "reconcile failed; backing off");
+                    tracing::debug!(controller = name, %key, error = %e.message, "reconcile failed; backing off");
                 }
                 queue.done(key, &outcome);
             }

@@ -268,9 +268,12 @@ impl TestHub {
         if let Some(b) = body {
             req = req.json(b);
         }
+        // A header given here replaces the default (a patch's content type replaces JSON's).
+        let mut map = reqwest::header::HeaderMap::new();
         for (k, v) in headers {
-            req = req.header(*k, *v);
+            map.insert(reqwest::header::HeaderName::try_from(*k)?, v.parse()?);
         }
+        req = req.headers(map);
         let resp = req.send().await?;
         let code = resp.status().as_u16();
         let text = resp.text().await?;

@@ -23,7 +23,7 @@ use crate::background::Background;
 use crate::cluster_rbac::{self, CLUSTER_NAME_LABEL};
 use crate::error::ApiError;
 use crate::object;
-use crate::reconcile::{self, Action, Reconciler, Watch};
+use crate::reconcile::{self, Action, Watch};
 
 use ocm_proto::api::cluster::LEASE_NAME;
 /// `leaseDurationSeconds` when unset or 0.
@@ -35,16 +35,6 @@ struct Clusters {
     ctx: Arc<Ctx>,
     /// The Lease renewTime each cluster's clock was last judged on.
     clock_seen: Mutex<HashMap<String, String>>,
-}
-
-impl Reconciler for Clusters {
-    fn name(&self) -> &'static str {
-        "managedcluster"
-    }
-
-    fn reconcile(&self, key: String) -> futures::future::BoxFuture<'_, Result<Action, ApiError>> {
-        Box::pin(self.run(key))
-    }
 }
 
 fn now() -> Time {
@@ -441,7 +431,11 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
     ];
     let clusters = Clusters { ctx: Arc::clone(ctx), clock_seen: Mutex::default() };
     // Each run waits on a few durable writes; many at once share a group commit.
-    reconcile::run(&ctx.registry, background, Arc::new(clusters), watches, 16);
+    let clusters = Arc::new(clusters);
+    reconcile::run(&ctx.registry, background, "managedcluster", watches, 16, move |key| {
+        let clusters = Arc::clone(&clusters);
+        async move { clusters.run(key).await }
+    });
 }
 
 #[cfg(test)]

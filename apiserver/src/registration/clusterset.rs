@@ -19,7 +19,7 @@ use super::Ctx;
 use crate::background::Background;
 use crate::error::ApiError;
 use crate::object;
-use crate::reconcile::{self, Action, Reconciler, Watch};
+use crate::reconcile::{self, Action, Watch};
 
 /// How often the built-in sets are checked (OCM's resync).
 const BUILT_IN_EVERY: Duration = Duration::from_secs(10);
@@ -56,16 +56,6 @@ pub fn set_selector(
 
 struct Sets {
     ctx: Arc<Ctx>,
-}
-
-impl Reconciler for Sets {
-    fn name(&self) -> &'static str {
-        "managedclusterset"
-    }
-
-    fn reconcile(&self, key: String) -> futures::future::BoxFuture<'_, Result<Action, ApiError>> {
-        Box::pin(self.run(key))
-    }
 }
 
 impl Sets {
@@ -157,16 +147,6 @@ struct Bindings {
     ctx: Arc<Ctx>,
 }
 
-impl Reconciler for Bindings {
-    fn name(&self) -> &'static str {
-        "managedclustersetbinding"
-    }
-
-    fn reconcile(&self, key: String) -> futures::future::BoxFuture<'_, Result<Action, ApiError>> {
-        Box::pin(self.run(key))
-    }
-}
-
 impl Bindings {
     async fn run(&self, key: String) -> Result<Action, ApiError> {
         let ctx = &self.ctx;
@@ -219,13 +199,12 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
     };
     let watches =
         vec![super::by_name(&k.sets), Watch::new(&k.clusters, sets_of).on_label_changes()];
-    let queue = reconcile::run(
-        &ctx.registry,
-        background,
-        Arc::new(Sets { ctx: Arc::clone(ctx) }),
-        watches,
-        1,
-    );
+    let sets = Arc::new(Sets { ctx: Arc::clone(ctx) });
+    let queue =
+        reconcile::run(&ctx.registry, background, "managedclusterset", watches, 1, move |key| {
+            let sets = Arc::clone(&sets);
+            async move { sets.run(key).await }
+        });
     queue.add(api::CLUSTER_SET_DEFAULT.to_owned());
     queue.add(api::CLUSTER_SET_GLOBAL.to_owned());
 
@@ -244,13 +223,11 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
         Watch::new(&k.bindings, |o| vec![format!("{}/{}", object::namespace(o), object::name(o))]),
         Watch::new(&k.sets, bindings_of_set),
     ];
-    reconcile::run(
-        &ctx.registry,
-        background,
-        Arc::new(Bindings { ctx: Arc::clone(ctx) }),
-        watches,
-        1,
-    );
+    let bindings = Arc::new(Bindings { ctx: Arc::clone(ctx) });
+    reconcile::run(&ctx.registry, background, "managedclustersetbinding", watches, 1, move |key| {
+        let bindings = Arc::clone(&bindings);
+        async move { bindings.run(key).await }
+    });
 }
 
 #[cfg(test)]

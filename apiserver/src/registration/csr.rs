@@ -18,7 +18,7 @@ use crate::authz::{Attributes, UserInfo};
 use crate::background::Background;
 use crate::error::ApiError;
 use crate::object;
-use crate::reconcile::{self, Action, Reconciler};
+use crate::reconcile::{self, Action};
 
 // The signer this hub implements, and the group its agents carry besides their cluster's.
 use ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME as KUBE_APISERVER_CLIENT;
@@ -120,16 +120,6 @@ fn requester(csr: &Value) -> UserInfo {
 
 struct Csrs {
     ctx: Arc<Ctx>,
-}
-
-impl Reconciler for Csrs {
-    fn name(&self) -> &'static str {
-        "csr"
-    }
-
-    fn reconcile(&self, key: String) -> futures::future::BoxFuture<'_, Result<Action, ApiError>> {
-        Box::pin(self.run(key))
-    }
 }
 
 impl Csrs {
@@ -275,7 +265,11 @@ pub(super) async fn approve(
 
 pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
     let watches = vec![super::by_name(&ctx.kinds.csrs)];
-    reconcile::run(&ctx.registry, background, Arc::new(Csrs { ctx: Arc::clone(ctx) }), watches, 8);
+    let csrs = Arc::new(Csrs { ctx: Arc::clone(ctx) });
+    reconcile::run(&ctx.registry, background, "csr", watches, 8, move |key| {
+        let csrs = Arc::clone(&csrs);
+        async move { csrs.run(key).await }
+    });
 }
 
 #[cfg(test)]
