@@ -74,21 +74,6 @@ fn usage_error(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_bootstrap_token(s: &str) -> bool {
-    let ok = |p: &str, n: usize| {
-        p.len() == n && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    };
-    s.split_once('.').is_some_and(|(id, secret)| ok(id, 6) && ok(secret, 16))
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -104,12 +89,12 @@ fn main() -> ExitCode {
     };
     let (join, common) = match cli.command {
         Command::Join { hub, token, cluster_name, ca_file, ca_hash, common } => {
-            if !is_dns_label(&cluster_name) {
+            if !ocm_proto::validation::is_dns_label(&cluster_name) {
                 return usage_error(&format!(
                     "--cluster-name {cluster_name:?} is not a DNS label (a-z, 0-9, '-', at most 63)"
                 ));
             }
-            if !is_bootstrap_token(&token) {
+            if ocm_proto::validation::parse_bootstrap_token(&token).is_none() {
                 return usage_error(
                     "--token is not a bootstrap token (6 + 16 characters a-z, 0-9: abcdef.0123456789abcdef)",
                 );

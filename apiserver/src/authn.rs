@@ -63,21 +63,7 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-/// `[a-z0-9]{n}`.
-fn token_part(s: &str, n: usize) -> bool {
-    s.len() == n && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-}
-
-/// Whether `id` is a bootstrap token id: `[a-z0-9]{6}`.
-pub fn is_bootstrap_token_id(id: &str) -> bool {
-    token_part(id, 6)
-}
-
-/// A bootstrap token's parts: `[a-z0-9]{6}.[a-z0-9]{16}`.
-pub fn parse_bootstrap_token(token: &str) -> Option<(&str, &str)> {
-    let (id, secret) = token.split_once('.')?;
-    (is_bootstrap_token_id(id) && token_part(secret, 16)).then_some((id, secret))
-}
+pub use ocm_proto::validation::{is_bootstrap_token_id, parse_bootstrap_token};
 
 impl Authenticator {
     /// An authenticator over the registry's cached Secrets and ServiceAccounts.

@@ -156,7 +156,7 @@ pub fn check_dns_subdomain(s: &str) -> Result<(), String> {
         return Err(format!("must be no more than {MAX_NAME} characters"));
     }
     // Kubernetes checks the whole name against the regex: no per-part length limit.
-    if s.is_empty() || !s.split('.').all(dns_label_chars_ok) {
+    if s.is_empty() || !s.split('.').all(ocm_proto::validation::is_dns_label_chars) {
         return Err(MSG.to_owned());
     }
     Ok(())
@@ -178,7 +178,7 @@ pub fn check_dns_label(s: &str) -> Result<(), String> {
     if s.len() > 63 {
         return Err("must be no more than 63 characters".to_owned());
     }
-    if !dns_label_ok(s) {
+    if !ocm_proto::validation::is_dns_label(s) {
         return Err("a lowercase RFC 1123 label must consist of lower case alphanumeric \
                     characters or '-', and must start and end with an alphanumeric character \
                     (e.g. 'my-name',  or '123-abc', regex used for validation is \
@@ -186,19 +186,6 @@ pub fn check_dns_label(s: &str) -> Result<(), String> {
             .to_owned());
     }
     Ok(())
-}
-
-fn dns_label_ok(part: &str) -> bool {
-    part.len() <= 63 && dns_label_chars_ok(part)
-}
-
-/// Lowercase alphanumerics and `-`, alphanumeric at both ends (no length limit).
-fn dns_label_chars_ok(part: &str) -> bool {
-    let b = part.as_bytes();
-    !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
 }
 
 /// A name from `generateName`: the prefix (cut to 58 characters) plus five characters from

@@ -130,6 +130,38 @@ fn render_value(value: &serde_json::Value) -> String {
     }
 }
 
+/// Lowercase alphanumerics and `-`, alphanumeric at both ends (one part of a DNS-1123 name;
+/// no length limit).
+pub fn is_dns_label_chars(part: &str) -> bool {
+    let b = part.as_bytes();
+    !b.is_empty()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A DNS-1123 label (names of namespaces and managed clusters): at most 63 of
+/// [`is_dns_label_chars`].
+pub fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && is_dns_label_chars(s)
+}
+
+/// `[a-z0-9]{n}`.
+fn token_part(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+/// Whether `id` is a bootstrap token id: `[a-z0-9]{6}`.
+pub fn is_bootstrap_token_id(id: &str) -> bool {
+    token_part(id, 6)
+}
+
+/// A bootstrap token's parts (kubeadm's format): `[a-z0-9]{6}.[a-z0-9]{16}`.
+pub fn parse_bootstrap_token(token: &str) -> Option<(&str, &str)> {
+    let (id, secret) = token.split_once('.')?;
+    (is_bootstrap_token_id(id) && token_part(secret, 16)).then_some((id, secret))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
