@@ -10,6 +10,7 @@ pub mod background;
 pub mod cache;
 pub mod cli;
 pub mod cluster_rbac;
+pub mod conn;
 pub mod controllers;
 pub mod delegate;
 pub mod discovery;

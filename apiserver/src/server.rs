@@ -21,6 +21,7 @@ use tower::ServiceExt as _;
 use crate::authn::Authenticator;
 use crate::background::Background;
 use crate::cache::CacheConfig;
+use crate::conn::{HeadDeadline, Requests, Tracked};
 use crate::delegate::Delegate;
 use crate::discovery::Discovery;
 use crate::error::ApiError;
@@ -90,6 +91,8 @@ pub struct ServeConfig {
     pub registration: crate::registration::RegistrationConfig,
     /// Connections served at once (`--max-connections`).
     pub max_connections: usize,
+    /// HTTP/1 head and idle limits.
+    pub timeouts: Timeouts,
 }
 
 impl ServeConfig {
@@ -116,6 +119,7 @@ impl ServeConfig {
             authorization_kubeconfig: None,
             registration: Default::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            timeouts: Timeouts::default(),
         }
     }
 }
@@ -294,6 +298,7 @@ pub async fn run(
     on_ready(Running { https: addr, join_command });
 
     let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let timeouts = config.timeouts;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -331,12 +336,20 @@ pub async fn run(
             // the certificate authenticates is decided here, once per connection.
             let who: PeerInfo =
                 Arc::new(tls_state.classify(stream.get_ref().1.peer_certificates()));
-            let svc = router.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let requests = Arc::new(Requests::default());
+            let io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
+            let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                let in_flight = requests.begin();
                 req.extensions_mut().insert(Arc::clone(&who));
-                req
+                let call = router.clone().oneshot(req.map(axum::body::Body::new));
+                async move {
+                    let resp = call.await?;
+                    Ok::<_, std::convert::Infallible>(resp.map(|b| Tracked::body(b, in_flight)))
+                }
             });
-            if let Err(e) = http_builder()
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc))
+            if let Err(e) = http_builder(timeouts)
+                .serve_connection(TokioIo::new(io), TowerToHyperService::new(svc))
                 .await
             {
                 tracing::debug!(%peer, error = %e, "connection ended");
@@ -362,16 +375,35 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 100;
 /// Largest header list a request may send (16 KiB, hyper's default, set explicitly).
 pub const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
 
+/// How long an HTTP/1 connection may take for a request head once its first byte arrived
+/// (slowloris), and may sit idle between requests ([`ServeConfig::timeouts`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// From a request's first byte to its complete head.
+    pub head: Duration,
+    /// Between requests on a keep-alive connection (and before the first): 90 s, the idle
+    /// timeout of kube-apiserver's server and of Go's default transport, so an agent that
+    /// renews every 60 s keeps its connection and TLS session.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts { head: Duration::from_secs(10), idle: Duration::from_secs(90) }
+    }
+}
+
 /// The HTTP/1.1 and HTTP/2 settings of every connection, each limit set explicitly
 /// (reliability.md §5.3): bounded streams, header list, reset-stream limits against rapid-reset
-/// and MadeYouReset floods, keepalive pings that find dead peers, and a header read timeout
-/// against slowloris.
-fn http_builder() -> auto::Builder<TokioExecutor> {
+/// and MadeYouReset floods, keepalive pings that find dead peers; for HTTP/1 an idle limit
+/// here and a head limit against slowloris in [`crate::conn`].
+fn http_builder(timeouts: Timeouts) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10))
+        // hyper's one timer runs while it waits for a head, idle or not: the idle limit.
+        .header_read_timeout(timeouts.idle)
         .max_headers(100);
     builder
         .http2()

@@ -1,7 +1,8 @@
 //! HTTP/2 and HTTP/1.1 abuse against a running hub (reliability.md R8, the part that runs in CI):
 //! the hub advertises its stream limit, a rapid-reset flood on one connection leaves the hub's
-//! memory bounded while a well-behaved client keeps being served without an error, and a request
-//! with a thousand headers is refused with 431.
+//! memory bounded while a well-behaved client keeps being served without an error, a request
+//! with a thousand headers is refused with 431, and an HTTP/1.1 connection is cut off when a
+//! request head trickles in (slowloris) but kept while it idles between requests.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -149,6 +150,120 @@ async fn a_thousand_headers_are_refused() -> anyhow::Result<()> {
     // The same client is served normally afterwards.
     let ok = client.get(&url).send().await?.status().as_u16();
     ensure!(ok == 200, "{ok}");
+    hub.stop().await;
+    Ok(())
+}
+
+/// A raw HTTP/1.1 connection to the hub as the admin.
+async fn http1_connection(
+    hub: &TestHub,
+) -> anyhow::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let mut tls = hub.admin_tls()?;
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(hub.url.trim_start_matches("https://")).await?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp).await?)
+}
+
+/// Sends one GET on `conn` and reads its response (Content-Length framed) to the end; the
+/// status code.
+async fn http1_get(
+    conn: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    path: &str,
+) -> anyhow::Result<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: hub\r\n\r\n").as_bytes()).await?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut buf).await?;
+        ensure!(n > 0, "the connection closed after {} bytes", got.len());
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        let Some(end) = text.find("\r\n\r\n") else { continue };
+        let length: usize = text[..end]
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+            .context("no content-length")?
+            .trim()
+            .parse()?;
+        if got.len() >= end + 4 + length {
+            return Ok(text[9..12].parse()?);
+        }
+    }
+}
+
+/// Whether the hub closes `conn` within `within` (EOF or reset), reading what it sends.
+async fn closes_within(
+    conn: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    within: Duration,
+) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(within, async {
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_head_is_cut_off_and_an_idle_keep_alive_is_kept() -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let _serial = SERIAL.lock().await;
+    let head = Duration::from_secs(1);
+    let idle = Duration::from_secs(5);
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.timeouts = ocm_apiserver::server::Timeouts { head, idle };
+    })
+    .await?;
+
+    // Idle between requests for longer than the head limit: the connection is kept and serves
+    // the next request (an agent's renewals share one TLS session).
+    let mut kept = http1_connection(&hub).await?;
+    ensure!(http1_get(&mut kept, "/api/v1/namespaces").await? == 200);
+    tokio::time::sleep(head * 3).await;
+    ensure!(
+        http1_get(&mut kept, "/api/v1/namespaces").await? == 200,
+        "the keep-alive connection was not kept past the head limit"
+    );
+
+    // A head that trickles in, one header line every 200 ms: cut off once the head limit has
+    // passed since its first byte, long before the idle limit.
+    let mut slow = http1_connection(&hub).await?;
+    slow.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: hub\r\n").await?;
+    let mut lines = 0;
+    let cut = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if slow.write_all(format!("x-slow-{lines}: 1\r\n").as_bytes()).await.is_err() {
+            break true;
+        }
+        lines += 1;
+        if closes_within(&mut slow, Duration::from_millis(1)).await {
+            break true;
+        }
+        if lines == 20 {
+            break false; // 4 s: past the head limit by far, still short of the idle limit
+        }
+    };
+    ensure!(cut, "a head trickling in for {lines} lines was not cut off");
+
+    // The same applies to a request's second head on a kept connection.
+    ensure!(http1_get(&mut kept, "/api/v1/namespaces").await? == 200);
+    // (Bytes that arrive before the previous response was finished are not timed: a moment.)
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    kept.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\n").await?;
+    ensure!(closes_within(&mut kept, head * 4).await, "a partial second head was kept");
+
+    // An idle connection goes after the idle limit.
+    let mut idler = http1_connection(&hub).await?;
+    ensure!(http1_get(&mut idler, "/api/v1/namespaces").await? == 200);
+    ensure!(closes_within(&mut idler, idle * 3).await, "an idle connection was kept");
     hub.stop().await;
     Ok(())
 }
