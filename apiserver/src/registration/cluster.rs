@@ -4,6 +4,11 @@
 //! (Unknown after 5 × `leaseDurationSeconds` without renewal, requeued for exactly that
 //! moment), clock sync, the `unreachable`/`unavailable` taints; and on deletion the cleanup of
 //! the cluster's add-ons, works and RBAC before its finalizers go.
+//!
+//! A Lease renewal that changes nothing the last run concluded (Available, clock in sync) wakes
+//! nobody: the run already requeued itself for the moment the grace period would end, and at
+//! that moment it reads the newest renewTime. So steady renewals cost the hub the write, not
+//! a reconcile each.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,7 +18,7 @@ use ocm_proto::api::cluster::v1::{ManagedCluster, Taint};
 use ocm_proto::api::cluster::{self as api};
 use ocm_proto::api::meta::{
     CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Time, condition, find_condition,
-    set_condition,
+    is_condition_true, set_condition,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,6 +40,16 @@ struct Clusters {
     ctx: Arc<Ctx>,
     /// The Lease renewTime each cluster's clock was last judged on.
     clock_seen: Mutex<HashMap<String, String>>,
+    /// What the last run concluded from each accepted cluster's Lease.
+    judged: Mutex<HashMap<String, Judged>>,
+}
+
+/// What a run concluded from a cluster's Lease: a renewal within `grace` of now changes
+/// nothing while the cluster is Available and its clock in sync (or not checked).
+#[derive(Debug, Clone, Copy)]
+struct Judged {
+    quiet: bool,
+    grace: time::Duration,
 }
 
 fn now() -> Time {
@@ -50,6 +65,7 @@ impl Clusters {
         let kinds = &self.ctx.kinds;
         let Some(cached) = self.ctx.cached(&kinds.clusters, "", &name) else {
             self.clock_seen.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
+            self.judged.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
             self.remove_rbac(&name).await?;
             self.prune_shared_roles().await?;
             return Ok(Action::Done);
@@ -123,6 +139,8 @@ impl Clusters {
         let mut requeue = Action::Done;
         // The renewTime the clock was judged on, remembered once the status is written.
         let mut clock_judged = None;
+        // The grace period, when availability follows a Lease.
+        let mut lease_grace = None;
         let lease = self.ctx.cached(&kinds.leases, &name, LEASE_NAME);
         let renew = lease
             .as_ref()
@@ -134,6 +152,7 @@ impl Clusters {
                 _ => DEFAULT_LEASE_SECONDS,
             };
             let grace = time::Duration::seconds(5 * seconds);
+            lease_grace = Some(grace);
             let now_t = time::OffsetDateTime::now_utc();
             // A renewTime so far ahead that adding the grace overflows never expires.
             if let Some((renewed, expiry)) =
@@ -200,6 +219,19 @@ impl Clusters {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(name.clone(), renew);
+        }
+        let judged = lease_grace.map(|grace| Judged {
+            quiet: is_condition_true(&status.conditions, api::v1::CONDITION_AVAILABLE)
+                && (skips_clock_check(raw)
+                    || is_condition_true(&status.conditions, api::v1::CONDITION_CLOCK_SYNCED)),
+            grace,
+        });
+        {
+            let mut all = self.judged.lock().unwrap_or_else(PoisonError::into_inner);
+            match judged {
+                Some(j) => all.insert(name.clone(), j),
+                None => all.remove(&name),
+            };
         }
 
         // Taints follow availability.
@@ -414,24 +446,45 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
                 .unwrap_or_default()
         })
     };
+    let clusters = Arc::new(Clusters {
+        ctx: Arc::clone(ctx),
+        clock_seen: Mutex::default(),
+        judged: Mutex::default(),
+    });
+    let lease_news = {
+        let clusters = Arc::clone(&clusters);
+        move |o: &Value| {
+            if object::name(o) != LEASE_NAME {
+                return vec![];
+            }
+            let cluster = object::namespace(o);
+            let judged = clusters
+                .judged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(cluster)
+                .copied();
+            let renew = o.pointer("/spec/renewTime").and_then(Value::as_str).and_then(parse_time);
+            match (judged, renew) {
+                (Some(j), Some(r))
+                    if j.quiet && (time::OffsetDateTime::now_utc() - r).abs() < j.grace =>
+                {
+                    vec![]
+                }
+                _ => vec![cluster.to_owned()],
+            }
+        }
+    };
     let watches = vec![
         super::by_name(&k.clusters),
-        Watch::new(&k.leases, |o| {
-            if object::name(o) == LEASE_NAME {
-                vec![object::namespace(o).to_owned()]
-            } else {
-                vec![]
-            }
-        }),
+        Watch::new(&k.leases, lease_news),
         by_namespace(&k.works),
         by_namespace(&k.addons),
         by_label(&k.cluster_roles),
         by_label(&k.cluster_role_bindings),
         by_label(&k.role_bindings),
     ];
-    let clusters = Clusters { ctx: Arc::clone(ctx), clock_seen: Mutex::default() };
     // Each run waits on a few durable writes; many at once share a group commit.
-    let clusters = Arc::new(clusters);
     reconcile::run(&ctx.registry, background, "managedcluster", watches, 16, move |key| {
         let clusters = Arc::clone(&clusters);
         async move { clusters.run(key).await }
