@@ -4,7 +4,8 @@
 //! Kubernetes API. Two measurements:
 //! - `join`: N agents join at once (the hub auto-approves the simulator's bootstrap identity,
 //!   `--auto-approve-identities`); the time until the hub shows all N `Available`.
-//! - `renew`: N joined agents renew their Leases every P seconds for D seconds; renewal
+//! - `renew`: N joined agents report their status once (as on start: `Available`), then renew
+//!   their Leases every P seconds for D seconds; renewal
 //!   latency (p50/p99/max), renewals per second, the hub's CPU and RSS, and RSS per agent.
 
 use std::path::{Path, PathBuf};
@@ -282,6 +283,21 @@ async fn main() -> anyhow::Result<()> {
                 dirs.extend(join_agents(&hub, &token, &ca, start..end, root.path(), false).await?);
                 eprintln!("joined {end} agents in {:.0} s", t.elapsed().as_secs_f64());
             }
+            // Each agent runs once, as on start, until the hub shows every cluster Available
+            // (its first status report), then only the simulator's renewals go on.
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            for d in &dirs {
+                let opts = Options::new(d.clone());
+                let mut stopped = stopped.clone();
+                tokio::spawn(agent::run(opts, Arc::new(RecordingCluster::default()), async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                }));
+            }
+            while available(&client).await.unwrap_or(0) < args.agents {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            stop.send_replace(true);
+            eprintln!("all {} Available at {:.0} s", args.agents, t.elapsed().as_secs_f64());
             let mut clients = Vec::new();
             for d in &dirs {
                 let id = d.identity()?.context("identity")?;
