@@ -78,7 +78,7 @@ impl Access {
         let held: HashSet<(String, String)> = snapshot
             .iter()
             .map(|ev| {
-                let obj = &ev.object.value;
+                let obj = &*ev.object.value();
                 (object::namespace(obj).to_owned(), object::name(obj).to_owned())
             })
             .collect();
@@ -87,7 +87,7 @@ impl Access {
             index.remove(&rt.kind, ns, name);
         }
         for ev in snapshot {
-            index.upsert(&ev.object.value);
+            index.upsert(&ev.object.value());
         }
         drop(index);
         self.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -243,7 +243,7 @@ async fn follow(
         if let Some(mut s) = sub.take() {
             while let Some(msg) = s.live.recv().await {
                 if let Msg::Event(ev) = msg {
-                    access.apply(&rt, ev.kind, &ev.object.value, &mut known);
+                    access.apply(&rt, ev.kind, &ev.object.value(), &mut known);
                 }
             }
         }

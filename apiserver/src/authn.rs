@@ -132,7 +132,7 @@ impl Authenticator {
         let ns = &claims.kube.namespace;
         let sa = &claims.kube.serviceaccount;
         let account = self.cached("serviceaccounts", ns, &sa.name)?;
-        if object::uid(&account.value) != sa.uid {
+        if *account.uid != *sa.uid {
             return Err(format!("service account {ns}/{} has been deleted", sa.name));
         }
         let mut extra = BTreeMap::new();
@@ -163,7 +163,7 @@ impl Authenticator {
             .lookup("", "v1", plural)
             .ok_or_else(|| format!("this hub serves no {plural}"))?;
         match self.registry.cache.get(&rt.prefix, &rt.key(namespace, name)) {
-            Ok(Some(obj)) if !object::is_deleting(&obj.value) => Ok(obj),
+            Ok(Some(obj)) if !obj.deleting => Ok(obj),
             Ok(_) => Err(format!("{plural} {namespace}/{name} not found")),
             Err(e) => Err(e.message),
         }
@@ -176,7 +176,8 @@ impl Authenticator {
     fn bootstrap_user(&self, id: &str, secret: &str, now: i64) -> Result<UserInfo, String> {
         let name = format!("{BOOTSTRAP_SECRET_PREFIX}{id}");
         let cached = self.cached("secrets", BOOTSTRAP_NAMESPACE, &name)?;
-        let obj = &cached.value;
+        let value = cached.value();
+        let obj = &*value;
         if str_at(obj, "/type") != BOOTSTRAP_SECRET_TYPE {
             return Err(format!("secret {name} is not a bootstrap token"));
         }

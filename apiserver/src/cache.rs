@@ -31,6 +31,9 @@ pub struct CacheConfig {
     pub watcher_buffer: usize,
     /// How often watchers learn the cache's revision (for bookmarks).
     pub progress_every: Duration,
+    /// JSON bytes of the most recent objects kept parsed as well, so a fresh event's readers
+    /// share one parse; older objects are kept as JSON only.
+    pub hot_bytes: usize,
 }
 
 impl Default for CacheConfig {
@@ -39,22 +42,32 @@ impl Default for CacheConfig {
             history_per_kind: 10_000,
             watcher_buffer: 1024,
             progress_every: Duration::from_secs(1),
+            hot_bytes: 8 << 20,
         }
     }
 }
 
-/// One object as stored, at one revision: its parsed form (storage version, resourceVersion
-/// set) and its JSON, serialized once.
+/// One object as stored, at one revision: its JSON (storage version, resourceVersion set),
+/// serialized once. The parsed form is kept only while the object is recent (see
+/// [`CacheConfig::hot_bytes`]): a fleet's objects at rest cost their JSON, not a tree of maps
+/// five times its size, and the readers of a fresh event (watchers, controllers) share one
+/// parse.
 #[derive(Debug)]
 pub struct CachedObject {
     /// The storage key.
     pub key: String,
     /// The revision this state was written at.
     pub rev: u64,
-    /// The object.
-    pub value: Value,
-    /// `value` as JSON.
+    /// The object as JSON.
     pub json: Bytes,
+    /// `metadata.uid` (the garbage collector's index, without a parse).
+    pub uid: Box<str>,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// Whether `metadata.ownerReferences` names an owner.
+    pub owned: bool,
+    /// The parsed object while it is hot.
+    parsed: Mutex<Option<Arc<Value>>>,
     /// Other renderings watchers asked for (a one-row Table, the metadata), made once for all
     /// of them: `(form, version)` → bytes. A handful at most.
     rendered: std::sync::Mutex<Vec<(&'static str, String, Bytes)>>,
@@ -69,10 +82,36 @@ impl CachedObject {
         Ok(CachedObject::new(key, value, rev))
     }
 
-    /// Wraps an object whose resourceVersion is already `rev`.
+    /// Wraps an object whose resourceVersion is already `rev` (kept parsed until cooled).
     pub fn new(key: String, value: Value, rev: u64) -> CachedObject {
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        CachedObject { key, rev, value, json, rendered: Default::default() }
+        CachedObject {
+            key,
+            rev,
+            json,
+            uid: object::uid(&value).into(),
+            deleting: object::is_deleting(&value),
+            owned: !object::owner_uids(&value).is_empty(),
+            parsed: Mutex::new(Some(Arc::new(value))),
+            rendered: Default::default(),
+        }
+    }
+
+    /// The object, parsed: shared while hot, parsed again from its JSON otherwise (and then
+    /// not kept: the caller holds it as long as it needs it).
+    pub fn value(&self) -> Arc<Value> {
+        if let Some(v) =
+            self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
+        {
+            return Arc::clone(v);
+        }
+        // The JSON was made from a Value, so it parses; Null would only follow a bug.
+        Arc::new(serde_json::from_slice(&self.json).unwrap_or(Value::Null))
+    }
+
+    /// Drops the parsed form (the JSON stays).
+    fn cool(&self) {
+        *self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     /// The object rendered as `form` at `version`: made by `make` the first time, shared by
@@ -160,6 +199,8 @@ pub enum Start {
 /// The watch cache of every kind of a scheme.
 pub struct Cache {
     kinds: HashMap<String, Mutex<KindState>>,
+    /// The objects kept parsed, newest last, and their JSON bytes in all.
+    hot: Mutex<(VecDeque<Arc<CachedObject>>, usize)>,
     rev: watch::Sender<u64>,
     storage: Storage,
     config: CacheConfig,
@@ -193,7 +234,7 @@ impl Cache {
             .map(|rt| (rt.prefix.clone(), Mutex::new(KindState::default())))
             .collect();
         let (rev, _) = watch::channel(0);
-        let cache = Arc::new(Cache { kinds, rev, storage, config });
+        let cache = Arc::new(Cache { kinds, hot: Mutex::default(), rev, storage, config });
         let start = cache.relist().await?;
         background.spawn(Arc::clone(&cache).follow(start));
         background.spawn(Arc::clone(&cache).progress());
@@ -233,6 +274,7 @@ impl Cache {
                 continue;
             };
             let obj = CachedObject::from_stored(kv.key.clone(), &kv.value, kv.mod_revision.get())?;
+            obj.cool();
             fresh.entry(prefix.as_str()).or_default().insert(kv.key, Arc::new(obj));
         }
         for (prefix, state) in &self.kinds {
@@ -329,7 +371,9 @@ impl Cache {
         let prev = match (&ev.prev, cached) {
             (Some(p), Some(c)) if c.rev == p.mod_revision.get() => Some(c),
             (Some(KeyValue { key, value, mod_revision, .. }), _) => {
-                Some(Arc::new(CachedObject::from_stored(key.clone(), value, mod_revision.get())?))
+                let prev = CachedObject::from_stored(key.clone(), value, mod_revision.get())?;
+                prev.cool();
+                Some(Arc::new(prev))
             }
             (None, _) => None,
         };
@@ -343,7 +387,7 @@ impl Cache {
                 let last = prev.as_ref().ok_or_else(|| {
                     ApiError::internal(format!("delete of {} without its last value", ev.key))
                 })?;
-                let mut value = last.value.clone();
+                let mut value = Value::clone(&last.value());
                 object::set_resource_version(&mut value, rev);
                 let object = Arc::new(CachedObject::new(ev.key.clone(), value, rev));
                 CacheEvent { kind: EventType::Deleted, rev, object, prev }
@@ -351,8 +395,22 @@ impl Cache {
         })
     }
 
+    /// Keeps `obj` parsed for a while; the oldest hot objects beyond the budget cool.
+    fn keep_hot(&self, obj: &Arc<CachedObject>) {
+        let mut hot = self.hot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        hot.0.push_back(Arc::clone(obj));
+        hot.1 += obj.json.len();
+        while hot.1 > self.config.hot_bytes && hot.0.len() > 1 {
+            if let Some(old) = hot.0.pop_front() {
+                hot.1 -= old.json.len();
+                old.cool();
+            }
+        }
+    }
+
     fn publish(&self, state: &Mutex<KindState>, event: CacheEvent) {
         let event = Arc::new(event);
+        self.keep_hot(&event.object);
         let mut st = lock(state);
         match event.kind {
             EventType::Deleted => {

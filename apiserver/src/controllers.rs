@@ -41,9 +41,7 @@ async fn watch_kind(registry: Registry, rt: Arc<ResourceType>, wake: Arc<Notify>
         };
         while let Some(msg) = sub.live.recv().await {
             if let Msg::Event(ev) = msg {
-                if ev.kind == crate::cache::EventType::Deleted
-                    || object::is_deleting(&ev.object.value)
-                {
+                if ev.kind == crate::cache::EventType::Deleted || ev.object.deleting {
                     wake.notify_one();
                 }
             }
@@ -85,18 +83,17 @@ fn has_finalizer(obj: &Value, f: &str) -> bool {
 
 /// A merge patch removing one finalizer, conditioned on the state we saw.
 async fn remove_finalizer(registry: &Registry, live: &Live, finalizer: &str) {
-    let rest: Vec<&str> =
-        object::finalizers(&live.obj.value).into_iter().filter(|f| *f != finalizer).collect();
+    let v = live.obj.value();
+    let rest: Vec<&str> = object::finalizers(&v).into_iter().filter(|f| *f != finalizer).collect();
     let patch = json!({"metadata": {
         "finalizers": rest,
         "resourceVersion": live.obj.rev.to_string(),
     }});
-    let v = &live.obj.value;
     let _ = registry
         .patch(
             &live.rt,
-            object::namespace(v),
-            object::name(v),
+            object::namespace(&v),
+            object::name(&v),
             &Patch::Merge(patch),
             None,
             &WriteOptions::default(),
@@ -107,10 +104,11 @@ async fn remove_finalizer(registry: &Registry, live: &Live, finalizer: &str) {
 /// One garbage-collector pass over every object with ownerReferences.
 async fn collect_garbage(registry: &Registry) {
     let all = snapshot(registry);
-    let by_uid: HashMap<&str, &Live> = all.iter().map(|l| (object::uid(&l.obj.value), l)).collect();
-    let mut referenced: HashSet<&str> = HashSet::new();
-    for dep in &all {
-        let v = &dep.obj.value;
+    // Only dependents and owners being deleted are parsed; the index reads the uids kept.
+    let by_uid: HashMap<&str, &Live> = all.iter().map(|l| (&*l.obj.uid, l)).collect();
+    let mut referenced: HashSet<String> = HashSet::new();
+    for dep in all.iter().filter(|l| l.obj.owned) {
+        let v = &*dep.obj.value();
         let owners = object::owner_uids(v);
         if owners.is_empty() {
             continue;
@@ -124,21 +122,20 @@ async fn collect_garbage(registry: &Registry) {
                     drop_refs.push(uid);
                 }
                 Some(owner)
-                    if object::is_deleting(&owner.obj.value)
-                        && has_finalizer(&owner.obj.value, "orphan") =>
+                    if owner.obj.deleting && has_finalizer(&owner.obj.value(), "orphan") =>
                 {
                     drop_refs.push(uid);
-                    referenced.insert(uid);
+                    referenced.insert((*uid).to_owned());
                 }
                 Some(owner)
-                    if object::is_deleting(&owner.obj.value)
-                        && has_finalizer(&owner.obj.value, "foregroundDeletion") =>
+                    if owner.obj.deleting
+                        && has_finalizer(&owner.obj.value(), "foregroundDeletion") =>
                 {
                     gone_or_foreground += 1;
-                    referenced.insert(uid);
+                    referenced.insert((*uid).to_owned());
                 }
                 Some(_) => {
-                    referenced.insert(uid);
+                    referenced.insert((*uid).to_owned());
                 }
             }
         }
@@ -180,13 +177,13 @@ async fn collect_garbage(registry: &Registry) {
                 .await;
         }
     }
-    for owner in &all {
-        let v = &owner.obj.value;
-        if !object::is_deleting(v) || referenced.contains(object::uid(v)) {
+    for owner in all.iter().filter(|l| l.obj.deleting) {
+        if referenced.contains(&*owner.obj.uid) {
             continue;
         }
+        let v = owner.obj.value();
         for f in ["orphan", "foregroundDeletion"] {
-            if has_finalizer(v, f) {
+            if has_finalizer(&v, f) {
                 remove_finalizer(registry, owner, f).await;
                 break;
             }
@@ -199,8 +196,9 @@ async fn collect_garbage(registry: &Registry) {
 async fn finish_namespaces(registry: &Registry) {
     let Some(ns_rt) = registry.scheme.lookup("", "v1", "namespaces").cloned() else { return };
     let Ok((namespaces, _)) = registry.cache.list(&ns_rt.prefix, &ns_rt.prefix) else { return };
-    for ns in namespaces.iter().filter(|n| object::is_deleting(&n.value)) {
-        let name = object::name(&ns.value).to_owned();
+    for ns in namespaces.iter().filter(|n| n.deleting) {
+        let ns = ns.value();
+        let name = object::name(&ns).to_owned();
         let mut left = 0;
         for rt in registry.scheme.stored_types().filter(|rt| rt.namespaced) {
             let opts = DeleteOptions {
@@ -212,16 +210,12 @@ async fn finish_namespaces(registry: &Registry) {
                 left += items.len();
             }
         }
-        let finalizers = ns
-            .value
-            .pointer("/spec/finalizers")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let finalizers =
+            ns.pointer("/spec/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
         if left == 0 && !finalizers.is_empty() {
             let rest: Vec<Value> =
                 finalizers.into_iter().filter(|f| f.as_str() != Some("kubernetes")).collect();
-            let mut body = ns.value.clone();
+            let mut body = Value::clone(&ns);
             body["spec"]["finalizers"] = Value::Array(rest);
             let finalize = ns_rt.subresource("finalize").cloned();
             let _ = registry

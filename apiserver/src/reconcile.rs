@@ -267,7 +267,7 @@ async fn follow(registry: Registry, watch: Watch, queue: Arc<Queue>) {
             }
         };
         for ev in &sub.initial {
-            for key in (watch.map)(&ev.object.value) {
+            for key in (watch.map)(&ev.object.value()) {
                 queue.add(key);
             }
         }
@@ -276,15 +276,15 @@ async fn follow(registry: Registry, watch: Watch, queue: Arc<Queue>) {
                 if watch.labels_only
                     && ev.kind == crate::cache::EventType::Modified
                     && ev.prev.as_ref().is_some_and(|p| {
-                        p.value.pointer("/metadata/labels")
-                            == ev.object.value.pointer("/metadata/labels")
+                        p.value().pointer("/metadata/labels")
+                            == ev.object.value().pointer("/metadata/labels")
                     })
                 {
                     continue;
                 }
-                let mut keys = (watch.map)(&ev.object.value);
+                let mut keys = (watch.map)(&ev.object.value());
                 if let Some(prev) = &ev.prev {
-                    keys.extend((watch.map)(&prev.value));
+                    keys.extend((watch.map)(&prev.value()));
                 }
                 keys.sort_unstable();
                 keys.dedup();

@@ -340,7 +340,7 @@ impl Registry {
                     return Err(ApiError::too_large_resource_version(n, self.cache.revision()));
                 }
                 match self.cache.get(&rt.prefix, &key)? {
-                    Some(obj) => Ok(obj.value.clone()),
+                    Some(obj) => Ok(Arc::unwrap_or_clone(obj.value())),
                     None => Err(ApiError::not_found(subject(rt, name))),
                 }
             }
@@ -355,7 +355,7 @@ impl Registry {
         q: &ListQuery,
     ) -> Result<ListPage, ApiError> {
         let prefix = rt.namespace_prefix(namespace);
-        let matches = |o: &CachedObject| self.matches(rt, &o.value, q);
+        let matches = |o: &CachedObject| self.matches(rt, o, q);
         if let Some(token) = &q.continue_token {
             let (rev, after) = decode_continue(token, &prefix)?;
             return self.list_from_store(rt, &prefix, q, rev, Some(after)).await;
@@ -430,7 +430,7 @@ impl Registry {
             for kv in &page.items {
                 let obj =
                     CachedObject::from_stored(kv.key.clone(), &kv.value, kv.mod_revision.get())?;
-                if self.matches(rt, &obj.value, q) {
+                if self.matches(rt, &obj, q) {
                     items.push(Arc::new(obj));
                 }
             }
@@ -446,7 +446,7 @@ impl Registry {
     }
 
     /// Whether an object passes a list's selectors.
-    pub fn matches(&self, rt: &ResourceType, obj: &Value, q: &ListQuery) -> bool {
+    pub fn matches(&self, rt: &ResourceType, obj: &CachedObject, q: &ListQuery) -> bool {
         selectors_match(rt, obj, q.labels.as_ref(), q.fields.as_ref())
     }
 
@@ -595,7 +595,7 @@ impl Registry {
             .ok_or_else(|| ApiError::internal("namespaces are not served"))?;
         let key = ns_rt.key("", namespace);
         let found = match self.cache.get(&ns_rt.prefix, &key)? {
-            Some(o) => Some(o.value.clone()),
+            Some(o) => Some(Arc::unwrap_or_clone(o.value())),
             None => match self
                 .storage
                 .try_get(&key)
@@ -1083,8 +1083,9 @@ impl Registry {
             .await?;
         let mut out = Vec::new();
         for obj in page.items {
-            let ns = object::namespace(&obj.value).to_owned();
-            let name = object::name(&obj.value).to_owned();
+            let value = obj.value();
+            let ns = object::namespace(&value).to_owned();
+            let name = object::name(&value).to_owned();
             match self.delete(rt, &ns, &name, opts).await {
                 Ok(DeleteOutcome::Gone(v) | DeleteOutcome::Marked(v)) => out.push(v),
                 Err(e) if e.code == 404 => {}
@@ -1232,10 +1233,14 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// Whether an object passes label and field selectors.
 pub fn selectors_match(
     rt: &ResourceType,
-    obj: &Value,
+    obj: &CachedObject,
     labels: Option<&LabelSelector>,
     fields: Option<&FieldSelector>,
 ) -> bool {
+    if labels.is_none() && fields.is_none() {
+        return true; // no parse needed
+    }
+    let obj = &*obj.value();
     if let Some(sel) = labels {
         if !sel.matches(|k| object::label(obj, k)) {
             return false;

@@ -608,7 +608,7 @@ fn wire_bytes(target: &Target, obj: &CachedObject) -> Result<Bytes, ApiError> {
     if is_storage_form(target) {
         return Ok(obj.json.clone());
     }
-    let v = to_wire(target, obj.value.clone())?;
+    let v = to_wire(target, Arc::unwrap_or_clone(obj.value()))?;
     Ok(Bytes::from(serde_json::to_vec(&v).map_err(ApiError::internal)?))
 }
 
@@ -1091,13 +1091,14 @@ fn list_response(
         Output::Table(req) => {
             let objects = items
                 .iter()
-                .map(|o| to_wire(target, o.value.clone()))
+                .map(|o| to_wire(target, Arc::unwrap_or_clone(o.value())))
                 .collect::<Result<Vec<_>, _>>()?;
             let columns = target.rt.strategy.columns(&target.version);
             return value_response(&table::build(&columns, objects, meta, req, true));
         }
         Output::Metadata(version) => {
-            let items = items.iter().map(|o| table::partial_metadata(&o.value, version)).collect();
+            let items =
+                items.iter().map(|o| table::partial_metadata(&o.value(), version)).collect();
             return value_response(&object::json_object([
                 ("kind", Value::from("PartialObjectMetadataList")),
                 ("apiVersion", Value::from(format!("meta.k8s.io/{version}"))),
@@ -1277,16 +1278,16 @@ fn event_object(
         // Metadata is the same at every version: no conversion of the whole object. Made once
         // per event, for every watcher.
         Output::Metadata(version) => obj.rendered(version, "", || {
-            let meta = table::partial_metadata(&obj.value, version);
+            let meta = table::partial_metadata(&obj.value(), version);
             Ok(Bytes::from(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
         }),
         // A watcher's first Table carries the column definitions; later live rows are shared.
         Output::Table(_) if *headers || !live => {
-            let value = to_wire(&wr.target, obj.value.clone())?;
+            let value = to_wire(&wr.target, Arc::unwrap_or_clone(obj.value()))?;
             Ok(Bytes::from(table_or_json(wr, value, headers)?))
         }
         Output::Table(req) => obj.rendered(table_form(req), &wr.target.version, || {
-            let value = to_wire(&wr.target, obj.value.clone())?;
+            let value = to_wire(&wr.target, Arc::unwrap_or_clone(obj.value()))?;
             Ok(Bytes::from(table_or_json(wr, value, &mut false)?))
         }),
     }
@@ -1337,8 +1338,8 @@ fn filter_event(
     }
     let labels = wr.query.labels.as_ref();
     let fields = wr.query.fields.as_ref();
-    let now = selectors_match(rt, &ev.object.value, labels, fields);
-    let before = ev.prev.as_ref().is_some_and(|p| selectors_match(rt, &p.value, labels, fields));
+    let now = selectors_match(rt, &ev.object, labels, fields);
+    let before = ev.prev.as_ref().is_some_and(|p| selectors_match(rt, p, labels, fields));
     let line = match ev.kind {
         EventType::Added if now => {
             Some(event_line("ADDED", &event_object(wr, &ev.object, headers, live)?))
@@ -1351,7 +1352,7 @@ fn filter_event(
         }
         EventType::Modified if before => {
             let prev = ev.prev.as_ref().expect("before implies prev");
-            let mut value = prev.value.clone();
+            let mut value = Arc::unwrap_or_clone(prev.value());
             object::set_resource_version(&mut value, ev.rev);
             let gone = CachedObject::new(ev.object.key.clone(), value, ev.rev);
             // A fresh object, seen by this watcher only: nothing to share.

@@ -472,7 +472,7 @@ async fn publish_cluster_info(
         "data": {"kubeconfig": kubeconfig.to_string()},
     });
     match registry.cache.get(&rt.prefix, &rt.key("kube-public", CLUSTER_INFO)).ok().flatten() {
-        Some(cur) if cur.value.get("data") == obj.get("data") => Ok(()),
+        Some(cur) if cur.value().get("data") == obj.get("data") => Ok(()),
         Some(_) => {
             let patch = crate::registry::Patch::Merge(json!({"data": obj["data"]}));
             registry

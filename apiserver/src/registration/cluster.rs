@@ -70,7 +70,8 @@ impl Clusters {
             self.prune_shared_roles().await?;
             return Ok(Action::Done);
         };
-        let raw = &cached.value;
+        let value = cached.value();
+        let raw = &*value;
         let mc = ManagedCluster::deserialize(raw)
             .map_err(|e| ApiError::internal(format!("stored ManagedCluster {name}: {e}")))?;
         if object::is_deleting(raw) {
@@ -142,10 +143,9 @@ impl Clusters {
         // The grace period, when availability follows a Lease.
         let mut lease_grace = None;
         let lease = self.ctx.cached(&kinds.leases, &name, LEASE_NAME);
-        let renew = lease
-            .as_ref()
-            .and_then(|l| l.value.pointer("/spec/renewTime").and_then(Value::as_str))
-            .map(str::to_owned);
+        let renew = lease.as_ref().and_then(|l| {
+            l.value().pointer("/spec/renewTime").and_then(Value::as_str).map(str::to_owned)
+        });
         if let (true, Some(renew_str)) = (accepted, renew) {
             let seconds = match spec.lease_duration_seconds {
                 Some(s) if s > 0 => i64::from(s),
@@ -342,8 +342,9 @@ impl Clusters {
                     continue;
                 }
                 for item in &left {
-                    if !object::is_deleting(&item.value) {
-                        ctx.remove(rt, name, object::name(&item.value)).await?;
+                    if !item.deleting {
+                        let item = item.value();
+                        ctx.remove(rt, name, object::name(&item)).await?;
                     }
                 }
                 let c = condition(

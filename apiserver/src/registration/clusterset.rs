@@ -75,7 +75,8 @@ impl Sets {
             }
             return Ok(requeue);
         };
-        let raw = &cached.value;
+        let value = cached.value();
+        let raw = &*value;
         if object::is_deleting(raw) {
             return Ok(requeue);
         }
@@ -110,7 +111,10 @@ impl Sets {
                 let members = ctx
                     .cached_list(&ctx.kinds.clusters, "")
                     .iter()
-                    .filter(|c| sel.matches(|k| object::label(&c.value, k)))
+                    .filter(|c| {
+                        let c = c.value();
+                        sel.matches(|k| object::label(&c, k))
+                    })
                     .count();
                 if members == 0 {
                     condition(
@@ -153,10 +157,10 @@ impl Bindings {
         let rt = &ctx.kinds.bindings;
         let Some((ns, name)) = key.split_once('/') else { return Ok(Action::Done) };
         let Some(cached) = ctx.cached(rt, ns, name) else { return Ok(Action::Done) };
-        let raw = &cached.value;
+        let value = cached.value();
+        let raw = &*value;
         let set = raw.pointer("/spec/clusterSet").and_then(Value::as_str).unwrap_or(name);
-        let found =
-            ctx.cached(&ctx.kinds.sets, "", set).is_some_and(|s| !object::is_deleting(&s.value));
+        let found = ctx.cached(&ctx.kinds.sets, "", set).is_some_and(|s| !s.deleting);
         let c = if found {
             condition("Bound", CONDITION_TRUE, "ClusterSetBound", "")
         } else {
@@ -191,7 +195,7 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
             let mut names: Vec<String> = ctx
                 .cached_list(&ctx.kinds.sets, "")
                 .iter()
-                .map(|s| object::name(&s.value).to_owned())
+                .map(|s| object::name(&s.value()).to_owned())
                 .collect();
             names.extend([api::CLUSTER_SET_DEFAULT.to_owned(), api::CLUSTER_SET_GLOBAL.to_owned()]);
             names
@@ -214,8 +218,8 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
             let name = object::name(set);
             ctx.cached_list(&ctx.kinds.bindings, "")
                 .iter()
-                .filter(|b| object::name(&b.value) == name)
-                .map(|b| format!("{}/{}", object::namespace(&b.value), name))
+                .filter(|b| object::name(&b.value()) == name)
+                .map(|b| format!("{}/{}", object::namespace(&b.value()), name))
                 .collect()
         }
     };

@@ -126,7 +126,8 @@ impl Csrs {
     async fn run(&self, name: String) -> Result<Action, ApiError> {
         let rt = &self.ctx.kinds.csrs;
         let Some(cached) = self.ctx.cached(rt, "", &name) else { return Ok(Action::Done) };
-        let csr = &cached.value;
+        let value = cached.value();
+        let csr = &*value;
         if csr.pointer("/spec/signerName").and_then(Value::as_str) != Some(KUBE_APISERVER_CLIENT) {
             return Ok(Action::Done);
         }
@@ -184,7 +185,7 @@ impl Csrs {
             return Err(ApiError::internal(format!("ManagedCluster {cluster} not seen yet")));
         };
         let key = ocm_proto::api::cluster::ANNOTATION_AUTOMATICALLY_ACCEPTED_ON;
-        if mc.value.pointer("/metadata/annotations").and_then(|a| a.get(key)).is_some() {
+        if mc.value().pointer("/metadata/annotations").and_then(|a| a.get(key)).is_some() {
             return Ok(());
         }
         let body = json!({

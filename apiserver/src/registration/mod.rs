@@ -156,7 +156,7 @@ impl Ctx {
         let Some(current) = self.cached(rt, ns, name) else {
             return self.registry.create_if_absent(rt, desired.clone(), &Self::opts()).await;
         };
-        let current = &current.value;
+        let current = current.value();
         let mut patch = Map::new();
         for (k, v) in desired.as_object().into_iter().flatten() {
             if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
