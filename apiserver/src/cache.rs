@@ -66,6 +66,9 @@ pub struct CachedObject {
     pub deleting: bool,
     /// Whether `metadata.ownerReferences` names an owner.
     pub owned: bool,
+    /// `metadata.labels`, sorted by key: label selectors (lists, watches, cluster sets) match
+    /// without a parse.
+    labels: Box<[(Box<str>, Box<str>)]>,
     /// The parsed object while it is hot.
     parsed: Mutex<Option<Arc<Value>>>,
     /// Other renderings watchers asked for (a one-row Table, the metadata), made once for all
@@ -92,6 +95,18 @@ impl CachedObject {
             uid: object::uid(&value).into(),
             deleting: object::is_deleting(&value),
             owned: !object::owner_uids(&value).is_empty(),
+            labels: value
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    let mut l: Vec<(Box<str>, Box<str>)> = m
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+                        .collect();
+                    l.sort_unstable();
+                    l.into_boxed_slice()
+                })
+                .unwrap_or_default(),
             parsed: Mutex::new(Some(Arc::new(value))),
             rendered: Default::default(),
         }
@@ -107,6 +122,12 @@ impl CachedObject {
         }
         // The JSON was made from a Value, so it parses; Null would only follow a bug.
         Arc::new(serde_json::from_slice(&self.json).unwrap_or(Value::Null))
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        let i = self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        Some(&self.labels[i].1)
     }
 
     /// Drops the parsed form (the JSON stays).

@@ -1237,33 +1237,26 @@ pub fn selectors_match(
     labels: Option<&LabelSelector>,
     fields: Option<&FieldSelector>,
 ) -> bool {
-    if labels.is_none() && fields.is_none() {
-        return true; // no parse needed
-    }
-    let obj = &*obj.value();
     if let Some(sel) = labels {
-        if !sel.matches(|k| object::label(obj, k)) {
+        if !sel.matches(|k| obj.label(k)) {
             return false;
         }
     }
-    if let Some(sel) = fields {
-        let values: Vec<(String, String)> = std::iter::once("metadata.name")
-            .chain(std::iter::once("metadata.namespace"))
-            .chain(rt.selectable_fields.iter().map(String::as_str))
-            .map(|f| {
-                let v = match f {
-                    "metadata.name" => object::name(obj).to_owned(),
-                    "metadata.namespace" => object::namespace(obj).to_owned(),
-                    other => object::field_string(obj, rt.strategy.field_path(other)),
-                };
-                (f.to_owned(), v)
-            })
-            .collect();
-        if !sel.matches(|f| values.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str())) {
-            return false;
-        }
-    }
-    true
+    let Some(sel) = fields else { return true }; // labels need no parse
+    let obj = &*obj.value();
+    let values: Vec<(String, String)> = std::iter::once("metadata.name")
+        .chain(std::iter::once("metadata.namespace"))
+        .chain(rt.selectable_fields.iter().map(String::as_str))
+        .map(|f| {
+            let v = match f {
+                "metadata.name" => object::name(obj).to_owned(),
+                "metadata.namespace" => object::namespace(obj).to_owned(),
+                other => object::field_string(obj, rt.strategy.field_path(other)),
+            };
+            (f.to_owned(), v)
+        })
+        .collect();
+    sel.matches(|f| values.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str()))
 }
 
 fn encode_continue(rev: u64, after: &str) -> String {

@@ -111,10 +111,7 @@ impl Sets {
                 let members = ctx
                     .cached_list(&ctx.kinds.clusters, "")
                     .iter()
-                    .filter(|c| {
-                        let c = c.value();
-                        sel.matches(|k| object::label(&c, k))
-                    })
+                    .filter(|c| sel.matches(|k| c.label(k)))
                     .count();
                 if members == 0 {
                     condition(
