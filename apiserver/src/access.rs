@@ -67,27 +67,25 @@ impl Access {
     }
 
     /// Replaces the kind's objects with a snapshot's, in one step under the write lock (what
-    /// disappeared is removed first, so a revoked grant never outlives the resync); returns
-    /// the keys now held.
+    /// disappeared goes in the same step, so a revoked grant never outlives the resync);
+    /// returns the keys now held.
     fn load(
         &self,
         rt: &ResourceType,
         snapshot: &[Arc<crate::cache::CacheEvent>],
         known: HashSet<(String, String)>,
     ) -> HashSet<(String, String)> {
-        let held: HashSet<(String, String)> = snapshot
-            .iter()
-            .map(|ev| {
-                let obj = &*ev.object.value();
-                (object::namespace(obj).to_owned(), object::name(obj).to_owned())
-            })
-            .collect();
+        // One step under the write lock, so no check sees a half-loaded kind; each object is
+        // parsed once, and only while it is indexed.
+        let mut held = HashSet::with_capacity(snapshot.len());
         let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+        for ev in snapshot {
+            let obj = ev.object.value();
+            held.insert((object::namespace(&obj).to_owned(), object::name(&obj).to_owned()));
+            index.upsert(&obj);
+        }
         for (ns, name) in known.difference(&held) {
             index.remove(&rt.kind, ns, name);
-        }
-        for ev in snapshot {
-            index.upsert(&ev.object.value());
         }
         drop(index);
         self.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -130,6 +130,17 @@ impl CachedObject {
         Some(&self.labels[i].1)
     }
 
+    /// The namespace (`""` for a cluster-scoped kind) and name, read from the key (no parse).
+    pub fn namespace_name(&self) -> (&str, &str) {
+        let rest = &self.key[kind_prefix(&self.key).len().min(self.key.len())..];
+        rest.split_once('/').unwrap_or(("", rest))
+    }
+
+    /// Whether `other` has the same labels (no parse).
+    pub fn same_labels(&self, other: &CachedObject) -> bool {
+        self.labels == other.labels
+    }
+
     /// Drops the parsed form (the JSON stays).
     fn cool(&self) {
         *self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
@@ -574,6 +585,27 @@ mod tests {
         assert_eq!(kind_prefix("/registry/core/secrets/ns/a"), "/registry/core/secrets/");
         assert_eq!(kind_prefix("/registry/g/p/a"), "/registry/g/p/");
         assert_eq!(kind_prefix("/other/x"), "/other/x");
+    }
+
+    #[test]
+    fn what_is_kept_unparsed_reads_as_the_object_does() {
+        let v = serde_json::json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u1",
+            "labels": {"b": "2", "a": "1"}, "ownerReferences": [{"uid": "o1"}]}});
+        let obj = CachedObject::new("/registry/core/secrets/ns/a".into(), v.clone(), 7);
+        assert_eq!(obj.namespace_name(), ("ns", "a"));
+        assert_eq!((obj.label("a"), obj.label("b"), obj.label("c")), (Some("1"), Some("2"), None));
+        assert_eq!((&*obj.uid, obj.owned, obj.deleting), ("u1", true, false));
+        let scoped = CachedObject::new("/registry/core/namespaces/ns".into(), v.clone(), 7);
+        assert_eq!(scoped.namespace_name(), ("", "ns"));
+        assert!(obj.same_labels(&scoped));
+        let other = serde_json::json!({"metadata": {"name": "a", "labels": {"a": "1"}}});
+        assert!(!obj.same_labels(&CachedObject::new("/registry/g/p/a".into(), other, 8)));
+        // Cooled, the object parses again from its JSON, to the same value.
+        let hot = obj.value();
+        obj.cool();
+        let cold = obj.value();
+        assert!(!Arc::ptr_eq(&hot, &cold));
+        assert_eq!(*cold, v);
     }
 
     #[test]

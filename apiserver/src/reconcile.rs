@@ -8,12 +8,11 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::background::Background;
-use crate::cache::{Msg, Start};
+use crate::cache::{CachedObject, Msg, Start};
 use crate::error::ApiError;
 use crate::registry::Registry;
 use crate::scheme::ResourceType;
@@ -27,31 +26,48 @@ pub enum Action {
     RequeueAfter(Duration),
 }
 
-/// Maps an object of a watched kind to the keys it concerns.
-pub type Mapper = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
+/// Maps an object of a watched kind to the keys it concerns (from its key, labels or, when
+/// it must, its parsed form: see [`CachedObject`]).
+pub type Mapper = Arc<dyn Fn(&CachedObject) -> Vec<String> + Send + Sync>;
+
+/// Whether a change from the first state to the second concerns the keys.
+pub type Changes = Arc<dyn Fn(&CachedObject, &CachedObject) -> bool + Send + Sync>;
 
 /// A kind a controller follows, and the keys each object of it concerns.
 pub struct Watch {
     pub rt: Arc<ResourceType>,
     pub map: Mapper,
-    /// Only creations, deletions and changes of labels concern the keys (a cluster's status
-    /// heartbeat does not move it between sets).
-    pub labels_only: bool,
+    /// Which changes wake the keys; creations and deletions always do. `None`: every change.
+    pub changes: Option<Changes>,
 }
 
 impl Watch {
     /// Follows `rt`, mapping each object to keys with `map`.
     pub fn new(
         rt: &Arc<ResourceType>,
-        map: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
+        map: impl Fn(&CachedObject) -> Vec<String> + Send + Sync + 'static,
     ) -> Watch {
-        Watch { rt: Arc::clone(rt), map: Arc::new(map), labels_only: false }
+        Watch { rt: Arc::clone(rt), map: Arc::new(map), changes: None }
     }
 
-    /// The same watch, woken only by creations, deletions and label changes.
-    pub fn on_label_changes(mut self) -> Watch {
-        self.labels_only = true;
+    /// The same watch, woken by a change only when `concerns(before, after)`.
+    pub fn on_changes(
+        mut self,
+        concerns: impl Fn(&CachedObject, &CachedObject) -> bool + Send + Sync + 'static,
+    ) -> Watch {
+        self.changes = Some(Arc::new(concerns));
         self
+    }
+
+    /// Woken only by creations, deletions and label changes (a cluster's status heartbeat does
+    /// not move it between sets).
+    pub fn on_label_changes(self) -> Watch {
+        self.on_changes(|before, after| !before.same_labels(after))
+    }
+
+    /// Woken only by creations and deletions (what matters is that the object exists).
+    pub fn on_presence(self) -> Watch {
+        self.on_changes(|_, _| false)
     }
 }
 
@@ -122,12 +138,14 @@ impl Queue {
         }
         st.seq += 1;
         let seq = st.seq;
+        // Workers sleep until the earliest deadline: only an earlier one needs a worker woken.
+        let earliest = st.delayed.first_key_value().is_none_or(|(&(first, _), _)| at < first);
         st.delayed.insert((at, seq), key.clone());
         st.delayed_at.insert(key, (at, seq));
         drop(st);
-        // A worker may be sleeping until a later deadline.
-        self.wake.notify_waiters();
-        self.wake.notify_one();
+        if earliest {
+            self.wake.notify_one();
+        }
     }
 
     /// The next key to run, once one is ready; the caller must call [`Queue::done`] after.
@@ -267,24 +285,22 @@ async fn follow(registry: Registry, watch: Watch, queue: Arc<Queue>) {
             }
         };
         for ev in &sub.initial {
-            for key in (watch.map)(&ev.object.value()) {
+            for key in (watch.map)(&ev.object) {
                 queue.add(key);
             }
         }
         while let Some(msg) = sub.live.recv().await {
             if let Msg::Event(ev) = msg {
-                if watch.labels_only
-                    && ev.kind == crate::cache::EventType::Modified
-                    && ev.prev.as_ref().is_some_and(|p| {
-                        p.value().pointer("/metadata/labels")
-                            == ev.object.value().pointer("/metadata/labels")
-                    })
+                if let (crate::cache::EventType::Modified, Some(changes), Some(prev)) =
+                    (ev.kind, &watch.changes, &ev.prev)
                 {
-                    continue;
+                    if !changes(prev, &ev.object) {
+                        continue;
+                    }
                 }
-                let mut keys = (watch.map)(&ev.object.value());
+                let mut keys = (watch.map)(&ev.object);
                 if let Some(prev) = &ev.prev {
-                    keys.extend((watch.map)(&prev.value()));
+                    keys.extend((watch.map)(prev));
                 }
                 keys.sort_unstable();
                 keys.dedup();

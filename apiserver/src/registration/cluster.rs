@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use crate::background::Background;
+use crate::cache::CachedObject;
 use crate::cluster_rbac::{self, CLUSTER_NAME_LABEL};
 use crate::error::ApiError;
 use crate::object;
@@ -343,8 +344,7 @@ impl Clusters {
                 }
                 for item in &left {
                     if !item.deleting {
-                        let item = item.value();
-                        ctx.remove(rt, name, object::name(&item)).await?;
+                        ctx.remove(rt, name, item.namespace_name().1).await?;
                     }
                 }
                 let c = condition(
@@ -438,10 +438,12 @@ fn desired_taints(current: &[Taint], conditions: &[ocm_proto::api::meta::Conditi
 
 pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
     let k = &ctx.kinds;
-    let by_namespace = |rt| Watch::new(rt, |o| vec![object::namespace(o).to_owned()]);
+    // Works and add-ons matter by presence (denial keeps RBAC while works remain; deletion
+    // waits for them to go), not by their status.
+    let by_namespace = |rt| Watch::new(rt, |o| vec![o.namespace_name().0.to_owned()]).on_presence();
     let by_label = |rt| {
         Watch::new(rt, |o| {
-            object::label(o, CLUSTER_NAME_LABEL)
+            o.label(CLUSTER_NAME_LABEL)
                 .filter(|c| !c.is_empty())
                 .map(|c| vec![c.to_owned()])
                 .unwrap_or_default()
@@ -452,33 +454,37 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
         clock_seen: Mutex::default(),
         judged: Mutex::default(),
     });
+    // A renewal wakes the cluster only if it could change what the last run concluded;
+    // creation and deletion of the Lease always do.
     let lease_news = {
         let clusters = Arc::clone(&clusters);
-        move |o: &Value| {
-            if object::name(o) != LEASE_NAME {
-                return vec![];
+        move |_: &CachedObject, lease: &CachedObject| {
+            let (cluster, name) = lease.namespace_name();
+            if name != LEASE_NAME {
+                return false; // another Lease (an add-on's): no key, no parse
             }
-            let cluster = object::namespace(o);
             let judged = clusters
                 .judged
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .get(cluster)
                 .copied();
-            let renew = o.pointer("/spec/renewTime").and_then(Value::as_str).and_then(parse_time);
-            match (judged, renew) {
-                (Some(j), Some(r))
-                    if j.quiet && (time::OffsetDateTime::now_utc() - r).abs() < j.grace =>
-                {
-                    vec![]
-                }
-                _ => vec![cluster.to_owned()],
-            }
+            let Some(j) = judged.filter(|j| j.quiet) else { return true };
+            let renew = lease
+                .value()
+                .pointer("/spec/renewTime")
+                .and_then(Value::as_str)
+                .and_then(parse_time);
+            renew.is_none_or(|r| (time::OffsetDateTime::now_utc() - r).abs() >= j.grace)
         }
+    };
+    let agent_lease = |o: &CachedObject| match o.namespace_name() {
+        (cluster, LEASE_NAME) => vec![cluster.to_owned()],
+        _ => vec![],
     };
     let watches = vec![
         super::by_name(&k.clusters),
-        Watch::new(&k.leases, lease_news),
+        Watch::new(&k.leases, agent_lease).on_changes(lease_news),
         by_namespace(&k.works),
         by_namespace(&k.addons),
         by_label(&k.cluster_roles),

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use crate::background::Background;
+use crate::cache::CachedObject;
 use crate::error::ApiError;
 use crate::object;
 use crate::reconcile::{self, Action, Watch};
@@ -188,11 +189,11 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
     // A cluster's labels may move it between any sets: every set looks again.
     let sets_of = {
         let ctx = Arc::clone(ctx);
-        move |_: &Value| -> Vec<String> {
+        move |_: &CachedObject| -> Vec<String> {
             let mut names: Vec<String> = ctx
                 .cached_list(&ctx.kinds.sets, "")
                 .iter()
-                .map(|s| object::name(&s.value()).to_owned())
+                .map(|s| s.namespace_name().1.to_owned())
                 .collect();
             names.extend([api::CLUSTER_SET_DEFAULT.to_owned(), api::CLUSTER_SET_GLOBAL.to_owned()]);
             names
@@ -211,17 +212,21 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
 
     let bindings_of_set = {
         let ctx = Arc::clone(ctx);
-        move |set: &Value| -> Vec<String> {
-            let name = object::name(set);
+        move |set: &CachedObject| -> Vec<String> {
+            let name = set.namespace_name().1;
             ctx.cached_list(&ctx.kinds.bindings, "")
                 .iter()
-                .filter(|b| object::name(&b.value()) == name)
-                .map(|b| format!("{}/{}", object::namespace(&b.value()), name))
+                .map(|b| b.namespace_name())
+                .filter(|(_, b)| *b == name)
+                .map(|(ns, _)| format!("{ns}/{name}"))
                 .collect()
         }
     };
     let watches = vec![
-        Watch::new(&k.bindings, |o| vec![format!("{}/{}", object::namespace(o), object::name(o))]),
+        Watch::new(&k.bindings, |o| {
+            let (ns, name) = o.namespace_name();
+            vec![format!("{ns}/{name}")]
+        }),
         Watch::new(&k.sets, bindings_of_set),
     ];
     let bindings = Arc::new(Bindings { ctx: Arc::clone(ctx) });

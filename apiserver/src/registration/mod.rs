@@ -90,15 +90,9 @@ impl Kinds {
     /// The kind of an object, by its apiVersion and kind.
     fn of_object(&self, obj: &Value) -> Option<&Arc<ResourceType>> {
         let kind = obj.get("kind").and_then(Value::as_str)?;
-        [
-            &self.cluster_roles,
-            &self.cluster_role_bindings,
-            &self.role_bindings,
-            &self.namespaces,
-            &self.leases,
-        ]
-        .into_iter()
-        .find(|rt| rt.kind == kind)
+        [&self.cluster_roles, &self.cluster_role_bindings, &self.role_bindings, &self.namespaces]
+            .into_iter()
+            .find(|rt| rt.kind == kind)
     }
 }
 
@@ -126,9 +120,11 @@ impl Ctx {
 
     /// The objects of a kind in a namespace (all namespaces for `""`), from the watch cache.
     fn cached_list(&self, rt: &ResourceType, namespace: &str) -> Vec<Arc<CachedObject>> {
-        let prefix =
-            if namespace.is_empty() { rt.prefix.clone() } else { rt.namespace_prefix(namespace) };
-        self.registry.cache.list(&rt.prefix, &prefix).map(|(items, _)| items).unwrap_or_default()
+        self.registry
+            .cache
+            .list(&rt.prefix, &rt.namespace_prefix(namespace))
+            .map(|(items, _)| items)
+            .unwrap_or_default()
     }
 
     /// A merge patch of the main resource (`sub` = `None`) or a subresource.
@@ -215,5 +211,5 @@ pub fn start(
 
 /// The watch of a kind whose objects concern the key of their own name.
 fn by_name(rt: &Arc<ResourceType>) -> reconcile::Watch {
-    reconcile::Watch::new(rt, |o| vec![object::name(o).to_owned()])
+    reconcile::Watch::new(rt, |o| vec![o.namespace_name().1.to_owned()])
 }
