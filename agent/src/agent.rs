@@ -222,7 +222,9 @@ struct Shared {
     cluster: Arc<dyn Cluster>,
     /// When the cluster's API server started failing (0: healthy).
     failing_since: AtomicI64,
-    /// A rotation to report in the next status (`ClusterCertificateRotated`).
+    /// The last rotation's outcome (`ClusterCertificateRotated`), set in every status report
+    /// until the next rotation replaces it, so a report that fails loses nothing (setting it
+    /// again is no change).
     rotated: std::sync::Mutex<Option<Condition>>,
 }
 
@@ -307,7 +309,7 @@ pub async fn renew_lease_with(client: &kube::Client, cluster: &str) -> Result<()
 async fn renew_lease(shared: &Shared) -> Result<(), AgentError> {
     renew_lease_with(&shared.client(), &shared.id.cluster_name)
         .await
-        .map_err(|e| hub::explain(&shared.id.hub, e))
+        .map_err(|e| hub::explain_certificate(&shared.id.hub, e))
 }
 
 /// Reports the cluster's status at start and then every healthcheck period.
@@ -342,7 +344,7 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
     let url = &shared.id.hub;
     let name = &shared.id.cluster_name;
     let clusters = reg::clusters(shared.client());
-    let obj = clusters.get(name).await.map_err(|e| hub::explain(url, e))?;
+    let obj = clusters.get(name).await.map_err(|e| hub::explain_certificate(url, e))?;
     let current = serde_json::to_value(&obj).unwrap_or_default();
     let mc = ManagedCluster::deserialize(&current)
         .map_err(|e| AgentError::Invalid(format!("ManagedCluster {name}: {e}")))?;
@@ -409,8 +411,8 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
             }
         }
     }
-    if let Some(c) = shared.rotated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
-    {
+    let rotated = shared.rotated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    if let Some(c) = rotated {
         set_condition(&mut status.conditions, c, stamp.clone());
     }
     let mut patch = json!({
@@ -445,7 +447,7 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
     clusters
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| hub::explain(url, e))?;
+        .map_err(|e| hub::explain_certificate(url, e))?;
     Ok(())
 }
 
@@ -488,13 +490,21 @@ async fn rotation_loop(shared: Arc<Shared>) {
 async fn rotate(shared: &Shared) -> Result<(), AgentError> {
     let id = &shared.id;
     let client = shared.client();
+    // These requests go with the certificate: a refusal is the certificate's, not a token's.
+    let refused = |e| match e {
+        AgentError::BadToken => AgentError::CertificateRefused { url: id.hub.clone() },
+        e => e,
+    };
     let (key, request) = reg::new_request(&id.cluster_name, &id.agent_name)?;
     let name =
         reg::create_csr(&client, &id.hub, &id.cluster_name, &request, shared.opts.cert_expiration)
-            .await?;
+            .await
+            .map_err(refused)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let cert = loop {
-        if let CsrState::Issued(cert) = reg::csr_state(&client, &id.hub, &name).await? {
+        if let CsrState::Issued(cert) =
+            reg::csr_state(&client, &id.hub, &name).await.map_err(refused)?
+        {
             break cert;
         }
         if tokio::time::Instant::now() > deadline {

@@ -15,6 +15,11 @@ pub enum AgentError {
         "the hub refused the bootstrap token (it is wrong, expired or revoked): make a new one with `ocm-hub token create` on the hub"
     )]
     BadToken,
+    /// The hub refused the agent's own certificate.
+    #[error(
+        "the hub at {url} refused this agent's certificate (expired, or its cluster was removed): join again with a new token (`ocm-hub token create` on the hub, then `klusterlet join`)"
+    )]
+    CertificateRefused { url: String },
     /// The hub's CA is not the pinned one.
     #[error(
         "CA mismatch: the hub at {url} presents CA {found}, not {expected}: check --ca-hash and --hub"

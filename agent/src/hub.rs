@@ -77,7 +77,19 @@ pub fn with_certificate(
     client(config(url, Some(ca_pem), auth)?)
 }
 
-/// Turns a failed hub request into the error a person can act on.
+/// Turns a failed request made with the agent's certificate into the error a person can act
+/// on (a 401 is the certificate's, not a token's).
+pub fn explain_certificate(url: &str, err: kube::Error) -> AgentError {
+    match &err {
+        kube::Error::Api(s) if s.code == 401 => {
+            AgentError::CertificateRefused { url: url.to_owned() }
+        }
+        _ => explain(url, err),
+    }
+}
+
+/// Turns a failed hub request made with the bootstrap token into the error a person can act
+/// on.
 pub fn explain(url: &str, err: kube::Error) -> AgentError {
     match &err {
         kube::Error::Api(s) if s.code == 401 => AgentError::BadToken,

@@ -98,7 +98,19 @@ pub fn bootstrap_token_secret(ttl: Duration, description: &str) -> (String, serd
     let (id, secret) = (random_chars(6), random_chars(16));
     let expires = time::OffsetDateTime::now_utc()
         + time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2));
-    let obj = json!({
+    let obj = bootstrap_token_object(&id, &secret, &crate::object::rfc3339(expires), description);
+    (format!("{id}.{secret}"), obj)
+}
+
+/// The Secret of bootstrap token `id.secret` expiring at `expiration` (RFC 3339), with OCM's
+/// bootstrap group: what `token create` stores, for callers that choose the token themselves.
+pub fn bootstrap_token_object(
+    id: &str,
+    secret: &str,
+    expiration: &str,
+    description: &str,
+) -> serde_json::Value {
+    json!({
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
@@ -111,12 +123,11 @@ pub fn bootstrap_token_secret(ttl: Duration, description: &str) -> (String, serd
             "description": description,
             "token-id": id,
             "token-secret": secret,
-            "expiration": crate::object::rfc3339(expires),
+            "expiration": expiration,
             "usage-bootstrap-authentication": "true",
             "auth-extra-groups": crate::authz::OCM_BOOTSTRAP_GROUP,
         },
-    });
-    (format!("{id}.{secret}"), obj)
+    })
 }
 
 /// Creates a bootstrap token valid for `ttl` and returns it as `<id>.<secret>`.
