@@ -14,6 +14,7 @@ use ocm_apiserver::scheme::Profile;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use ocm_conformance::programs;
 use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
 use tokio::io::AsyncBufReadExt as _;
 
 const MCL: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
@@ -559,12 +560,32 @@ async fn short_lived_certificates_are_rotated_and_renewals_auto_approved() -> an
             == "AutoApprovedByHubCSRApprovingController",
         "{renewal}"
     );
-    // Past the first certificate's end the agent still reports with the new one.
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    // Past the first certificate's end the agent still renews (so with the new one): a
+    // renewTime after the first notAfter is the evidence. Renewals every second meanwhile.
+    let first_end = not_after(&first)?;
+    let patch = json!({"spec": {"leaseDurationSeconds": 1}});
+    let resp = merge_patch(&hub, &http, &format!("{MCL}/c1"), &patch).await?;
+    ensure!(resp.is_success(), "{resp}");
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/c1/leases/managed-cluster-lease";
+    eventually("a renewal after the first certificate expired", WAIT, || async {
+        let lease = get(&hub, &http, lease).await?.context("the Lease")?;
+        let renewed = lease["spec"]["renewTime"].as_str().context("renewTime")?;
+        let renewed = time::OffsetDateTime::parse(renewed, &Rfc3339)?.unix_timestamp();
+        Ok((renewed > first_end).then_some(()))
+    })
+    .await
+    .with_context(|| agent.output())?;
     let mc = until_available(&hub, &http, "c1").await?;
     let rotated = condition(&mc, "ClusterCertificateRotated").context("rotated condition")?;
     ensure!(rotated["status"] == "True", "{mc}");
     Ok(())
+}
+
+/// A PEM certificate's notAfter (Unix seconds).
+fn not_after(pem: &str) -> anyhow::Result<i64> {
+    let der = ocm_agent::hub::pem_certificates(pem).into_iter().next().context("no PEM")?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der)?;
+    Ok(cert.validity().not_after.timestamp())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -578,10 +599,8 @@ async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::
     .await?;
     let admin = hub.http()?;
     let expires = "2099-01-01T00:00:00Z";
-    let token_secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
-        "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
-        "stringData": {"token-id": id, "token-secret": secret, "expiration": expires,
-            "usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:managedcluster"}});
+    let token_secret =
+        ocm_apiserver::cli::bootstrap_token_object(id, secret, expires, "a trusted identity");
     post(&hub, &admin, "/api/v1/namespaces/kube-system/secrets", &token_secret).await?;
     let bootstrap = hub.http_bearer(&format!("{id}.{secret}"))?;
     for name in ["c1", "c1-evil"] {
