@@ -21,7 +21,7 @@ use ocm_agent::agent::{self, CaSource, JoinRequest, Options};
 use ocm_agent::cluster::{Claim, Cluster, Resources};
 use ocm_agent::error::AgentError;
 use ocm_agent::state::DataDir;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 #[derive(Parser, Debug)]
 #[command(about = "Runs many klusterlet agents against one ocm-hub process")]
@@ -49,16 +49,13 @@ struct Args {
 /// The simulator's bootstrap token: its id is fixed so the hub can trust it from the start.
 const TOKEN_ID: &str = "fleets";
 
-/// A cluster that answers from memory and records what it was asked (the work agent will
-/// record what it would apply here).
+/// A cluster that answers from memory: healthy, a fixed version and size, no claims. (It has
+/// nothing to record yet: what it would apply comes with the work agent.)
 #[derive(Default)]
-struct RecordingCluster {
-    calls: AtomicUsize,
-}
+struct MemoryCluster;
 
-impl Cluster for RecordingCluster {
+impl Cluster for MemoryCluster {
     fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
         Box::pin(async { Ok(()) })
     }
 
@@ -158,12 +155,13 @@ async fn admin(hub: &Hub) -> anyhow::Result<kube::Client> {
 
 async fn create_token(client: &kube::Client) -> anyhow::Result<String> {
     let secret = "0123456789abcdef";
-    let obj: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
-        "metadata": {"name": format!("bootstrap-token-{TOKEN_ID}"), "namespace": "kube-system"},
-        "stringData": {"token-id": TOKEN_ID, "token-secret": secret, "expiration": "2099-01-01T00:00:00Z",
-            "usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:managedcluster"},
-    }))?;
+    let obj: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(ocm_apiserver::cli::bootstrap_token_object(
+            TOKEN_ID,
+            secret,
+            "2099-01-01T00:00:00Z",
+            "the fleet simulator's agents",
+        ))?;
     let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
         kube::Api::namespaced(client.clone(), "kube-system");
     api.create(&Default::default(), &obj).await?;
@@ -215,11 +213,7 @@ async fn join_agents(
             agent::join(&req, &opts, |_| {}).await?;
             let dir = opts.data_dir.clone();
             if run {
-                tokio::spawn(agent::run(
-                    opts,
-                    Arc::new(RecordingCluster::default()),
-                    std::future::pending(),
-                ));
+                tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), std::future::pending()));
             }
             Ok::<_, AgentError>(dir)
         }));
@@ -289,7 +283,7 @@ async fn main() -> anyhow::Result<()> {
             for d in &dirs {
                 let opts = Options::new(d.clone());
                 let mut stopped = stopped.clone();
-                tokio::spawn(agent::run(opts, Arc::new(RecordingCluster::default()), async move {
+                tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), async move {
                     let _ = stopped.wait_for(|s| *s).await;
                 }));
             }
@@ -322,17 +316,17 @@ async fn main() -> anyhow::Result<()> {
             }
             let (cpu0, _) = hub_usage(pid)?;
             let began = Instant::now();
+            // Renewals are scheduled in [began, began + duration); a simulator that falls behind
+            // finishes later, and the rate is taken over the time it really took.
+            let end = tokio::time::Instant::now() + duration;
             let mut tasks = Vec::new();
             for (i, (c, n)) in clients.into_iter().enumerate() {
                 let (hist, errors) = (Arc::clone(&hist), Arc::clone(&errors));
                 let offset = period.mul_f64(i as f64 / args.agents as f64);
                 tasks.push(tokio::spawn(async move {
                     let mut next = tokio::time::Instant::now() + offset;
-                    loop {
+                    while next < end {
                         tokio::time::sleep_until(next).await;
-                        if began.elapsed() >= duration {
-                            return;
-                        }
                         let t = Instant::now();
                         match agent::renew_lease_with(&c, &n).await {
                             Ok(()) => {
@@ -353,8 +347,9 @@ async fn main() -> anyhow::Result<()> {
             for t in tasks {
                 t.await?;
             }
-            let secs = began.elapsed().as_secs_f64();
+            let took = began.elapsed().as_secs_f64();
             let (cpu1, rss) = hub_usage(pid)?;
+            let secs = took.max(duration.as_secs_f64());
             let h = hist.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
             let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
             println!(
@@ -369,7 +364,7 @@ async fn main() -> anyhow::Result<()> {
                 ms(0.99),
                 h.max() as f64 / 1000.0,
                 errors.load(Ordering::Relaxed),
-                (cpu1 - cpu0) / secs,
+                (cpu1 - cpu0) / took,
                 rss as f64 / 1024.0,
                 (rss.saturating_sub(rss_base)) as f64 / args.agents as f64,
             );
