@@ -152,6 +152,22 @@ async fn get(hub: &TestHub, http: &reqwest::Client, path: &str) -> anyhow::Resul
     Ok(Some(resp.json().await?))
 }
 
+/// One agent (cluster `c1` on a one-node cluster instance) joined with a fresh token, accepted
+/// and Available: the cluster instance, the agent's data dir and the agent.
+async fn one_available_agent(
+    hub: &TestHub,
+    http: &reqwest::Client,
+) -> anyhow::Result<(TestHub, tempfile::TempDir, Agent)> {
+    let token = new_token(hub).await?;
+    let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
+    let dir = tempfile::tempdir()?;
+    let agent = Agent::spawn(&join_args(hub, &token, "c1", &cluster, dir.path()), dir.path())?;
+    eventually("c1 registered", WAIT, || async { cluster_obj(hub, http, "c1").await }).await?;
+    accept(hub, &["c1"]).await?;
+    until_available(hub, http, "c1").await?;
+    Ok((cluster, dir, agent))
+}
+
 async fn cluster_obj(
     hub: &TestHub,
     http: &reqwest::Client,
@@ -436,13 +452,7 @@ async fn a_killed_agent_turns_unknown_and_tainted_and_resumes_from_its_data_dir(
 async fn denial_revokes_and_deletion_cleans_up() -> anyhow::Result<()> {
     let hub = TestHub::start_with_controllers(Backend::Memory).await?;
     let http = hub.http()?;
-    let token = new_token(&hub).await?;
-    let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
-    let dir = tempfile::tempdir()?;
-    let _agent = Agent::spawn(&join_args(&hub, &token, "c1", &cluster, dir.path()), dir.path())?;
-    eventually("c1 registered", WAIT, || async { cluster_obj(&hub, &http, "c1").await }).await?;
-    accept(&hub, &["c1"]).await?;
-    until_available(&hub, &http, "c1").await?;
+    let (_cluster, dir, _agent) = one_available_agent(&hub, &http).await?;
     let path = format!("{MCL}/c1");
     // Deny.
     let deny = json!({"spec": {"hubAcceptsClient": false}});
@@ -530,13 +540,7 @@ async fn short_lived_certificates_are_rotated_and_renewals_auto_approved() -> an
     })
     .await?;
     let http = hub.http()?;
-    let token = new_token(&hub).await?;
-    let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
-    let dir = tempfile::tempdir()?;
-    let agent = Agent::spawn(&join_args(&hub, &token, "c1", &cluster, dir.path()), dir.path())?;
-    eventually("c1 registered", WAIT, || async { cluster_obj(&hub, &http, "c1").await }).await?;
-    accept(&hub, &["c1"]).await?;
-    until_available(&hub, &http, "c1").await?;
+    let (_cluster, dir, agent) = one_available_agent(&hub, &http).await?;
     let first = std::fs::read_to_string(dir.path().join("tls.crt"))?;
     eventually("a rotated certificate", WAIT, || async {
         let now = std::fs::read_to_string(dir.path().join("tls.crt"))?;
@@ -696,13 +700,7 @@ fn base64_encode(s: &str) -> String {
 async fn a_restarted_hub_keeps_its_clusters_and_agents_carry_on() -> anyhow::Result<()> {
     let mut hub = TestHub::start_with_controllers(Backend::Sled).await?;
     let http = hub.http()?;
-    let token = new_token(&hub).await?;
-    let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
-    let dir = tempfile::tempdir()?;
-    let agent = Agent::spawn(&join_args(&hub, &token, "c1", &cluster, dir.path()), dir.path())?;
-    eventually("c1 registered", WAIT, || async { cluster_obj(&hub, &http, "c1").await }).await?;
-    accept(&hub, &["c1"]).await?;
-    until_available(&hub, &http, "c1").await?;
+    let (_cluster, _dir, agent) = one_available_agent(&hub, &http).await?;
     let csrs =
         get(&hub, &http, CSRS).await?.context("csrs")?["items"].as_array().map_or(0, Vec::len);
     let lease = "/apis/coordination.k8s.io/v1/namespaces/c1/leases/managed-cluster-lease";
