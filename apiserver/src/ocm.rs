@@ -282,14 +282,7 @@ fn admit_managed_cluster(
     let old_set = old.map(set_of).unwrap_or_default();
     if new_set != old_set {
         for set in [&old_set, &new_set].into_iter().filter(|s| !s.is_empty()) {
-            let attrs = Attributes::resource(
-                "create",
-                ocm_proto::api::cluster::GROUP,
-                "managedclustersets",
-                "",
-                set,
-            )
-            .with_subresource("join");
+            let attrs = set_right(set, "join");
             if !who.can(&attrs) {
                 return Err(forbidden(
                     "managedclusters",
@@ -383,19 +376,19 @@ fn stamp_taints(obj: &mut Value, old: Option<&Value>, client: bool) -> Result<()
     }
 }
 
+/// The right OCM's webhooks ask for on a cluster set: `create managedclustersets/<sub>`
+/// (`join` to put a cluster in it, `bind` to bind it to a namespace).
+fn set_right(set: &str, sub: &'static str) -> Attributes {
+    Attributes::resource("create", ocm_proto::api::cluster::GROUP, "managedclustersets", "", set)
+        .with_subresource(sub)
+}
+
 /// A ManagedClusterSetBinding may be created only by who may bind its set
 /// (`managedclustersets/bind`).
 fn admit_binding(obj: &Value, who: &Requester) -> Result<(), ApiError> {
     let name = crate::object::name(obj);
     let set = obj.pointer("/spec/clusterSet").and_then(Value::as_str).unwrap_or(name);
-    let attrs = Attributes::resource(
-        "create",
-        ocm_proto::api::cluster::GROUP,
-        "managedclustersets",
-        "",
-        set,
-    )
-    .with_subresource("bind");
+    let attrs = set_right(set, "bind");
     if who.can(&attrs) {
         return Ok(());
     }
