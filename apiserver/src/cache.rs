@@ -12,6 +12,7 @@ use futures::StreamExt;
 use ocm_storage::{KeyValue, ListOptions, Revision, Storage};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use crate::background::Background;
 use crate::error::ApiError;
@@ -27,6 +28,11 @@ pub const ROOT: &str = "/registry/";
 pub struct CacheConfig {
     /// Events kept per kind for watches that resume from a resourceVersion.
     pub history_per_kind: usize,
+    /// Events older than this are dropped even below `history_per_kind`: a kind that went
+    /// quiet after a burst (10,000 clusters joining) does not keep the burst's states alive.
+    /// Kubernetes' watch cache promises 75 s (`eventFreshDuration`); a watch resuming from
+    /// an older resourceVersion gets 410 Gone and relists, as it would there.
+    pub history_max_age: Duration,
     /// Events buffered per watcher before it is ended as too slow.
     pub watcher_buffer: usize,
     /// How often watchers learn the cache's revision (for bookmarks).
@@ -40,6 +46,7 @@ impl Default for CacheConfig {
     fn default() -> CacheConfig {
         CacheConfig {
             history_per_kind: 10_000,
+            history_max_age: Duration::from_secs(75),
             watcher_buffer: 1024,
             progress_every: Duration::from_secs(1),
             hot_bytes: 8 << 20,
@@ -200,11 +207,21 @@ pub enum Msg {
 #[derive(Default)]
 struct KindState {
     items: BTreeMap<String, Arc<CachedObject>>,
-    history: VecDeque<Arc<CacheEvent>>,
+    /// Recent events, oldest first, with when the cache published them.
+    history: VecDeque<(Instant, Arc<CacheEvent>)>,
     /// Every event with a revision above this one is in `history`.
     history_start: u64,
     rev: u64,
     watchers: Vec<mpsc::Sender<Msg>>,
+}
+
+impl KindState {
+    /// Drops the oldest event of the history; a watch can no longer resume from before it.
+    fn forget_oldest(&mut self) {
+        if let Some((_, old)) = self.history.pop_front() {
+            self.history_start = old.rev;
+        }
+    }
 }
 
 /// A watch registered with the cache: the events to replay first, then the live channel.
@@ -452,11 +469,9 @@ impl Cache {
                 st.items.insert(event.object.key.clone(), Arc::clone(&event.object));
             }
         }
-        st.history.push_back(Arc::clone(&event));
+        st.history.push_back((Instant::now(), Arc::clone(&event)));
         while st.history.len() > self.config.history_per_kind {
-            if let Some(old) = st.history.pop_front() {
-                st.history_start = old.rev;
-            }
+            st.forget_oldest();
         }
         st.rev = event.rev;
         // A watcher whose buffer is full is ended: dropping its sender closes its stream.
@@ -468,8 +483,14 @@ impl Cache {
         loop {
             tick.tick().await;
             let rev = self.revision();
+            let now = Instant::now();
             for state in self.kinds.values() {
                 let mut st = lock(state);
+                while st.history.front().is_some_and(|(at, _)| {
+                    now.saturating_duration_since(*at) > self.config.history_max_age
+                }) {
+                    st.forget_oldest();
+                }
                 // A full buffer just misses this tick; closed watchers are dropped.
                 st.watchers.retain(|tx| !tx.is_closed());
                 for tx in &st.watchers {
@@ -556,8 +577,12 @@ impl Cache {
                         st.history_start + 1
                     )));
                 }
-                let initial =
-                    st.history.iter().filter(|e| e.rev > from).cloned().collect::<Vec<_>>();
+                let initial = st
+                    .history
+                    .iter()
+                    .filter(|(_, e)| e.rev > from)
+                    .map(|(_, e)| Arc::clone(e))
+                    .collect::<Vec<_>>();
                 (initial, st.rev.max(global).max(from))
             }
         };

@@ -11,6 +11,10 @@ use ocm_apiserver::cli;
 use ocm_apiserver::scheme::Profile;
 use ocm_apiserver::server::{ServeConfig, StorageChoice, run};
 
+/// See the workspace `Cargo.toml` for why the hub does not use the system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "ocm-hub",

@@ -426,6 +426,7 @@ per_backend!(
     watch_resumes_exactly_once,
     watch_timeout_and_bookmarks,
     watch_too_old_is_an_error_event,
+    watch_from_an_aged_out_event_is_expired,
     watch_initial_events,
     watch_selector_transitions,
     watch_all_namespaces_and_by_name,
@@ -1507,6 +1508,42 @@ async fn watch_too_old_is_an_error_event(b: Backend) -> anyhow::Result<()> {
     ensure!(msg.starts_with(&format!("too old resource version: {} (", rv_str(&first))), "{msg}");
     // A recent enough resourceVersion still resumes.
     let last = api.get(&format!("{}/c11", cms("default"))).await?.ok(200)?;
+    let mut w = api
+        .watch(&format!("{}?watch=true&resourceVersion={}", cms("default"), rv_str(&last)))
+        .await?;
+    api.create(&cms("default"), &cm("fresh")).await?;
+    w.expect("ADDED", "fresh").await?;
+    Ok(())
+}
+
+/// Events leave the history after `history_max_age` even when no more come (a kind that went
+/// quiet after a burst); a watch from before them is 410 Gone, one from the newest still resumes.
+async fn watch_from_an_aged_out_event_is_expired(b: Backend) -> anyhow::Result<()> {
+    let hub = TestHub::start_with(b, |c| {
+        c.cache = CacheConfig {
+            history_max_age: Duration::from_secs(1),
+            progress_every: Duration::from_millis(100),
+            ..c.cache
+        };
+    })
+    .await?;
+    let api = Api::with(hub)?;
+    let first = api.create(&cms("default"), &cm("c0")).await?;
+    let last = api.create(&cms("default"), &cm("c1")).await?;
+    // Resumable while young.
+    let mut w = api
+        .watch(&format!("{}?watch=true&resourceVersion={}", cms("default"), rv_str(&first)))
+        .await?;
+    w.expect("ADDED", "c1").await?;
+    drop(w);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut w = api
+        .watch(&format!("{}?watch=true&resourceVersion={}", cms("default"), rv_str(&first)))
+        .await?;
+    let lines = w.rest().await?;
+    ensure!(lines.len() == 1, "expected exactly one ERROR event, got {lines:?}");
+    let s = &lines[0]["object"];
+    ensure!(s["code"] == 410 && s["reason"] == "Expired", "{s}");
     let mut w = api
         .watch(&format!("{}?watch=true&resourceVersion={}", cms("default"), rv_str(&last)))
         .await?;
