@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use crate::error::AgentError;
-use crate::quantity::Quantity;
+use ocm_proto::quantity::Quantity;
 
 /// Node capacity and allocatable, summed over the cluster's Nodes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

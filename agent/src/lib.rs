@@ -6,6 +6,5 @@ pub mod agent;
 pub mod cluster;
 pub mod error;
 pub mod hub;
-pub mod quantity;
 pub mod registration;
 pub mod state;

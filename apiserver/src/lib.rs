@@ -24,6 +24,7 @@ pub mod object;
 pub mod ocm;
 pub mod openapi;
 pub mod pki;
+pub mod placement;
 pub mod protobuf;
 pub mod reconcile;
 pub mod registration;

@@ -39,6 +39,8 @@ pub struct Watch {
     pub map: Mapper,
     /// Which changes wake the keys; creations and deletions always do. `None`: every change.
     pub changes: Option<Changes>,
+    /// Keys woken by a change run this long after it at the earliest (see [`Watch::debounced`]).
+    pub delay: Option<Duration>,
 }
 
 impl Watch {
@@ -47,7 +49,15 @@ impl Watch {
         rt: &Arc<ResourceType>,
         map: impl Fn(&CachedObject) -> Vec<String> + Send + Sync + 'static,
     ) -> Watch {
-        Watch { rt: Arc::clone(rt), map: Arc::new(map), changes: None }
+        Watch { rt: Arc::clone(rt), map: Arc::new(map), changes: None, delay: None }
+    }
+
+    /// The same watch, running a woken key `delay` after the change that woke it, once for every
+    /// change within that time: a burst (every cluster relabelled) costs a pass per `delay`,
+    /// not one per object.
+    pub fn debounced(mut self, delay: Duration) -> Watch {
+        self.delay = Some(delay);
+        self
     }
 
     /// The same watch, woken by a change only when `concerns(before, after)`.
@@ -305,7 +315,10 @@ async fn follow(registry: Registry, watch: Watch, queue: Arc<Queue>) {
                 keys.sort_unstable();
                 keys.dedup();
                 for key in keys {
-                    queue.add(key);
+                    match watch.delay {
+                        Some(delay) => queue.add_after(key, delay),
+                        None => queue.add(key),
+                    }
                 }
             }
         }

@@ -445,6 +445,24 @@ impl Registry {
         }
     }
 
+    /// One object from the watch cache (what a controller reads; no storage round trip).
+    pub fn cached(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<CachedObject>> {
+        self.cache.get(&rt.prefix, &rt.key(namespace, name)).ok().flatten()
+    }
+
+    /// The objects of a kind in a namespace (all namespaces for `""`), from the watch cache.
+    pub fn cached_list(&self, rt: &ResourceType, namespace: &str) -> Vec<Arc<CachedObject>> {
+        self.cache
+            .list(&rt.prefix, &rt.namespace_prefix(namespace))
+            .map(|(items, _)| items)
+            .unwrap_or_default()
+    }
+
     /// Whether an object passes a list's selectors.
     pub fn matches(&self, rt: &ResourceType, obj: &CachedObject, q: &ListQuery) -> bool {
         selectors_match(rt, obj, q.labels.as_ref(), q.fields.as_ref())

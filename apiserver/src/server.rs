@@ -258,6 +258,9 @@ pub async fn run(
             config.registration.clone(),
             &background,
         );
+        if config.registration.enabled {
+            crate::placement::start(&registry, &background);
+        }
         if first_start {
             let (token, secret) = crate::cli::bootstrap_token_secret(
                 FIRST_TOKEN_TTL,

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod crd;
+pub mod quantity;
 pub mod schema;
 pub mod selector;
 pub mod validation;

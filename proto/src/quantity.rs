@@ -1,5 +1,6 @@
-//! Kubernetes resource quantities, as far as the agent needs them: parse (`4`, `500m`, `8Gi`,
-//! `1.5G`, `2e3`), add, and print back in a canonical form, to sum Node capacities.
+//! Kubernetes resource quantities, as far as the hub and agent need them: parse (`4`, `500m`,
+//! `8Gi`, `1.5G`, `2e3`), add, compare and print back in a canonical form (the agent sums Node
+//! capacities; placement ranks clusters by allocatable CPU and memory).
 
 /// A quantity in thousandths of its unit (millis), exact for every suffix down to `m`; finer
 /// values (`n`, `u`) are rounded up to the next milli, as Kubernetes rounds for display.
@@ -64,6 +65,11 @@ impl Quantity {
             milli = -milli;
         }
         Some(Quantity { milli, binary })
+    }
+
+    /// The value in thousandths of its unit (`500m` → 500, `1Ki` → 1,024,000).
+    pub fn milli(&self) -> i128 {
+        self.milli
     }
 }
 

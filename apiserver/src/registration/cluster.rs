@@ -64,7 +64,7 @@ fn parse_time(s: &str) -> Option<time::OffsetDateTime> {
 impl Clusters {
     async fn run(&self, name: String) -> Result<Action, ApiError> {
         let kinds = &self.ctx.kinds;
-        let Some(cached) = self.ctx.cached(&kinds.clusters, "", &name) else {
+        let Some(cached) = self.ctx.registry.cached(&kinds.clusters, "", &name) else {
             self.clock_seen.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
             self.judged.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
             self.remove_rbac(&name).await?;
@@ -143,7 +143,7 @@ impl Clusters {
         let mut clock_judged = None;
         // The grace period, when availability follows a Lease.
         let mut lease_grace = None;
-        let lease = self.ctx.cached(&kinds.leases, &name, LEASE_NAME);
+        let lease = self.ctx.registry.cached(&kinds.leases, &name, LEASE_NAME);
         let renew = lease.as_ref().and_then(|l| {
             l.value().pointer("/spec/renewTime").and_then(Value::as_str).map(str::to_owned)
         });
@@ -262,7 +262,7 @@ impl Clusters {
         {
             ctx.ensure(obj).await?;
         }
-        if ctx.cached(&ctx.kinds.leases, name, LEASE_NAME).is_none() {
+        if ctx.registry.cached(&ctx.kinds.leases, name, LEASE_NAME).is_none() {
             let lease = json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": LEASE_NAME, "namespace": name,
@@ -284,7 +284,7 @@ impl Clusters {
         let rb = &self.ctx.kinds.role_bindings;
         let prefix = format!("open-cluster-management:managedcluster:{name}");
         self.ctx.remove(rb, name, &format!("{prefix}:registration")).await?;
-        if self.ctx.cached_list(&self.ctx.kinds.works, name).is_empty() {
+        if self.ctx.registry.cached_list(&self.ctx.kinds.works, name).is_empty() {
             self.ctx.remove(rb, name, &format!("{prefix}:work")).await?;
         }
         Ok(())
@@ -311,7 +311,7 @@ impl Clusters {
     /// The shared roles exist while at least one cluster does.
     async fn prune_shared_roles(&self) -> Result<(), ApiError> {
         let kinds = &self.ctx.kinds;
-        if !self.ctx.cached_list(&kinds.clusters, "").is_empty() {
+        if !self.ctx.registry.cached_list(&kinds.clusters, "").is_empty() {
             return Ok(());
         }
         for role in [cluster_rbac::REGISTRATION_ROLE, cluster_rbac::WORK_ROLE] {
@@ -338,7 +338,7 @@ impl Clusters {
             for (rt, what) in
                 [(&kinds.addons, "managedclusteraddons"), (&kinds.works, "manifestworks")]
             {
-                let left = ctx.cached_list(rt, name);
+                let left = ctx.registry.cached_list(rt, name);
                 if left.is_empty() {
                     continue;
                 }

@@ -66,7 +66,7 @@ impl Sets {
         let built_in = built_in_spec(&name);
         let requeue =
             if built_in.is_some() { Action::RequeueAfter(BUILT_IN_EVERY) } else { Action::Done };
-        let Some(cached) = ctx.cached(rt, "", &name) else {
+        let Some(cached) = ctx.registry.cached(rt, "", &name) else {
             if let Some(spec) = built_in {
                 let obj = json!({
                     "apiVersion": rt.storage_api_version(), "kind": rt.kind,
@@ -110,6 +110,7 @@ impl Sets {
         let c = match set_selector(&name, selector) {
             Ok(sel) => {
                 let members = ctx
+                    .registry
                     .cached_list(&ctx.kinds.clusters, "")
                     .iter()
                     .filter(|c| sel.matches(|k| c.label(k)))
@@ -154,11 +155,11 @@ impl Bindings {
         let ctx = &self.ctx;
         let rt = &ctx.kinds.bindings;
         let Some((ns, name)) = key.split_once('/') else { return Ok(Action::Done) };
-        let Some(cached) = ctx.cached(rt, ns, name) else { return Ok(Action::Done) };
+        let Some(cached) = ctx.registry.cached(rt, ns, name) else { return Ok(Action::Done) };
         let value = cached.value();
         let raw = &*value;
         let set = raw.pointer("/spec/clusterSet").and_then(Value::as_str).unwrap_or(name);
-        let found = ctx.cached(&ctx.kinds.sets, "", set).is_some_and(|s| !s.deleting);
+        let found = ctx.registry.cached(&ctx.kinds.sets, "", set).is_some_and(|s| !s.deleting);
         let c = if found {
             condition("Bound", CONDITION_TRUE, "ClusterSetBound", "")
         } else {
@@ -191,6 +192,7 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
         let ctx = Arc::clone(ctx);
         move |_: &CachedObject| -> Vec<String> {
             let mut names: Vec<String> = ctx
+                .registry
                 .cached_list(&ctx.kinds.sets, "")
                 .iter()
                 .map(|s| s.namespace_name().1.to_owned())
@@ -214,7 +216,8 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
         let ctx = Arc::clone(ctx);
         move |set: &CachedObject| -> Vec<String> {
             let name = set.namespace_name().1;
-            ctx.cached_list(&ctx.kinds.bindings, "")
+            ctx.registry
+                .cached_list(&ctx.kinds.bindings, "")
                 .iter()
                 .map(|b| b.namespace_name())
                 .filter(|(_, b)| *b == name)

@@ -125,7 +125,7 @@ struct Csrs {
 impl Csrs {
     async fn run(&self, name: String) -> Result<Action, ApiError> {
         let rt = &self.ctx.kinds.csrs;
-        let Some(cached) = self.ctx.cached(rt, "", &name) else { return Ok(Action::Done) };
+        let Some(cached) = self.ctx.registry.cached(rt, "", &name) else { return Ok(Action::Done) };
         let value = cached.value();
         let csr = &*value;
         if csr.pointer("/spec/signerName").and_then(Value::as_str) != Some(KUBE_APISERVER_CLIENT) {
@@ -180,7 +180,7 @@ impl Csrs {
     /// denial sticks).
     async fn auto_accept(&self, cluster: &str) -> Result<(), ApiError> {
         let rt = &self.ctx.kinds.clusters;
-        let Some(mc) = self.ctx.cached(rt, "", cluster) else {
+        let Some(mc) = self.ctx.registry.cached(rt, "", cluster) else {
             // The agent creates its cluster before its request: not seen yet, so look again.
             return Err(ApiError::internal(format!("ManagedCluster {cluster} not seen yet")));
         };

@@ -15,7 +15,6 @@ use serde_json::{Map, Value, json};
 
 use crate::access::Access;
 use crate::background::Background;
-use crate::cache::CachedObject;
 use crate::error::ApiError;
 use crate::object;
 use crate::pki::Pki;
@@ -113,20 +112,6 @@ impl Ctx {
         WriteOptions { field_manager: MANAGER.to_owned(), ..WriteOptions::default() }
     }
 
-    /// One object from the watch cache.
-    fn cached(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<Arc<CachedObject>> {
-        self.registry.cache.get(&rt.prefix, &rt.key(namespace, name)).ok().flatten()
-    }
-
-    /// The objects of a kind in a namespace (all namespaces for `""`), from the watch cache.
-    fn cached_list(&self, rt: &ResourceType, namespace: &str) -> Vec<Arc<CachedObject>> {
-        self.registry
-            .cache
-            .list(&rt.prefix, &rt.namespace_prefix(namespace))
-            .map(|(items, _)| items)
-            .unwrap_or_default()
-    }
-
     /// A merge patch of the main resource (`sub` = `None`) or a subresource.
     async fn patch(
         &self,
@@ -149,7 +134,7 @@ impl Ctx {
             .of_object(&desired)
             .ok_or_else(|| ApiError::internal("registration ensures a kind it does not know"))?;
         let (ns, name) = (object::namespace(&desired), object::name(&desired));
-        let Some(current) = self.cached(rt, ns, name) else {
+        let Some(current) = self.registry.cached(rt, ns, name) else {
             return self.registry.create_if_absent(rt, desired.clone(), &Self::opts()).await;
         };
         let current = current.value();
@@ -180,7 +165,7 @@ impl Ctx {
 
     /// Deletes an object if it is there.
     async fn remove(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<(), ApiError> {
-        if self.cached(rt, namespace, name).is_none() {
+        if self.registry.cached(rt, namespace, name).is_none() {
             return Ok(());
         }
         match self.registry.delete(rt, namespace, name, &DeleteOptions::default()).await {

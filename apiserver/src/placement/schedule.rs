@@ -1,0 +1,1354 @@
+//! OCM's placement scheduler (ocm.md §5) as a pure function of a placement and the world it sees:
+//! candidates from the bound sets, the predicate and taint filters, the prioritizers, the count
+//! and the decision groups, plus, on request, what each step kept or dropped and why.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use ocm_proto::api::cluster::v1::{
+    ManagedCluster, TAINT_EFFECT_NO_SELECT_IF_NEW, TAINT_EFFECT_PREFER_NO_SELECT, Taint,
+};
+use ocm_proto::api::cluster::v1beta1::{
+    ClusterClaimSelector, Placement, PrioritizerPolicy, SCORE_COORDINATE_TYPE_ADD_ON,
+    SCORE_COORDINATE_TYPE_BUILT_IN, Toleration,
+};
+use ocm_proto::api::meta::{IntOrString, LabelSelector as ApiLabelSelector};
+use ocm_proto::quantity::Quantity;
+use ocm_proto::selector::LabelSelector;
+
+/// Decisions per PlacementDecision object.
+pub const DECISIONS_PER_OBJECT: usize = 100;
+/// The best and worst score a prioritizer gives.
+const MAX_SCORE: i64 = 100;
+
+/// What the scheduler reads of a ManagedCluster.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// `status.clusterClaims`, name → value.
+    pub claims: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Allocatable millicores, when both allocatable and capacity report `cpu`.
+    pub cpu: Option<f64>,
+    /// Allocatable milli-bytes, when both allocatable and capacity report `memory`.
+    pub memory: Option<f64>,
+    pub deleting: bool,
+}
+
+impl ClusterFacts {
+    /// The facts of one cluster.
+    pub fn of(cluster: &ManagedCluster) -> ClusterFacts {
+        let status = cluster.status.as_ref();
+        let resource = |name: &str| -> Option<f64> {
+            let status = status?;
+            status.capacity.get(name)?;
+            let q = Quantity::parse(&status.allocatable.get(name)?.0)?;
+            // Precision beyond f64's 53 bits does not change a ranking.
+            Some(q.milli() as f64)
+        };
+        ClusterFacts {
+            name: cluster.metadata.name.clone().unwrap_or_default(),
+            labels: cluster.metadata.labels.clone().unwrap_or_default(),
+            claims: status
+                .map(|s| {
+                    s.cluster_claims
+                        .iter()
+                        .filter_map(|c| Some((c.name.clone()?, c.value.clone()?)))
+                })
+                .into_iter()
+                .flatten()
+                .collect(),
+            taints: cluster.spec.as_ref().map(|s| s.taints.clone()).unwrap_or_default(),
+            cpu: resource("cpu"),
+            memory: resource("memory"),
+            deleting: cluster.metadata.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// An AddOnPlacementScore item as the `AddOn` prioritizer finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddOnValue {
+    Value(i32),
+    /// No such object or item: scores 0.
+    Missing,
+    /// `validUntil` has passed: scores 0.
+    Expired,
+}
+
+/// Everything outside the placement the scheduler reads.
+pub struct World<'a> {
+    /// Every ManagedCluster.
+    pub clusters: &'a [Arc<ClusterFacts>],
+    /// Every ManagedClusterSet not being deleted: its selector, or why it has none.
+    pub sets: &'a BTreeMap<String, Result<LabelSelector, String>>,
+    /// The names of the ManagedClusterSetBindings in the placement's namespace.
+    pub bindings: &'a BTreeSet<String>,
+    /// The clusters in this placement's current decisions (`Steady`, `NoSelectIfNew`).
+    pub current: &'a BTreeSet<String>,
+    /// For `Balance`: how many decisions of other placements name each cluster.
+    pub decided_elsewhere: &'a HashMap<String, u32>,
+    /// An AddOnPlacementScore item: (cluster, resource name, score name).
+    pub addon_score: &'a dyn Fn(&str, &str, &str) -> AddOnValue,
+    pub now: Timestamp,
+}
+
+/// One group of decisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub index: usize,
+    pub name: String,
+    /// The group's clusters, by name.
+    pub clusters: Vec<String>,
+}
+
+/// The `PlacementSatisfied` condition's status, reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Satisfied {
+    pub status: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Which step dropped a cluster, or that it was kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    /// Not a member of any set bound to the namespace and named by the placement.
+    ClusterSet,
+    /// Being deleted.
+    Deleting,
+    Predicate,
+    TaintToleration,
+    /// Feasible, but scored below the `numberOfClusters` cut.
+    Count,
+    /// Selected.
+    Selected,
+}
+
+impl Step {
+    /// The step's name in explanations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::ClusterSet => "ClusterSet",
+            Step::Deleting => "Deleting",
+            Step::Predicate => "Predicate",
+            Step::TaintToleration => "TaintToleration",
+            Step::Count => "NumberOfClusters",
+            Step::Selected => "Selected",
+        }
+    }
+}
+
+/// Why one cluster ended where it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub cluster: String,
+    pub step: Step,
+    pub reason: String,
+    /// Each prioritizer's score (before weighting), for feasible clusters.
+    pub scores: Vec<(String, i64)>,
+    /// The weighted total, for feasible clusters.
+    pub total: Option<i64>,
+}
+
+/// What the scheduler decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// `<plugin>:<message>` when the placement cannot be scheduled as written; the previous
+    /// decisions are then kept.
+    pub misconfigured: Option<String>,
+    pub satisfied: Satisfied,
+    /// The selected clusters, in decision order.
+    pub groups: Vec<Group>,
+    pub selected: usize,
+    /// When a toleration runs out: schedule again then.
+    pub requeue_after: Option<Duration>,
+    /// The weighted totals of the feasible clusters, best first (the `ScoreUpdate` event).
+    pub totals: Vec<(String, i64)>,
+    /// Per cluster (every cluster of the hub), when asked for.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Outcome {
+    fn misconfigured(plugin: &str, message: impl std::fmt::Display) -> Outcome {
+        let text = format!("{plugin}:{message}");
+        Outcome {
+            satisfied: Satisfied {
+                status: "False",
+                reason: "NotAllDecisionsScheduled",
+                message: text.clone(),
+            },
+            misconfigured: Some(text),
+            groups: Vec::new(),
+            selected: 0,
+            requeue_after: None,
+            totals: Vec::new(),
+            verdicts: Vec::new(),
+        }
+    }
+
+    fn unsatisfied(reason: &'static str, message: String, verdicts: Vec<Verdict>) -> Outcome {
+        Outcome {
+            misconfigured: None,
+            satisfied: Satisfied { status: "False", reason, message },
+            groups: vec![Group { index: 0, name: String::new(), clusters: Vec::new() }],
+            selected: 0,
+            requeue_after: None,
+            totals: Vec::new(),
+            verdicts,
+        }
+    }
+}
+
+/// A prioritizer and its weight.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Prioritizer {
+    Balance,
+    Steady,
+    Cpu,
+    Memory,
+    AddOn { resource: String, score: String },
+}
+
+impl Prioritizer {
+    fn name(&self) -> String {
+        match self {
+            Prioritizer::Balance => "Balance".into(),
+            Prioritizer::Steady => "Steady".into(),
+            Prioritizer::Cpu => "ResourceAllocatableCPU".into(),
+            Prioritizer::Memory => "ResourceAllocatableMemory".into(),
+            Prioritizer::AddOn { resource, score } => format!("AddOn/{resource}/{score}"),
+        }
+    }
+}
+
+/// The prioritizers with their (non-zero) weights, per `prioritizerPolicy`.
+fn prioritizers(policy: Option<&PrioritizerPolicy>) -> Result<Vec<(Prioritizer, i64)>, String> {
+    let exact = policy.and_then(|p| p.mode.as_deref()) == Some("Exact");
+    let mut weights: BTreeMap<Prioritizer, i64> = BTreeMap::new();
+    if !exact {
+        weights.insert(Prioritizer::Balance, 1);
+        weights.insert(Prioritizer::Steady, 1);
+    }
+    for config in policy.map(|p| p.configurations.as_slice()).unwrap_or_default() {
+        let coordinate = &config.score_coordinate;
+        let prioritizer = match coordinate.type_.as_str() {
+            "" | SCORE_COORDINATE_TYPE_BUILT_IN => match coordinate.built_in.as_deref() {
+                Some("Balance") => Prioritizer::Balance,
+                Some("Steady") => Prioritizer::Steady,
+                Some("ResourceAllocatableCPU") => Prioritizer::Cpu,
+                Some("ResourceAllocatableMemory") => Prioritizer::Memory,
+                Some(other) => return Err(format!("incorrect builtin prioritizer: {other}")),
+                None => return Err("scoreCoordinate.builtIn is required for BuiltIn".into()),
+            },
+            SCORE_COORDINATE_TYPE_ADD_ON => match &coordinate.add_on {
+                Some(a) => Prioritizer::AddOn {
+                    resource: a.resource_name.clone(),
+                    score: a.score_name.clone(),
+                },
+                None => return Err("scoreCoordinate.addOn is required for AddOn".into()),
+            },
+            other => return Err(format!("incorrect scoreCoordinate type: {other}")),
+        };
+        weights.insert(prioritizer, i64::from(config.weight.unwrap_or(1)));
+    }
+    Ok(weights.into_iter().filter(|(_, w)| *w != 0).collect())
+}
+
+/// A claim selector as a label selector over the claims map.
+fn claim_selector(sel: Option<&ClusterClaimSelector>) -> Result<LabelSelector, String> {
+    let Some(sel) = sel else { return Ok(LabelSelector::default()) };
+    let api = ApiLabelSelector {
+        match_expressions: Some(sel.match_expressions.clone()),
+        match_labels: None,
+    };
+    LabelSelector::from_api(&api).map_err(|e| e.to_string())
+}
+
+fn label_selector(sel: Option<&ApiLabelSelector>) -> Result<LabelSelector, String> {
+    sel.map_or(Ok(LabelSelector::default()), |s| {
+        LabelSelector::from_api(s).map_err(|e| e.to_string())
+    })
+}
+
+/// A label selector and a claim selector, both of which must match.
+struct Selector {
+    labels: LabelSelector,
+    claims: LabelSelector,
+}
+
+impl Selector {
+    fn matches(&self, c: &ClusterFacts) -> bool {
+        self.labels.matches(|k| c.labels.get(k).map(String::as_str))
+            && self.claims.matches(|k| c.claims.get(k).map(String::as_str))
+    }
+}
+
+/// Whether a toleration tolerates a taint (ignoring `tolerationSeconds`).
+fn tolerates(t: &Toleration, taint: &Taint) -> bool {
+    let effect = t.effect.as_deref().unwrap_or("");
+    let key = t.key.as_deref().unwrap_or("");
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    match t.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => true,
+        _ => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+    }
+}
+
+fn check_toleration(t: &Toleration) -> Result<(), String> {
+    let key = t.key.as_deref().unwrap_or("");
+    let op = t.operator.as_deref().unwrap_or("Equal");
+    if key.is_empty() && op != "Exists" {
+        return Err("If the key is empty, operator must be Exists.".into());
+    }
+    if op == "Exists" && !t.value.as_deref().unwrap_or("").is_empty() {
+        return Err("If the operator is Exists, the value should be empty.".into());
+    }
+    if op != "Exists" && op != "Equal" {
+        return Err(format!("The operator {op:?} is not supported."));
+    }
+    Ok(())
+}
+
+/// Whether every taint of `c` is tolerated now; the earliest instant a toleration in use runs
+/// out; and, when dropped, which taint did it.
+fn taints_pass(
+    c: &ClusterFacts,
+    tolerations: &[Toleration],
+    current: &BTreeSet<String>,
+    now: Timestamp,
+) -> (Result<(), String>, Option<Timestamp>) {
+    let mut expiry: Option<Timestamp> = None;
+    for taint in &c.taints {
+        if taint.effect == TAINT_EFFECT_PREFER_NO_SELECT {
+            continue;
+        }
+        if taint.effect == TAINT_EFFECT_NO_SELECT_IF_NEW && current.contains(&c.name) {
+            continue;
+        }
+        let mut tolerated = false;
+        let mut expired = false;
+        for t in tolerations.iter().filter(|t| tolerates(t, taint)) {
+            let Some(seconds) = t.toleration_seconds else {
+                tolerated = true;
+                break;
+            };
+            // A taint without timeAdded was added at the zero time: long expired.
+            let added = taint.time_added.as_ref().map_or(Timestamp::MIN, |t| t.0);
+            let until = added.checked_add(Duration::from_secs(seconds.max(0).unsigned_abs())).ok();
+            match until {
+                Some(until) if now < until => {
+                    tolerated = true;
+                    expiry = Some(expiry.map_or(until, |e| e.min(until)));
+                    break;
+                }
+                _ => expired = true,
+            }
+        }
+        if !tolerated {
+            let value = taint.value.as_deref().unwrap_or("");
+            let why = if expired {
+                format!(
+                    "taint {}={value}:{} tolerated until its tolerationSeconds ran out",
+                    taint.key, taint.effect
+                )
+            } else {
+                format!("taint {}={value}:{} not tolerated", taint.key, taint.effect)
+            };
+            return (Err(why), None);
+        }
+    }
+    (Ok(()), expiry)
+}
+
+/// Scores of one resource prioritizer: allocatable scaled into [-100, 100] over the candidates.
+fn resource_scores(
+    feasible: &[&ClusterFacts],
+    pick: fn(&ClusterFacts) -> Option<f64>,
+) -> HashMap<String, i64> {
+    let values: Vec<(&str, f64)> =
+        feasible.iter().filter_map(|c| pick(c).map(|v| (c.name.as_str(), v))).collect();
+    let min = values.iter().map(|(_, v)| *v).fold(f64::INFINITY, f64::min);
+    let max = values.iter().map(|(_, v)| *v).fold(f64::NEG_INFINITY, f64::max);
+    values
+        .into_iter()
+        .map(|(name, v)| {
+            let score = if max == min {
+                MAX_SCORE
+            } else {
+                // Truncation toward zero, as Go's int64() conversion.
+                (((v - min) / (max - min) - 0.5) * 200.0) as i64
+            };
+            (name.to_owned(), score)
+        })
+        .collect()
+}
+
+/// How many clusters one decision group holds.
+fn group_length(spec: Option<&IntOrString>, selected: usize) -> Result<usize, String> {
+    let n = match spec {
+        None => selected,
+        Some(IntOrString::Int(n)) => usize::try_from(*n).unwrap_or(0),
+        Some(IntOrString::String(s)) => {
+            let pct = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<usize>().ok())
+                .filter(|p| (1..=100).contains(p))
+                .ok_or_else(|| format!("clustersPerDecisionGroup {s:?} is not a percentage"))?;
+            (pct * selected).div_ceil(100)
+        }
+    };
+    Ok(if n == 0 || n > selected { selected } else { n })
+}
+
+/// Decides where `placement` goes in `world`; `explain` also fills [`Outcome::verdicts`].
+pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outcome {
+    let spec = &placement.spec;
+    // The configuration first: a misconfigured placement keeps its decisions.
+    let mut predicates = Vec::new();
+    for p in &spec.predicates {
+        let Some(sel) = &p.required_cluster_selector else {
+            predicates.push(Selector {
+                labels: LabelSelector::default(),
+                claims: LabelSelector::default(),
+            });
+            continue;
+        };
+        if sel.cel_selector.as_ref().is_some_and(|c| !c.cel_expressions.is_empty()) {
+            return Outcome::misconfigured(
+                "Predicate",
+                "celSelector is not supported by this hub yet; use labelSelector or claimSelector",
+            );
+        }
+        let labels = label_selector(sel.label_selector.as_ref());
+        let claims = claim_selector(sel.claim_selector.as_ref());
+        match (labels, claims) {
+            (Ok(labels), Ok(claims)) => predicates.push(Selector { labels, claims }),
+            (Err(e), _) | (_, Err(e)) => return Outcome::misconfigured("Predicate", e),
+        }
+    }
+    for t in &spec.tolerations {
+        if let Err(e) = check_toleration(t) {
+            return Outcome::misconfigured("TaintToleration", e);
+        }
+    }
+    let prioritizers = match prioritizers(spec.prioritizer_policy.as_ref()) {
+        Ok(p) => p,
+        Err(e) => return Outcome::misconfigured("Prioritizer", e),
+    };
+    let group_strategy = spec.decision_strategy.as_ref().and_then(|d| d.group_strategy.as_ref());
+    let mut group_selectors = Vec::new();
+    for g in group_strategy.map(|g| g.decision_groups.as_slice()).unwrap_or_default() {
+        let sel = &g.group_cluster_selector;
+        match (
+            label_selector(sel.label_selector.as_ref()),
+            claim_selector(sel.claim_selector.as_ref()),
+        ) {
+            (Ok(labels), Ok(claims)) => {
+                group_selectors.push((g.group_name.clone(), Selector { labels, claims }));
+            }
+            (Err(e), _) | (_, Err(e)) => return Outcome::misconfigured("DecisionStrategy", e),
+        }
+    }
+    if let Some(IntOrString::String(s)) =
+        group_strategy.and_then(|g| g.clusters_per_decision_group.as_ref())
+    {
+        if let Err(e) = group_length(Some(&IntOrString::String(s.clone())), 0) {
+            return Outcome::misconfigured("DecisionStrategy", e);
+        }
+    }
+
+    // Candidates: members of the bound sets the placement names.
+    let valid: Vec<&String> =
+        world.bindings.iter().filter(|b| world.sets.contains_key(*b)).collect();
+    let mut verdicts = Vec::new();
+    let drop = |verdicts: &mut Vec<Verdict>, c: &ClusterFacts, step: Step, reason: &str| {
+        if explain {
+            verdicts.push(Verdict {
+                cluster: c.name.clone(),
+                step,
+                reason: reason.to_owned(),
+                scores: Vec::new(),
+                total: None,
+            });
+        }
+    };
+    if valid.is_empty() {
+        for c in world.clusters {
+            drop(
+                &mut verdicts,
+                c,
+                Step::ClusterSet,
+                "no ManagedClusterSetBinding in the namespace",
+            );
+        }
+        return Outcome::unsatisfied(
+            "NoManagedClusterSetBindings",
+            "No valid ManagedClusterSetBindings found in placement namespace".into(),
+            verdicts,
+        );
+    }
+    let eligible: Vec<&String> = if spec.cluster_sets.is_empty() {
+        valid
+    } else {
+        valid.into_iter().filter(|s| spec.cluster_sets.contains(s)).collect()
+    };
+    if eligible.is_empty() {
+        for c in world.clusters {
+            drop(
+                &mut verdicts,
+                c,
+                Step::ClusterSet,
+                "no set both bound and named by spec.clusterSets",
+            );
+        }
+        return Outcome::unsatisfied(
+            "NoIntersection",
+            format!(
+                "None of ManagedClusterSets [{}] is bound to placement namespace",
+                spec.cluster_sets.join(" ")
+            ),
+            verdicts,
+        );
+    }
+    let selectors: Vec<&LabelSelector> =
+        eligible.iter().filter_map(|s| world.sets.get(*s).and_then(|r| r.as_ref().ok())).collect();
+    let mut candidates = Vec::new();
+    for c in world.clusters {
+        if !selectors.iter().any(|s| s.matches(|k| c.labels.get(k).map(String::as_str))) {
+            drop(&mut verdicts, c, Step::ClusterSet, "in none of the eligible sets");
+        } else if c.deleting {
+            drop(&mut verdicts, c, Step::Deleting, "being deleted");
+        } else {
+            candidates.push(&**c);
+        }
+    }
+    if candidates.is_empty() {
+        let names: Vec<&str> = eligible.iter().map(|s| s.as_str()).collect();
+        return Outcome::unsatisfied(
+            "AllManagedClusterSetsEmpty",
+            format!("All ManagedClusterSets [{}] have no member ManagedCluster", names.join(" ")),
+            verdicts,
+        );
+    }
+
+    // Filters.
+    let mut feasible = Vec::new();
+    let mut requeue: Option<Timestamp> = None;
+    for c in candidates {
+        if !predicates.is_empty() && !predicates.iter().any(|p| p.matches(c)) {
+            drop(&mut verdicts, c, Step::Predicate, "matches no predicate");
+            continue;
+        }
+        match taints_pass(c, &spec.tolerations, world.current, world.now) {
+            (Ok(()), expiry) => {
+                if let Some(at) = expiry {
+                    requeue = Some(requeue.map_or(at, |r| r.min(at)));
+                }
+                feasible.push(c);
+            }
+            (Err(why), _) => drop(&mut verdicts, c, Step::TaintToleration, &why),
+        }
+    }
+
+    // Prioritizers.
+    let max_elsewhere = world.decided_elsewhere.values().copied().max().unwrap_or(0);
+    let cpu = prioritizers
+        .iter()
+        .any(|(p, _)| *p == Prioritizer::Cpu)
+        .then(|| resource_scores(&feasible, |c| c.cpu));
+    let memory = prioritizers
+        .iter()
+        .any(|(p, _)| *p == Prioritizer::Memory)
+        .then(|| resource_scores(&feasible, |c| c.memory));
+    // (weighted total, cluster, each prioritizer's score when explaining)
+    type Scored<'c> = (i64, &'c ClusterFacts, Vec<(String, i64)>);
+    let mut scored: Vec<Scored<'_>> = feasible
+        .iter()
+        .map(|c| {
+            let mut total = 0i64;
+            let mut parts = Vec::new();
+            for (p, weight) in &prioritizers {
+                let score = match p {
+                    Prioritizer::Steady => {
+                        if world.current.contains(&c.name) {
+                            MAX_SCORE
+                        } else {
+                            0
+                        }
+                    }
+                    Prioritizer::Balance => match world.decided_elsewhere.get(&c.name) {
+                        Some(&n) if n > 0 && max_elsewhere > 0 => {
+                            let usage = f64::from(n) / f64::from(max_elsewhere);
+                            2 * ((100.0 * (0.5 - usage)) as i64)
+                        }
+                        _ => MAX_SCORE,
+                    },
+                    Prioritizer::Cpu => {
+                        cpu.as_ref().and_then(|s| s.get(&c.name)).copied().unwrap_or(0)
+                    }
+                    Prioritizer::Memory => {
+                        memory.as_ref().and_then(|s| s.get(&c.name)).copied().unwrap_or(0)
+                    }
+                    Prioritizer::AddOn { resource, score } => {
+                        match (world.addon_score)(&c.name, resource, score) {
+                            AddOnValue::Value(v) => i64::from(v).clamp(-MAX_SCORE, MAX_SCORE),
+                            AddOnValue::Missing | AddOnValue::Expired => 0,
+                        }
+                    }
+                };
+                total += weight * score;
+                if explain {
+                    parts.push((p.name(), score));
+                }
+            }
+            (total, *c, parts)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    let wanted = spec.number_of_clusters.map(|n| usize::try_from(n).unwrap_or(0));
+    let take = wanted.map_or(scored.len(), |n| n.min(scored.len()));
+    let totals: Vec<(String, i64)> = scored.iter().map(|(t, c, _)| (c.name.clone(), *t)).collect();
+    let mut selected: Vec<&ClusterFacts> = Vec::with_capacity(take);
+    for (i, (total, c, parts)) in scored.into_iter().enumerate() {
+        if i < take {
+            selected.push(c);
+        }
+        if explain {
+            let (step, reason) = if i < take {
+                (Step::Selected, format!("rank {} of {}", i + 1, totals.len()))
+            } else {
+                (
+                    Step::Count,
+                    format!("rank {} of {}; numberOfClusters is {take}", i + 1, totals.len()),
+                )
+            };
+            verdicts.push(Verdict {
+                cluster: c.name.clone(),
+                step,
+                reason,
+                scores: parts,
+                total: Some(total),
+            });
+        }
+    }
+    if explain {
+        verdicts
+            .sort_by(|a, b| a.step.cmp(&b.step).reverse().then_with(|| a.cluster.cmp(&b.cluster)));
+    }
+    let requeue_after = requeue.map(|at| {
+        let secs = at.duration_since(world.now).as_secs_f64().max(0.0);
+        Duration::from_secs_f64(secs)
+    });
+
+    // Groups: each decision group's clusters by name, then the rest, chunked.
+    let count = selected.len();
+    let length =
+        group_length(group_strategy.and_then(|g| g.clusters_per_decision_group.as_ref()), count)
+            .unwrap_or(count)
+            .max(1);
+    let mut rest: Vec<&ClusterFacts> = selected;
+    rest.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut groups: Vec<Group> = Vec::new();
+    let mut push = |name: &str, clusters: Vec<String>| {
+        for chunk in clusters.chunks(length) {
+            groups.push(Group {
+                index: groups.len(),
+                name: name.to_owned(),
+                clusters: chunk.to_vec(),
+            });
+        }
+    };
+    for (name, sel) in &group_selectors {
+        let (members, others): (Vec<&ClusterFacts>, Vec<&ClusterFacts>) =
+            rest.into_iter().partition(|c| sel.matches(c));
+        rest = others;
+        push(name, members.into_iter().map(|c| c.name.clone()).collect());
+    }
+    push("", rest.into_iter().map(|c| c.name.clone()).collect());
+    if groups.is_empty() {
+        groups.push(Group { index: 0, name: String::new(), clusters: Vec::new() });
+    }
+
+    let unscheduled = wanted.map_or(0, |n| n.saturating_sub(count));
+    let satisfied = if count == 0 {
+        Satisfied {
+            status: "False",
+            reason: "NoManagedClusterMatched",
+            message: "No ManagedCluster matches any of the cluster predicate".into(),
+        }
+    } else if unscheduled == 0 {
+        Satisfied {
+            status: "True",
+            reason: "AllDecisionsScheduled",
+            message: "All cluster decisions scheduled".into(),
+        }
+    } else {
+        Satisfied {
+            status: "False",
+            reason: "NotAllDecisionsScheduled",
+            message: format!("{unscheduled} cluster decisions unscheduled"),
+        }
+    };
+    Outcome {
+        misconfigured: None,
+        satisfied,
+        groups,
+        selected: count,
+        requeue_after,
+        totals,
+        verdicts,
+    }
+}
+
+/// The PlacementDecision objects of an outcome: (name, group, decisions), at most
+/// [`DECISIONS_PER_OBJECT`] each, numbered from 1 across the groups; an empty group still has one.
+pub fn slices<'a>(placement: &str, groups: &'a [Group]) -> Vec<(String, &'a Group, &'a [String])> {
+    let mut out = Vec::new();
+    for g in groups {
+        if g.clusters.is_empty() {
+            out.push((format!("{placement}-decision-{}", out.len() + 1), g, &g.clusters[..]));
+            continue;
+        }
+        for chunk in g.clusters.chunks(DECISIONS_PER_OBJECT) {
+            out.push((format!("{placement}-decision-{}", out.len() + 1), g, chunk));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    //! One case per rule of ocm.md §5 (and §6's set membership), each checked against what
+    //! OCM's scheduler decides.
+
+    use super::*;
+    use ocm_proto::api::meta::Time;
+    use serde_json::json;
+
+    /// A cluster: name, labels, claims, taints `key=value:Effect@secondsAgo`, cpu, memory.
+    struct C {
+        facts: ClusterFacts,
+    }
+
+    fn c(name: &str) -> C {
+        let mut labels = BTreeMap::new();
+        labels.insert("cluster.open-cluster-management.io/clusterset".into(), "default".into());
+        C { facts: ClusterFacts { name: name.into(), labels, ..ClusterFacts::default() } }
+    }
+
+    impl C {
+        fn label(mut self, k: &str, v: &str) -> C {
+            self.facts.labels.insert(k.into(), v.into());
+            self
+        }
+        fn claim(mut self, k: &str, v: &str) -> C {
+            self.facts.claims.insert(k.into(), v.into());
+            self
+        }
+        fn taint(mut self, key: &str, value: &str, effect: &str, secs_ago: Option<i64>) -> C {
+            let now = Timestamp::now();
+            self.facts.taints.push(Taint {
+                key: key.into(),
+                value: (!value.is_empty()).then(|| value.into()),
+                effect: effect.into(),
+                time_added: secs_ago
+                    .map(|s| Time(now.checked_sub(Duration::from_secs(s.unsigned_abs())).unwrap())),
+            });
+            self
+        }
+        fn cpu(mut self, millis: f64) -> C {
+            self.facts.cpu = Some(millis);
+            self
+        }
+        fn memory(mut self, v: f64) -> C {
+            self.facts.memory = Some(v);
+            self
+        }
+        fn deleting(mut self) -> C {
+            self.facts.deleting = true;
+            self
+        }
+    }
+
+    /// The world of a case.
+    struct Case {
+        clusters: Vec<Arc<ClusterFacts>>,
+        sets: BTreeMap<String, Result<LabelSelector, String>>,
+        bindings: BTreeSet<String>,
+        current: BTreeSet<String>,
+        elsewhere: HashMap<String, u32>,
+        scores: HashMap<(String, String, String), AddOnValue>,
+    }
+
+    fn world(clusters: Vec<C>) -> Case {
+        let mut sets = BTreeMap::new();
+        for set in ["default", "prod"] {
+            let sel = format!("cluster.open-cluster-management.io/clusterset={set}");
+            sets.insert(set.to_owned(), Ok(LabelSelector::parse(&sel).unwrap()));
+        }
+        sets.insert("global".into(), Ok(LabelSelector::default()));
+        Case {
+            clusters: clusters.into_iter().map(|c| Arc::new(c.facts)).collect(),
+            sets,
+            bindings: ["default".to_owned()].into(),
+            current: BTreeSet::new(),
+            elsewhere: HashMap::new(),
+            scores: HashMap::new(),
+        }
+    }
+
+    impl Case {
+        fn bind(mut self, sets: &[&str]) -> Case {
+            self.bindings = sets.iter().map(|s| (*s).to_owned()).collect();
+            self
+        }
+        fn current(mut self, clusters: &[&str]) -> Case {
+            self.current = clusters.iter().map(|s| (*s).to_owned()).collect();
+            self
+        }
+        fn elsewhere(mut self, counts: &[(&str, u32)]) -> Case {
+            self.elsewhere = counts.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect();
+            self
+        }
+        fn score(mut self, cluster: &str, value: AddOnValue) -> Case {
+            self.scores.insert((cluster.into(), "res".into(), "s".into()), value);
+            self
+        }
+
+        fn run(&self, spec: serde_json::Value) -> Outcome {
+            let placement: Placement = serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "ns"}, "spec": spec,
+            }))
+            .unwrap();
+            let lookup = |c: &str, r: &str, s: &str| {
+                self.scores
+                    .get(&(c.to_owned(), r.to_owned(), s.to_owned()))
+                    .copied()
+                    .unwrap_or(AddOnValue::Missing)
+            };
+            let world = World {
+                clusters: &self.clusters,
+                sets: &self.sets,
+                bindings: &self.bindings,
+                current: &self.current,
+                decided_elsewhere: &self.elsewhere,
+                addon_score: &lookup,
+                now: Timestamp::now(),
+            };
+            let explained = schedule(&placement, &world, true);
+            let quiet = schedule(&placement, &world, false);
+            assert_eq!(
+                (&explained.groups, &explained.satisfied, &explained.misconfigured),
+                (&quiet.groups, &quiet.satisfied, &quiet.misconfigured),
+                "explaining changes nothing decided"
+            );
+            explained
+        }
+    }
+
+    /// The decided clusters, group by group.
+    fn decided(o: &Outcome) -> Vec<Vec<&str>> {
+        o.groups.iter().map(|g| g.clusters.iter().map(String::as_str).collect()).collect()
+    }
+
+    fn flat(o: &Outcome) -> Vec<&str> {
+        decided(o).into_iter().flatten().collect()
+    }
+
+    fn reason(o: &Outcome) -> &str {
+        o.satisfied.reason
+    }
+
+    fn abc() -> Vec<C> {
+        vec![c("a"), c("b"), c("c")]
+    }
+
+    #[test]
+    fn no_binding_in_the_namespace() {
+        let o = world(abc()).bind(&[]).run(json!({}));
+        assert_eq!(reason(&o), "NoManagedClusterSetBindings");
+        assert_eq!(
+            o.satisfied.message,
+            "No valid ManagedClusterSetBindings found in placement namespace"
+        );
+        assert_eq!(decided(&o), vec![Vec::<&str>::new()], "one empty group");
+    }
+
+    #[test]
+    fn a_binding_naming_no_set_is_not_valid() {
+        let o = world(abc()).bind(&["nope"]).run(json!({}));
+        assert_eq!(reason(&o), "NoManagedClusterSetBindings");
+    }
+
+    #[test]
+    fn cluster_sets_must_intersect_the_bound_ones() {
+        let o = world(abc()).run(json!({"clusterSets": ["prod", "qa"]}));
+        assert_eq!(reason(&o), "NoIntersection");
+        assert_eq!(
+            o.satisfied.message,
+            "None of ManagedClusterSets [prod qa] is bound to placement namespace"
+        );
+    }
+
+    #[test]
+    fn bound_sets_without_members() {
+        let o = world(abc()).bind(&["prod"]).run(json!({}));
+        assert_eq!(reason(&o), "AllManagedClusterSetsEmpty");
+        assert_eq!(
+            o.satisfied.message,
+            "All ManagedClusterSets [prod] have no member ManagedCluster"
+        );
+    }
+
+    #[test]
+    fn an_empty_spec_selects_every_member_of_the_bound_sets() {
+        let clusters = vec![
+            c("b"),
+            c("a"),
+            c("p").label("cluster.open-cluster-management.io/clusterset", "prod"),
+        ];
+        let o = world(clusters).run(json!({}));
+        assert_eq!(flat(&o), ["a", "b"]);
+        assert_eq!((o.satisfied.status, reason(&o)), ("True", "AllDecisionsScheduled"));
+        assert_eq!(o.satisfied.message, "All cluster decisions scheduled");
+        assert_eq!(o.selected, 2);
+    }
+
+    #[test]
+    fn cluster_sets_narrow_the_bound_ones() {
+        let clusters =
+            vec![c("a"), c("p").label("cluster.open-cluster-management.io/clusterset", "prod")];
+        let o = world(clusters).bind(&["default", "prod"]).run(json!({"clusterSets": ["prod"]}));
+        assert_eq!(flat(&o), ["p"]);
+    }
+
+    #[test]
+    fn a_label_selector_set_selects_across_exclusive_sets() {
+        let clusters =
+            vec![c("a"), c("p").label("cluster.open-cluster-management.io/clusterset", "prod")];
+        let o = world(clusters).bind(&["global"]).run(json!({}));
+        assert_eq!(flat(&o), ["a", "p"]);
+    }
+
+    #[test]
+    fn deleting_clusters_are_not_candidates() {
+        let o = world(vec![c("a"), c("b").deleting()]).run(json!({}));
+        assert_eq!(flat(&o), ["a"]);
+        let v = o.verdicts.iter().find(|v| v.cluster == "b").unwrap();
+        assert_eq!(v.step, Step::Deleting);
+    }
+
+    #[test]
+    fn predicate_match_labels() {
+        let o = world(vec![c("a").label("env", "dev"), c("b").label("env", "prod")])
+            .run(json!({"predicates": [{"requiredClusterSelector": {"labelSelector": {"matchLabels": {"env": "prod"}}}}]}));
+        assert_eq!(flat(&o), ["b"]);
+    }
+
+    #[test]
+    fn predicate_match_expressions() {
+        let o = world(vec![c("a").label("env", "dev"), c("b").label("env", "prod"), c("c")]).run(
+            json!({
+                "predicates": [{"requiredClusterSelector": {"labelSelector": {"matchExpressions": [
+                    {"key": "env", "operator": "Exists"},
+                    {"key": "env", "operator": "NotIn", "values": ["dev"]},
+                ]}}}]
+            }),
+        );
+        assert_eq!(flat(&o), ["b"]);
+    }
+
+    #[test]
+    fn predicates_are_ored() {
+        let o = world(vec![c("a").label("x", "1"), c("b").label("y", "1"), c("c")]).run(json!({
+            "predicates": [
+                {"requiredClusterSelector": {"labelSelector": {"matchLabels": {"x": "1"}}}},
+                {"requiredClusterSelector": {"labelSelector": {"matchLabels": {"y": "1"}}}},
+            ]
+        }));
+        assert_eq!(flat(&o), ["a", "b"]);
+        let v = o.verdicts.iter().find(|v| v.cluster == "c").unwrap();
+        assert_eq!((v.step, v.reason.as_str()), (Step::Predicate, "matches no predicate"));
+    }
+
+    #[test]
+    fn claim_selector_reads_cluster_claims() {
+        let o = world(vec![c("a").claim("region", "eu"), c("b").claim("region", "us"), c("c")])
+            .run(json!({
+                "predicates": [{"requiredClusterSelector": {"claimSelector": {"matchExpressions": [
+                    {"key": "region", "operator": "In", "values": ["eu", "ap"]},
+                ]}}}]
+            }));
+        assert_eq!(flat(&o), ["a"]);
+    }
+
+    #[test]
+    fn label_and_claim_selectors_of_one_predicate_are_anded() {
+        let o = world(vec![
+            c("a").label("env", "prod").claim("region", "eu"),
+            c("b").label("env", "prod").claim("region", "us"),
+            c("c").label("env", "dev").claim("region", "eu"),
+        ])
+        .run(json!({"predicates": [{"requiredClusterSelector": {
+            "labelSelector": {"matchLabels": {"env": "prod"}},
+            "claimSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["eu"]}]},
+        }}]}));
+        assert_eq!(flat(&o), ["a"]);
+    }
+
+    #[test]
+    fn an_invalid_selector_is_misconfigured() {
+        let o = world(abc())
+            .run(json!({"predicates": [{"requiredClusterSelector": {"labelSelector": {
+            "matchExpressions": [{"key": "env", "operator": "In"}]}}}]}));
+        let m = o.misconfigured.as_deref().unwrap();
+        assert!(m.starts_with("Predicate:"), "{m}");
+        assert_eq!(reason(&o), "NotAllDecisionsScheduled");
+        assert!(o.groups.is_empty(), "a misconfigured placement keeps its decisions");
+    }
+
+    #[test]
+    fn cel_selectors_are_refused_not_ignored() {
+        let o = world(abc()).run(json!({"predicates": [{"requiredClusterSelector": {
+            "celSelector": {"celExpressions": ["true"]}}}]}));
+        assert!(o.misconfigured.as_deref().unwrap().starts_with("Predicate:celSelector"));
+    }
+
+    #[test]
+    fn a_no_select_taint_drops_the_cluster() {
+        let o = world(vec![
+            c("a"),
+            c("b").taint(
+                "cluster.open-cluster-management.io/unreachable",
+                "",
+                "NoSelect",
+                Some(10),
+            ),
+        ])
+        .run(json!({}));
+        assert_eq!(flat(&o), ["a"]);
+        let v = o.verdicts.iter().find(|v| v.cluster == "b").unwrap();
+        assert_eq!(v.step, Step::TaintToleration);
+        assert!(v.reason.contains("unreachable"), "{}", v.reason);
+    }
+
+    #[test]
+    fn an_equal_toleration_matches_key_and_value() {
+        let clusters = vec![
+            c("a").taint("gpu", "true", "NoSelect", None),
+            c("b").taint("gpu", "false", "NoSelect", None),
+        ];
+        let o = world(clusters)
+            .run(json!({"tolerations": [{"key": "gpu", "operator": "Equal", "value": "true"}]}));
+        assert_eq!(flat(&o), ["a"]);
+    }
+
+    #[test]
+    fn an_exists_toleration_without_key_tolerates_everything() {
+        let clusters = vec![
+            c("a").taint("x", "1", "NoSelect", None),
+            c("b").taint("y", "", "NoSelectIfNew", None),
+        ];
+        let o = world(clusters).run(json!({"tolerations": [{"operator": "Exists"}]}));
+        assert_eq!(flat(&o), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_toleration_effect_must_match() {
+        let clusters = vec![c("a").taint("x", "", "NoSelect", None)];
+        let o = world(clusters).run(
+            json!({"tolerations": [{"key": "x", "operator": "Exists", "effect": "NoSelectIfNew"}]}),
+        );
+        assert_eq!(reason(&o), "NoManagedClusterMatched");
+        assert_eq!(o.satisfied.message, "No ManagedCluster matches any of the cluster predicate");
+    }
+
+    #[test]
+    fn prefer_no_select_is_accepted_and_ignored() {
+        let o = world(vec![c("a").taint("x", "", "PreferNoSelect", None)]).run(json!({}));
+        assert_eq!(flat(&o), ["a"]);
+    }
+
+    #[test]
+    fn no_select_if_new_keeps_decided_clusters_only() {
+        let clusters = vec![
+            c("a").taint("x", "", "NoSelectIfNew", None),
+            c("b").taint("x", "", "NoSelectIfNew", None),
+        ];
+        let o = world(clusters).current(&["a"]).run(json!({}));
+        assert_eq!(flat(&o), ["a"]);
+    }
+
+    #[test]
+    fn toleration_seconds_hold_until_they_run_out_and_requeue_then() {
+        let unreachable = "cluster.open-cluster-management.io/unreachable";
+        let clusters = vec![
+            c("fresh").taint(unreachable, "", "NoSelect", Some(10)),
+            c("old").taint(unreachable, "", "NoSelect", Some(400)),
+            c("undated").taint(unreachable, "", "NoSelect", None),
+        ];
+        let o = world(clusters).run(json!({"tolerations": [
+            {"key": unreachable, "operator": "Exists", "tolerationSeconds": 300}]}));
+        assert_eq!(flat(&o), ["fresh"]);
+        let after = o.requeue_after.expect("requeued for the expiry");
+        assert!(after > Duration::from_secs(285) && after <= Duration::from_secs(290), "{after:?}");
+        let v = o.verdicts.iter().find(|v| v.cluster == "old").unwrap();
+        assert!(v.reason.contains("tolerationSeconds ran out"), "{}", v.reason);
+    }
+
+    #[test]
+    fn invalid_tolerations_are_misconfigured() {
+        for t in [
+            json!({"key": "", "operator": "Equal", "value": "x"}),
+            json!({"key": "k", "operator": "Exists", "value": "x"}),
+        ] {
+            let o = world(abc()).run(json!({"tolerations": [t]}));
+            assert!(
+                o.misconfigured.as_deref().unwrap().starts_with("TaintToleration:"),
+                "{:?}",
+                o.misconfigured
+            );
+        }
+    }
+
+    #[test]
+    fn fewer_feasible_than_wanted_is_not_all_scheduled() {
+        let o = world(abc()).run(json!({"numberOfClusters": 5}));
+        assert_eq!(flat(&o), ["a", "b", "c"]);
+        assert_eq!((o.satisfied.status, reason(&o)), ("False", "NotAllDecisionsScheduled"));
+        assert_eq!(o.satisfied.message, "2 cluster decisions unscheduled");
+    }
+
+    #[test]
+    fn equal_scores_are_cut_by_name() {
+        let o = world(vec![c("c"), c("a"), c("b")]).run(json!({"numberOfClusters": 2}));
+        assert_eq!(flat(&o), ["a", "b"]);
+        let v = o.verdicts.iter().find(|v| v.cluster == "c").unwrap();
+        assert_eq!(v.step, Step::Count);
+    }
+
+    #[test]
+    fn steady_keeps_the_current_decisions() {
+        let o = world(abc()).current(&["c"]).run(json!({"numberOfClusters": 1}));
+        assert_eq!(flat(&o), ["c"]);
+        let v = o.verdicts.iter().find(|v| v.cluster == "c").unwrap();
+        assert_eq!(v.scores, vec![("Balance".to_owned(), 100), ("Steady".to_owned(), 100)]);
+        assert_eq!(v.total, Some(200));
+    }
+
+    #[test]
+    fn balance_prefers_clusters_other_placements_use_less() {
+        // counts a:4 b:2 c:0 → a: 2*trunc(100*(0.5-1)) = -100, b: 0, c: 100.
+        let o = world(abc()).elsewhere(&[("a", 4), ("b", 2)]).run(json!({"numberOfClusters": 2}));
+        assert_eq!(flat(&o), ["b", "c"]);
+        assert_eq!(
+            o.totals,
+            vec![("c".to_owned(), 100), ("b".to_owned(), 0), ("a".to_owned(), -100)]
+        );
+    }
+
+    #[test]
+    fn balance_truncates_like_go() {
+        // counts a:3 b:1 → b: 2*trunc(100*(0.5-1/3)) = 2*16 = 32.
+        let o = world(vec![c("a"), c("b")]).elsewhere(&[("a", 3), ("b", 1)]).run(json!({
+            "prioritizerPolicy": {"mode": "Exact", "configurations": [
+                {"scoreCoordinate": {"builtIn": "Balance"}}]}}));
+        assert_eq!(o.totals, vec![("b".to_owned(), 32), ("a".to_owned(), -100)]);
+    }
+
+    #[test]
+    fn allocatable_cpu_ranks_in_exact_mode() {
+        let clusters = vec![c("a").cpu(1000.0), c("b").cpu(4000.0), c("c").cpu(2500.0), c("d")];
+        let o = world(clusters).current(&["a"]).run(json!({"numberOfClusters": 2, "prioritizerPolicy": {
+            "mode": "Exact", "configurations": [{"scoreCoordinate": {"type": "BuiltIn", "builtIn": "ResourceAllocatableCPU"}, "weight": 2}]}}));
+        assert_eq!(flat(&o), ["b", "c"], "Exact drops Steady: the current decision does not count");
+        // (a-min)/(max-min)*200-100: a -100, b 100, c 0; d has no cpu: 0.
+        assert_eq!(
+            o.totals,
+            vec![
+                ("b".to_owned(), 200),
+                ("c".to_owned(), 0),
+                ("d".to_owned(), 0),
+                ("a".to_owned(), -200)
+            ]
+        );
+    }
+
+    #[test]
+    fn equal_allocatable_memory_scores_everyone_the_maximum() {
+        let clusters = vec![c("a").memory(8.0), c("b").memory(8.0)];
+        let o = world(clusters)
+            .run(json!({"prioritizerPolicy": {"mode": "Exact", "configurations": [
+            {"scoreCoordinate": {"builtIn": "ResourceAllocatableMemory"}}]}}));
+        assert_eq!(o.totals, vec![("a".to_owned(), 100), ("b".to_owned(), 100)]);
+    }
+
+    #[test]
+    fn additive_mode_extends_the_defaults_and_weights_override() {
+        // Steady weight 0 disables it; Balance stays at 1; CPU added at weight 1.
+        let clusters = vec![c("a").cpu(1.0), c("b").cpu(2.0)];
+        let o = world(clusters).current(&["a"]).run(
+            json!({"numberOfClusters": 1, "prioritizerPolicy": {
+            "configurations": [
+                {"scoreCoordinate": {"builtIn": "Steady"}, "weight": 0},
+                {"scoreCoordinate": {"builtIn": "ResourceAllocatableCPU"}},
+            ]}}),
+        );
+        assert_eq!(flat(&o), ["b"]);
+        assert_eq!(o.totals, vec![("b".to_owned(), 200), ("a".to_owned(), 0)]);
+    }
+
+    #[test]
+    fn a_negative_weight_prefers_the_lowest() {
+        let clusters = vec![c("a").cpu(1.0), c("b").cpu(2.0)];
+        let o = world(clusters).run(json!({"numberOfClusters": 1, "prioritizerPolicy": {"mode": "Exact",
+            "configurations": [{"scoreCoordinate": {"builtIn": "ResourceAllocatableCPU"}, "weight": -1}]}}));
+        assert_eq!(flat(&o), ["a"]);
+    }
+
+    #[test]
+    fn addon_scores_count_missing_and_expired_as_zero() {
+        let case = world(vec![c("a"), c("b"), c("m"), c("x")])
+            .score("a", AddOnValue::Value(30))
+            .score("b", AddOnValue::Value(-20))
+            .score("x", AddOnValue::Expired);
+        let o = case.run(json!({"prioritizerPolicy": {"mode": "Exact", "configurations": [
+            {"scoreCoordinate": {"type": "AddOn", "addOn": {"resourceName": "res", "scoreName": "s"}}, "weight": 3}]}}));
+        assert_eq!(
+            o.totals,
+            vec![
+                ("a".to_owned(), 90),
+                ("m".to_owned(), 0),
+                ("x".to_owned(), 0),
+                ("b".to_owned(), -60)
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_or_incomplete_prioritizers_are_misconfigured() {
+        for (config, want) in [
+            (
+                json!({"scoreCoordinate": {"builtIn": "Spread"}}),
+                "Prioritizer:incorrect builtin prioritizer: Spread",
+            ),
+            (
+                json!({"scoreCoordinate": {"type": "AddOn"}}),
+                "Prioritizer:scoreCoordinate.addOn is required for AddOn",
+            ),
+            (
+                json!({"scoreCoordinate": {"type": "BuiltIn"}}),
+                "Prioritizer:scoreCoordinate.builtIn is required for BuiltIn",
+            ),
+        ] {
+            let o = world(abc()).run(json!({"prioritizerPolicy": {"configurations": [config]}}));
+            assert_eq!(o.misconfigured.as_deref(), Some(want));
+        }
+    }
+
+    #[test]
+    fn decision_groups_take_their_members_by_name_then_the_rest() {
+        let clusters =
+            vec![c("d").label("canary", "true"), c("b").label("canary", "true"), c("c"), c("a")];
+        let o = world(clusters).run(json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
+            {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"canary": "true"}}}}]}}}));
+        assert_eq!(decided(&o), vec![vec!["b", "d"], vec!["a", "c"]]);
+        let names: Vec<(&str, usize)> =
+            o.groups.iter().map(|g| (g.name.as_str(), g.index)).collect();
+        assert_eq!(names, [("canary", 0), ("", 1)]);
+    }
+
+    #[test]
+    fn a_percentage_per_group_rounds_up() {
+        let clusters: Vec<C> = (0..5).map(|i| c(&format!("c{i}"))).collect();
+        let o = world(clusters).run(
+            json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": "25%"}}}),
+        );
+        // ceil(25% of 5) = 2 per group.
+        assert_eq!(decided(&o), vec![vec!["c0", "c1"], vec!["c2", "c3"], vec!["c4"]]);
+    }
+
+    #[test]
+    fn a_number_per_group_chunks_every_group() {
+        let clusters =
+            vec![c("a").label("g", "1"), c("b").label("g", "1"), c("c").label("g", "1"), c("d")];
+        let o = world(clusters).run(json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": 2,
+            "decisionGroups": [{"groupName": "one", "groupClusterSelector": {"labelSelector": {"matchLabels": {"g": "1"}}}}]}}}));
+        assert_eq!(decided(&o), vec![vec!["a", "b"], vec!["c"], vec!["d"]]);
+        let names: Vec<&str> = o.groups.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["one", "one", ""]);
+    }
+
+    #[test]
+    fn a_per_group_count_beyond_the_selection_is_one_group() {
+        let o = world(abc())
+            .run(json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": 10}}}));
+        assert_eq!(decided(&o), vec![vec!["a", "b", "c"]]);
+    }
+
+    #[test]
+    fn a_non_percentage_string_per_group_is_misconfigured() {
+        let o = world(abc()).run(
+            json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": "ten"}}}),
+        );
+        assert!(o.misconfigured.as_deref().unwrap().starts_with("DecisionStrategy:"));
+    }
+
+    #[test]
+    fn decisions_are_sliced_by_a_hundred_across_groups() {
+        let clusters: Vec<C> = (0..250)
+            .map(|i| {
+                let cl = c(&format!("c{i:03}"));
+                if i < 120 { cl.label("first", "yes") } else { cl }
+            })
+            .collect();
+        let o = world(clusters).run(json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
+            {"groupName": "first", "groupClusterSelector": {"labelSelector": {"matchLabels": {"first": "yes"}}}}]}}}));
+        let s = slices("p", &o.groups);
+        let shape: Vec<(&str, usize, usize)> =
+            s.iter().map(|(name, g, cl)| (name.as_str(), g.index, cl.len())).collect();
+        assert_eq!(
+            shape,
+            [
+                ("p-decision-1", 0, 100),
+                ("p-decision-2", 0, 20),
+                ("p-decision-3", 1, 100),
+                ("p-decision-4", 1, 30)
+            ]
+        );
+        assert_eq!(s[2].2[0], "c120", "each group's clusters in name order");
+    }
+
+    #[test]
+    fn nothing_selected_is_one_empty_decision() {
+        let o = world(abc()).run(json!({"predicates": [{"requiredClusterSelector": {"labelSelector": {"matchLabels": {"x": "y"}}}}]}));
+        let s = slices("p", &o.groups);
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].0.as_str(), s[0].2.len()), ("p-decision-1", 0));
+    }
+
+    #[test]
+    fn every_cluster_is_explained() {
+        let clusters = vec![
+            c("a"),
+            c("p").label("cluster.open-cluster-management.io/clusterset", "prod"),
+            c("t").taint("x", "", "NoSelect", None),
+        ];
+        let o = world(clusters).run(json!({}));
+        let steps: Vec<(&str, Step)> =
+            o.verdicts.iter().map(|v| (v.cluster.as_str(), v.step)).collect();
+        assert_eq!(
+            steps,
+            [("a", Step::Selected), ("t", Step::TaintToleration), ("p", Step::ClusterSet)]
+        );
+    }
+}
