@@ -1,0 +1,401 @@
+//! Placement end to end (ocm.md §5): Placements applied with kubectl to a hub running its
+//! controllers, the PlacementDecisions and status read back, and the scheduler following
+//! changes to clusters (labels, claims, allocatable), tolerations, bindings and the placement
+//! itself; more than 100 clusters sliced into several decisions; deletion collects them.
+
+use std::time::Duration;
+
+use anyhow::ensure;
+use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::kubectl::{
+    Kubectl, MCL, Printed, cluster, create, merge_patch, skip_requested, stored, write_manifest,
+};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+const DECISIONS: &str =
+    "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placementdecisions";
+const PLACEMENTS: &str =
+    "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placements";
+const UNREACHABLE: &str = "cluster.open-cluster-management.io/unreachable";
+
+async fn setup() -> anyhow::Result<Option<(TestHub, reqwest::Client, Kubectl)>> {
+    if skip_requested() {
+        return Ok(None);
+    }
+    let hub = TestHub::start_with_controllers(Backend::Memory).await?;
+    let http = hub.http()?;
+    let k = Kubectl::new(&hub)?;
+    Ok(Some((hub, http, k)))
+}
+
+/// The clusters decided for placement `p` in `apps`, by decision object name then order.
+async fn decided(hub: &TestHub, http: &reqwest::Client, p: &str) -> anyhow::Result<Vec<String>> {
+    let list = stored(
+        hub,
+        http,
+        &format!("{DECISIONS}?labelSelector=cluster.open-cluster-management.io%2Fplacement%3D{p}"),
+    )
+    .await?;
+    let mut items = list["items"].as_array().cloned().unwrap_or_default();
+    items.sort_by_key(|d| d["metadata"]["name"].as_str().unwrap_or("").to_owned());
+    Ok(items
+        .iter()
+        .flat_map(|d| d["status"]["decisions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// Waits until `p` decides exactly `want`.
+async fn until_decided(
+    hub: &TestHub,
+    http: &reqwest::Client,
+    p: &str,
+    want: &[&str],
+) -> anyhow::Result<()> {
+    let r = eventually(&format!("placement {p} deciding {want:?}"), WAIT, || async {
+        Ok((decided(hub, http, p).await? == want).then_some(()))
+    })
+    .await;
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) => Err(e.context(format!("last decided: {:?}", decided(hub, http, p).await?))),
+    }
+}
+
+/// The placement's condition `type_`: (status, reason, message).
+async fn placement_condition(
+    hub: &TestHub,
+    http: &reqwest::Client,
+    p: &str,
+    type_: &str,
+) -> anyhow::Result<(String, String, String)> {
+    let obj = stored(hub, http, &format!("{PLACEMENTS}/{p}")).await?;
+    let c = obj["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .cloned()
+        .unwrap_or(Value::Null);
+    let s = |k: &str| c[k].as_str().unwrap_or("").to_owned();
+    Ok((s("status"), s("reason"), s("message")))
+}
+
+async fn until_reason(
+    hub: &TestHub,
+    http: &reqwest::Client,
+    p: &str,
+    type_: &str,
+    reason: &str,
+) -> anyhow::Result<(String, String, String)> {
+    eventually(&format!("{p} {type_} reason {reason}"), WAIT, || async {
+        let c = placement_condition(hub, http, p, type_).await?;
+        Ok((c.1 == reason).then_some(c))
+    })
+    .await
+}
+
+/// Reports claims and allocatable CPU in a cluster's status, as its agent would.
+async fn report(
+    hub: &TestHub,
+    http: &reqwest::Client,
+    name: &str,
+    region: &str,
+    cpu: &str,
+) -> anyhow::Result<()> {
+    merge_patch(
+        hub,
+        http,
+        &format!("{MCL}/{name}/status"),
+        json!({"status": {
+            "clusterClaims": [{"name": "region.open-cluster-management.io", "value": region}],
+            "capacity": {"cpu": cpu, "memory": "16Gi"},
+            "allocatable": {"cpu": cpu, "memory": "16Gi"},
+        }}),
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placements_follow_clusters_tolerations_and_bindings() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    for (name, env) in [("c1", "prod"), ("c2", "prod"), ("c3", "prod"), ("c4", "dev")] {
+        create(&hub, &http, MCL, cluster(name, json!({"env": env}))).await?;
+    }
+    report(&hub, &http, "c1", "eu", "2").await?;
+    report(&hub, &http, "c2", "us", "16").await?;
+    report(&hub, &http, "c3", "eu", "8").await?;
+    report(&hub, &http, "c4", "eu", "32").await?;
+    let dir = tempfile::tempdir()?;
+    let manifests = write_manifest(
+        &dir,
+        "placement.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: apps
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: default
+  namespace: apps
+spec:
+  clusterSet: default
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: eu-prod
+  namespace: apps
+spec:
+  numberOfClusters: 1
+  predicates:
+  - requiredClusterSelector:
+      labelSelector:
+        matchLabels:
+          env: prod
+      claimSelector:
+        matchExpressions:
+        - key: region.open-cluster-management.io
+          operator: In
+          values: [eu]
+  tolerations:
+  - key: {UNREACHABLE}
+    operator: Exists
+  prioritizerPolicy:
+    mode: Exact
+    configurations:
+    - scoreCoordinate:
+        builtIn: ResourceAllocatableCPU
+"#
+        ),
+    )?;
+    k.ok(&["apply", "-f", &manifests]).await?;
+    // c1 and c3 are the prod clusters in eu; c3 has more CPU.
+    until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
+    let c =
+        until_reason(&hub, &http, "eu-prod", "PlacementSatisfied", "AllDecisionsScheduled").await?;
+    ensure!(c.0 == "True", "{c:?}");
+    let m = placement_condition(&hub, &http, "eu-prod", "PlacementMisconfigured").await?;
+    ensure!(
+        m == (
+            "False".into(),
+            "Succeedconfigured".into(),
+            "Placement configurations check pass".into()
+        ),
+        "{m:?}"
+    );
+    // kubectl prints the CRD's columns.
+    let out = k.ok(&["get", "placements", "-n", "apps"]).await?;
+    let table = Printed::parse(&out)?;
+    ensure!(table.cell(0, "SUCCEEDED")? == "True", "{out}");
+    ensure!(table.cell(0, "REASON")? == "AllDecisionsScheduled", "{out}");
+    ensure!(table.cell(0, "SELECTEDCLUSTERS")? == "1", "{out}");
+    // The decision object: OCM's name, labels and owner.
+    let d = stored(&hub, &http, &format!("{DECISIONS}/eu-prod-decision-1")).await?;
+    let labels = &d["metadata"]["labels"];
+    ensure!(labels["cluster.open-cluster-management.io/placement"] == "eu-prod", "{d}");
+    ensure!(labels["cluster.open-cluster-management.io/decision-group-index"] == "0", "{d}");
+    ensure!(labels["cluster.open-cluster-management.io/decision-group-name"] == "", "{d}");
+    let owner = &d["metadata"]["ownerReferences"][0];
+    ensure!(owner["kind"] == "Placement" && owner["controller"] == true, "{d}");
+    let p = stored(&hub, &http, &format!("{PLACEMENTS}/eu-prod")).await?;
+    ensure!(p["status"]["numberOfSelectedClusters"] == 1, "{p}");
+    ensure!(
+        p["status"]["decisionGroups"]
+            == json!([{"decisionGroupIndex": 0, "decisionGroupName": "", "decisions": ["eu-prod-decision-1"], "clusterCount": 1}]),
+        "{p}"
+    );
+
+    // Allocatable changes: c1 now has the most CPU.
+    report(&hub, &http, "c1", "eu", "64").await?;
+    until_decided(&hub, &http, "eu-prod", &["c1"]).await?;
+    // A claim changes: c1 moves to the us; c3 is the only eu prod cluster left.
+    report(&hub, &http, "c1", "us", "64").await?;
+    until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
+    // A label changes: c3 is no longer prod; nothing matches.
+    k.ok(&["label", "mcl", "c3", "env=dev", "--overwrite"]).await?;
+    until_decided(&hub, &http, "eu-prod", &[]).await?;
+    let c = until_reason(&hub, &http, "eu-prod", "PlacementSatisfied", "NoManagedClusterMatched")
+        .await?;
+    ensure!(c.0 == "False", "{c:?}");
+    // Back, and then the placement itself changes: without the toleration, every cluster here
+    // (none has an agent) carries the automatic unreachable taint.
+    k.ok(&["label", "mcl", "c3", "env=prod", "--overwrite"]).await?;
+    until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
+    k.ok(&[
+        "patch",
+        "placement",
+        "eu-prod",
+        "-n",
+        "apps",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/tolerations"}]"#,
+    ])
+    .await?;
+    until_decided(&hub, &http, "eu-prod", &[]).await?;
+    // A misconfigured placement keeps its decisions and says why.
+    k.ok(&["patch", "placement", "eu-prod", "-n", "apps", "--type=merge", "-p",
+        r#"{"spec":{"tolerations":[{"key":"cluster.open-cluster-management.io/unreachable","operator":"Exists"}],"prioritizerPolicy":{"configurations":[{"scoreCoordinate":{"builtIn":"Nope"}}]}}}"#]).await?;
+    let m = until_reason(&hub, &http, "eu-prod", "PlacementMisconfigured", "Misconfigured").await?;
+    ensure!(m.0 == "True" && m.2 == "Prioritizer:incorrect builtin prioritizer: Nope", "{m:?}");
+    ensure!(decided(&hub, &http, "eu-prod").await?.is_empty(), "decisions kept as they were");
+    k.ok(&[
+        "patch",
+        "placement",
+        "eu-prod",
+        "-n",
+        "apps",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/prioritizerPolicy/configurations"}]"#,
+    ])
+    .await?;
+    until_reason(&hub, &http, "eu-prod", "PlacementMisconfigured", "Succeedconfigured").await?;
+    until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
+
+    // The binding goes: no set is bound any more.
+    k.ok(&["delete", "managedclustersetbinding", "default", "-n", "apps"]).await?;
+    until_decided(&hub, &http, "eu-prod", &[]).await?;
+    let c =
+        until_reason(&hub, &http, "eu-prod", "PlacementSatisfied", "NoManagedClusterSetBindings")
+            .await?;
+    ensure!(c.2 == "No valid ManagedClusterSetBindings found in placement namespace", "{c:?}");
+
+    // Deleting the placement collects its decisions.
+    k.ok(&["delete", "placement", "eu-prod", "-n", "apps"]).await?;
+    eventually("decisions collected", WAIT, || async {
+        let list = stored(&hub, &http, DECISIONS).await?;
+        Ok(list["items"].as_array().is_some_and(Vec::is_empty).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clusters_are_grouped_and_sliced_by_a_hundred() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    let names: Vec<String> = (0..130).map(|i| format!("m{i:03}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let tier = if i < 30 { "canary" } else { "main" };
+        create(&hub, &http, MCL, cluster(name, json!({"tier": tier}))).await?;
+    }
+    let dir = tempfile::tempdir()?;
+    let manifests = write_manifest(
+        &dir,
+        "placement.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: apps
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: global
+  namespace: apps
+spec:
+  clusterSet: global
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: rollout
+  namespace: apps
+spec:
+  tolerations:
+  - key: {UNREACHABLE}
+    operator: Exists
+  decisionStrategy:
+    groupStrategy:
+      clustersPerDecisionGroup: 50%
+      decisionGroups:
+      - groupName: canary
+        groupClusterSelector:
+          labelSelector:
+            matchLabels:
+              tier: canary
+"#
+        ),
+    )?;
+    k.ok(&["apply", "-f", &manifests]).await?;
+    let want: Vec<&str> = names.iter().map(String::as_str).collect();
+    until_decided(&hub, &http, "rollout", &want).await?;
+    // 50% of 130 = 65 per group: canary (30), then the other 100 in groups of 65 and 35.
+    let p = stored(&hub, &http, &format!("{PLACEMENTS}/rollout")).await?;
+    let groups: Vec<(i64, String, Vec<String>, i64)> = p["status"]["decisionGroups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            (
+                g["decisionGroupIndex"].as_i64().unwrap_or(-1),
+                g["decisionGroupName"].as_str().unwrap_or("?").to_owned(),
+                serde_json::from_value(g["decisions"].clone()).unwrap_or_default(),
+                g["clusterCount"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    let d = |n: usize| format!("rollout-decision-{n}");
+    ensure!(
+        groups
+            == vec![
+                (0, "canary".to_owned(), vec![d(1)], 30),
+                (1, String::new(), vec![d(2)], 65),
+                (2, String::new(), vec![d(3)], 35),
+            ],
+        "{groups:?}"
+    );
+    ensure!(p["status"]["numberOfSelectedClusters"] == 130, "{p}");
+    let out = k
+        .ok(&[
+            "get",
+            "placementdecisions",
+            "-n",
+            "apps",
+            "-l",
+            "cluster.open-cluster-management.io/decision-group-name=canary",
+            "-o",
+            "name",
+        ])
+        .await?;
+    ensure!(
+        out.trim() == "placementdecision.cluster.open-cluster-management.io/rollout-decision-1",
+        "{out}"
+    );
+    // Without groups the 130 clusters are sliced 100 + 30.
+    k.ok(&[
+        "patch",
+        "placement",
+        "rollout",
+        "-n",
+        "apps",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/decisionStrategy"}]"#,
+    ])
+    .await?;
+    eventually("two decisions of 100 and 30", WAIT, || async {
+        let list = stored(&hub, &http, DECISIONS).await?;
+        let sizes: Vec<(String, usize)> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                (
+                    d["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+                    d["status"]["decisions"].as_array().map_or(0, Vec::len),
+                )
+            })
+            .collect();
+        Ok((sizes == vec![(d(1), 100), (d(2), 30)]).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
