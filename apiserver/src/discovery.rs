@@ -107,7 +107,7 @@ fn legacy_resources(rt: &ResourceType, version: &str) -> Vec<Value> {
             doc["group"] = json!(group);
             doc["version"] = json!(version);
             doc["kind"] = json!(kind);
-            doc["verbs"] = json!(["create"]);
+            doc["verbs"] = json!([action.verb()]);
         }
         out.push(doc);
     }
@@ -139,7 +139,7 @@ fn aggregated_resource(rt: &ResourceType, version: &str) -> Value {
                         json!({
                             "subresource": s.name,
                             "responseKind": {"group": group, "version": version, "kind": kind},
-                            "verbs": ["create"],
+                            "verbs": [action.verb()],
                         })
                     }
                     None => json!({

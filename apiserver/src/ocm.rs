@@ -42,6 +42,11 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
     if storage.status_subresource {
         subresources.push(Subresource::part("status", &["status"]));
     }
+    if crd.kind == "Placement" {
+        // Beyond OCM: why the scheduler decided as it did (placement/mod.rs).
+        let action = Some(crate::scheme::Action::ExplainPlacement);
+        subresources.push(Subresource { name: "explain", owns: &[], action });
+    }
     ResourceType {
         group: crd.group.clone(),
         kind: crd.kind.clone(),

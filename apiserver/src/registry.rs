@@ -160,7 +160,7 @@ pub struct Registry {
     pub cache: Arc<Cache>,
 }
 
-fn subject(rt: &ResourceType, name: &str) -> Subject {
+pub(crate) fn subject(rt: &ResourceType, name: &str) -> Subject {
     Subject { group: rt.group.clone(), kind: rt.plural.clone(), name: name.to_owned() }
 }
 

@@ -64,6 +64,8 @@ pub struct ApiState {
     pub delegate_authn: Option<Arc<crate::delegate::Delegate>>,
     /// The kube-apiserver asked about requests this hub's RBAC denies (aggregated mode).
     pub delegate_authz: Option<Arc<crate::delegate::Delegate>>,
+    /// The placement scheduler, for `placements/explain` (`None` without controllers).
+    pub placement: Option<Arc<crate::placement::Scheduler>>,
 }
 
 /// The router: every path goes through [`handle`].
@@ -875,26 +877,40 @@ async fn resource(
     let action =
         target.sub.as_deref().and_then(|s| target.rt.subresource(s)).and_then(|s| s.action);
     if let Some(action) = action {
-        // Action subresources are created and answered, never stored.
-        if method != Method::POST {
-            let verb = method.as_str().to_ascii_lowercase();
+        // Action subresources are answered, never stored: a request created, or a view read.
+        let verb = method.as_str().to_ascii_lowercase();
+        let wanted = if action.verb() == "get" { Method::GET } else { Method::POST };
+        if method != wanted {
             let sub = target.sub.as_deref().unwrap_or_default();
             return Err(ApiError::method_not_allowed(
                 &verb,
                 &format!("{}/{sub}", target.rt.plural),
             ));
         }
-        let body = read_body(req).await?;
-        let (group, version, kind) = action.kind();
-        check_type_is(&body, &format!("{group}/{version}"), kind)?;
         let name = target.name.as_deref().unwrap_or_default();
         let answered = match action {
             crate::scheme::Action::TokenRequest => {
-                state.authn.token_request(&target.rt, &target.namespace, name, &body).await?
+                let body = read_body(req).await?;
+                let (group, version, kind) = action.kind();
+                check_type_is(&body, &format!("{group}/{version}"), kind)?;
+                let answered =
+                    state.authn.token_request(&target.rt, &target.namespace, name, &body).await?;
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    serde_json::to_vec(&answered).map_err(ApiError::internal)?,
+                ));
             }
+            crate::scheme::Action::ExplainPlacement => match &state.placement {
+                Some(scheduler) => scheduler.explain(&target.rt, &target.namespace, name)?,
+                None => {
+                    return Err(ApiError::unavailable(
+                        "the placement controller is not running on this hub (--controllers)",
+                    ));
+                }
+            },
         };
         return Ok(json_response(
-            StatusCode::CREATED,
+            StatusCode::OK,
             serde_json::to_vec(&answered).map_err(ApiError::internal)?,
         ));
     }

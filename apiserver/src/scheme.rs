@@ -41,6 +41,8 @@ impl Subresource {
 pub enum Action {
     /// `serviceaccounts/token`: a `TokenRequest` answered with a signed token.
     TokenRequest,
+    /// `placements/explain` (read): what each scheduling step kept or dropped, as a Table.
+    ExplainPlacement,
 }
 
 impl Action {
@@ -48,6 +50,15 @@ impl Action {
     pub fn kind(self) -> (&'static str, &'static str, &'static str) {
         match self {
             Action::TokenRequest => ("authentication.k8s.io", "v1", "TokenRequest"),
+            Action::ExplainPlacement => ("meta.k8s.io", "v1", "Table"),
+        }
+    }
+
+    /// The one verb the action answers: `create` (POST a request) or `get` (a computed view).
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::TokenRequest => "create",
+            Action::ExplainPlacement => "get",
         }
     }
 }

@@ -249,6 +249,7 @@ pub async fn run(
         None => None,
     };
     let mut join_command = None;
+    let mut placement = None;
     if config.profile == Profile::Hub {
         publish_cluster_info(&registry, &server_url, &pki.ca_pem).await?;
         crate::registration::start(
@@ -259,7 +260,7 @@ pub async fn run(
             &background,
         );
         if config.registration.enabled {
-            crate::placement::start(&registry, &background);
+            placement = crate::placement::start(&registry, &background);
         }
         if first_start {
             let (token, secret) = crate::cli::bootstrap_token_secret(
@@ -291,6 +292,7 @@ pub async fn run(
         authn,
         delegate_authn,
         delegate_authz,
+        placement,
     });
     let router = crate::rest::router(Arc::clone(&state));
     let endpoints = config.data_dir.join("endpoints.json");

@@ -211,6 +211,64 @@ spec:
         "{p}"
     );
 
+    // Why, on request: every cluster, the step that dropped it, its score.
+    let raw = k.ok(&["get", "--raw", &format!("{PLACEMENTS}/eu-prod/explain")]).await?;
+    let table: Value = serde_json::from_str(&raw)?;
+    ensure!(table["kind"] == "Table" && table["apiVersion"] == "meta.k8s.io/v1", "{table}");
+    let heads: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    ensure!(heads == ["Name", "Step", "Score", "Reason", "Scores"], "{heads:?}");
+    let rows: Vec<(String, String, Value)> = table["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let cell = |i: usize| r["cells"][i].as_str().unwrap_or("").to_owned();
+            (cell(0), cell(1), r["cells"][2].clone())
+        })
+        .collect();
+    let want = [
+        ("c3", "Selected", json!(100)),
+        ("c1", "NumberOfClusters", json!(-100)),
+        ("c2", "Predicate", Value::Null),
+        ("c4", "Predicate", Value::Null),
+    ];
+    let want: Vec<(String, String, Value)> =
+        want.iter().map(|(c, s, v)| ((*c).to_owned(), (*s).to_owned(), v.clone())).collect();
+    ensure!(rows == want, "{rows:?}");
+    let r = k.run(&["get", "--raw", &format!("{PLACEMENTS}/nope/explain")]).await?;
+    ensure!(r.code != 0 && r.stderr.contains("NotFound"), "{r:?}");
+    // And in events, as OCM records them, with the summary.
+    let reasons = eventually("placement events", WAIT, || async {
+        let out = k.ok(&["get", "events", "-n", "apps", "-o", "json"]).await?;
+        let list: Value = serde_json::from_str(&out)?;
+        let mut reasons: Vec<(String, String)> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap_or("").to_owned();
+                (s("reason"), s("message"))
+            })
+            .collect();
+        reasons.sort();
+        Ok((reasons.len() >= 3).then_some(reasons))
+    })
+    .await?;
+    ensure!(
+        reasons
+            == [
+                ("DecisionCreate".to_owned(), "Decision eu-prod-decision-1 is created with placement eu-prod in namespace apps".to_owned()),
+                ("Scheduled".to_owned(), "1 clusters selected; dropped: 2 by Predicate, 1 by NumberOfClusters (kubectl get --raw /apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placements/eu-prod/explain)".to_owned()),
+                ("ScoreUpdate".to_owned(), "c3:100 c1:-100".to_owned()),
+            ],
+        "{reasons:?}"
+    );
+
     // Allocatable changes: c1 now has the most CPU.
     report(&hub, &http, "c1", "eu", "64").await?;
     until_decided(&hub, &http, "eu-prod", &["c1"]).await?;

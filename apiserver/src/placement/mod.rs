@@ -26,6 +26,7 @@ use crate::object;
 use crate::reconcile::{self, Action, Watch};
 use crate::registry::{DeleteOptions, Patch, Registry, WriteOptions};
 use crate::scheme::ResourceType;
+use crate::table::{Column, Include, TableRequest};
 use schedule::{AddOnValue, ClusterFacts, Outcome, World};
 
 /// The field manager of the scheduler's writes.
@@ -44,6 +45,7 @@ struct Kinds {
     placements: Arc<ResourceType>,
     decisions: Arc<ResourceType>,
     scores: Arc<ResourceType>,
+    events: Arc<ResourceType>,
 }
 
 impl Kinds {
@@ -58,6 +60,7 @@ impl Kinds {
             placements: kind("v1beta1", "placements")?,
             decisions: kind("v1beta1", "placementdecisions")?,
             scores: kind("v1alpha1", "addonplacementscores")?,
+            events: s.lookup("", "v1", "events").cloned()?,
         })
     }
 }
@@ -116,7 +119,8 @@ struct DecisionFacts {
     clusters: Vec<String>,
 }
 
-struct Scheduler {
+/// The scheduler: the controller's state, and `placements/explain`.
+pub struct Scheduler {
     registry: Registry,
     kinds: Kinds,
     clusters: Mutex<Memo<ClusterFacts>>,
@@ -125,6 +129,12 @@ struct Scheduler {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler").finish_non_exhaustive()
+    }
 }
 
 /// What a pass read of the world, besides the placement.
@@ -231,6 +241,70 @@ impl Scheduler {
         schedule::schedule(placement, &world, explain)
     }
 
+    /// `placements/<name>/explain`: every cluster of the hub, the step that dropped it (or
+    /// that it was selected), why, and its scores, as a `meta.k8s.io/v1` Table, computed now
+    /// against the same state the controller reads.
+    pub fn explain(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
+        let Some(cached) = self.registry.cached(&self.kinds.placements, ns, name) else {
+            return Err(ApiError::not_found(crate::registry::subject(rt, name)));
+        };
+        let placement: Placement = parse(&cached).ok_or_else(|| {
+            ApiError::internal(format!("stored Placement {ns}/{name} does not parse"))
+        })?;
+        let outcome = self.schedule(ns, &placement, true);
+        let rows: Vec<Value> = outcome
+            .verdicts
+            .iter()
+            .map(|v| {
+                let scores: Vec<String> =
+                    v.scores.iter().map(|(p, s)| format!("{p}={s}")).collect();
+                json!({
+                    "metadata": {"name": v.cluster},
+                    "step": v.step.as_str(),
+                    "reason": v.reason,
+                    "total": v.total,
+                    "scores": scores.join(" "),
+                })
+            })
+            .collect();
+        let s = &outcome.satisfied;
+        let summary = match &outcome.misconfigured {
+            Some(m) => format!("Misconfigured: {m}"),
+            None => format!("{} {}: {}", s.status, s.reason, s.message),
+        };
+        let columns = [
+            Column::computed(
+                "Step",
+                "string",
+                0,
+                "The step that dropped the cluster, or Selected.",
+                |v| v["step"].clone(),
+            ),
+            Column::computed(
+                "Score",
+                "integer",
+                0,
+                "The weighted total of the prioritizers (feasible clusters).",
+                |v| v["total"].clone(),
+            ),
+            Column::computed("Reason", "string", 0, "Why.", |v| v["reason"].clone()),
+            Column::computed(
+                "Scores",
+                "string",
+                1,
+                "Each prioritizer's score before weighting.",
+                |v| v["scores"].clone(),
+            ),
+        ];
+        let metadata = json!({
+            "resourceVersion": cached.rev.to_string(),
+            // Not a Table field Kubernetes defines; clients ignore it, people read it.
+            "summary": summary,
+        });
+        let req = TableRequest { version: "v1", include: Include::None };
+        Ok(crate::table::build(&columns, rows, metadata, req, true))
+    }
+
     async fn run(&self, key: String) -> Result<Action, ApiError> {
         let k = &self.kinds;
         let Some((ns, name)) = key.split_once('/') else { return Ok(Action::Done) };
@@ -255,7 +329,10 @@ impl Scheduler {
         if outcome.misconfigured.is_some() {
             return Ok(Action::RequeueAfter(RESYNC));
         }
-        self.bind(ns, name, &raw, &slices).await?;
+        let changes = self.bind(ns, name, &raw, &slices).await?;
+        if !changes.is_empty() {
+            self.record_pass(&raw, &outcome, &changes).await;
+        }
         Ok(Action::RequeueAfter(outcome.requeue_after.map_or(RESYNC, |d| d.min(RESYNC))))
     }
 
@@ -323,14 +400,16 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Brings the placement's PlacementDecisions to `slices`: creates, updates, deletes.
+    /// Brings the placement's PlacementDecisions to `slices`: creates, updates, deletes; what
+    /// it did, as (event reason, decision name).
     async fn bind(
         &self,
         ns: &str,
         name: &str,
         placement: &Value,
         slices: &[(String, &schedule::Group, &[String])],
-    ) -> Result<(), ApiError> {
+    ) -> Result<Vec<(&'static str, String)>, ApiError> {
+        let mut done = Vec::new();
         let rt = &self.kinds.decisions;
         let reg = &self.registry;
         let mut existing: HashMap<String, Arc<CachedObject>> = reg
@@ -366,6 +445,7 @@ impl Scheduler {
                         },
                     });
                     let written = reg.create(rt, ns, obj, &Self::opts()).await?;
+                    done.push(("DecisionCreate", decision.clone()));
                     Arc::new(written.object)
                 }
             };
@@ -378,16 +458,93 @@ impl Scheduler {
                 let body = json!({"status": {"decisions": decisions}});
                 let sub = rt.subresource("status");
                 reg.patch(rt, ns, decision, &Patch::Merge(body), sub, &Self::opts()).await?;
+                if !done.iter().any(|(_, d)| d == decision) {
+                    done.push(("DecisionUpdate", decision.clone()));
+                }
             }
         }
         for stale in existing.keys() {
             match reg.delete(rt, ns, stale, &DeleteOptions::default()).await {
-                Ok(_) => {}
+                Ok(_) => done.push(("DecisionDelete", stale.clone())),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(done)
+    }
+
+    /// Records a core Event about the placement (best effort: an event lost is logged).
+    async fn record(&self, placement: &Value, reason: &str, message: String) {
+        let (ns, name) = (object::namespace(placement), object::name(placement));
+        let now = Timestamp::now().to_string();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let event = json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": ns},
+            "involvedObject": {
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+                "namespace": ns, "name": name, "uid": object::meta_str(placement, "uid"),
+                "resourceVersion": object::meta_str(placement, "resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Normal",
+            "source": {"component": MANAGER},
+            "reportingComponent": MANAGER,
+            "reportingInstance": MANAGER,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        });
+        let rt = &self.kinds.events;
+        if let Err(e) = self.registry.create(rt, ns, event, &Self::opts()).await {
+            tracing::warn!(placement = %format!("{ns}/{name}"), reason, error = %e.message, "placement event not recorded");
+        }
+    }
+
+    /// The events of a pass that changed decisions: one per decision object (OCM's reasons),
+    /// the scores (OCM's `ScoreUpdate`), and what each step kept or dropped.
+    async fn record_pass(
+        &self,
+        placement: &Value,
+        outcome: &Outcome,
+        changes: &[(&'static str, String)],
+    ) {
+        let (ns, name) = (object::namespace(placement), object::name(placement));
+        for (reason, decision) in changes {
+            let verb = match *reason {
+                "DecisionCreate" => "created",
+                "DecisionDelete" => "deleted",
+                _ => "updated",
+            };
+            let message =
+                format!("Decision {decision} is {verb} with placement {name} in namespace {ns}");
+            self.record(placement, reason, message).await;
+        }
+        let mut scores = String::new();
+        for (cluster, total) in &outcome.totals {
+            let item = format!("{cluster}:{total} ");
+            if scores.len() + item.len() > 1000 {
+                break;
+            }
+            scores.push_str(&item);
+        }
+        self.record(placement, "ScoreUpdate", scores.trim_end().to_owned()).await;
+        let steps: Vec<String> = outcome
+            .counts
+            .iter()
+            .filter(|(step, _)| **step != schedule::Step::Selected)
+            .map(|(step, n)| format!("{n} by {}", step.as_str()))
+            .collect();
+        let dropped = if steps.is_empty() { "none".to_owned() } else { steps.join(", ") };
+        let message = format!(
+            "{} clusters selected; dropped: {dropped} (kubectl get --raw {}/explain)",
+            outcome.selected,
+            format_args!(
+                "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/{ns}/placements/{name}"
+            ),
+        );
+        self.record(placement, "Scheduled", message).await;
     }
 }
 
@@ -424,9 +581,9 @@ fn cluster_news(before: &CachedObject, after: &CachedObject) -> bool {
     facts(before) != facts(after)
 }
 
-/// Starts the placement controller.
-pub fn start(registry: &Registry, background: &Background) {
-    let Some(kinds) = Kinds::of(registry) else { return };
+/// Starts the placement controller; the scheduler, for `placements/explain`.
+pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Scheduler>> {
+    let kinds = Kinds::of(registry)?;
     let s = Arc::new(Scheduler {
         registry: registry.clone(),
         kinds,
@@ -503,8 +660,10 @@ pub fn start(registry: &Registry, background: &Background) {
         Watch::new(&k.bindings, of_binding).debounced(DEBOUNCE),
         Watch::new(&k.scores, of_score).debounced(DEBOUNCE),
     ];
+    let scheduler = Arc::clone(&s);
     reconcile::run(registry, background, "placement", watches, 2, move |key| {
         let s = Arc::clone(&s);
         async move { s.run(key).await }
     });
+    Some(scheduler)
 }

@@ -170,6 +170,8 @@ pub struct Outcome {
     pub totals: Vec<(String, i64)>,
     /// Per cluster (every cluster of the hub), when asked for.
     pub verdicts: Vec<Verdict>,
+    /// How many clusters each step dropped (or selected), always.
+    pub counts: BTreeMap<Step, usize>,
 }
 
 impl Outcome {
@@ -187,10 +189,11 @@ impl Outcome {
             requeue_after: None,
             totals: Vec::new(),
             verdicts: Vec::new(),
+            counts: BTreeMap::new(),
         }
     }
 
-    fn unsatisfied(reason: &'static str, message: String, verdicts: Vec<Verdict>) -> Outcome {
+    fn unsatisfied(reason: &'static str, message: String, tally: Tally) -> Outcome {
         Outcome {
             misconfigured: None,
             satisfied: Satisfied { status: "False", reason, message },
@@ -198,7 +201,30 @@ impl Outcome {
             selected: 0,
             requeue_after: None,
             totals: Vec::new(),
-            verdicts,
+            verdicts: tally.verdicts,
+            counts: tally.counts,
+        }
+    }
+}
+
+/// The verdicts of a pass: always counted by step, kept one by one when explaining.
+struct Tally {
+    explain: bool,
+    verdicts: Vec<Verdict>,
+    counts: BTreeMap<Step, usize>,
+}
+
+impl Tally {
+    fn drop(&mut self, c: &ClusterFacts, step: Step, reason: &str) {
+        *self.counts.entry(step).or_default() += 1;
+        if self.explain {
+            self.verdicts.push(Verdict {
+                cluster: c.name.clone(),
+                step,
+                reason: reason.to_owned(),
+                scores: Vec::new(),
+                total: None,
+            });
         }
     }
 }
@@ -469,31 +495,15 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
     // Candidates: members of the bound sets the placement names.
     let valid: Vec<&String> =
         world.bindings.iter().filter(|b| world.sets.contains_key(*b)).collect();
-    let mut verdicts = Vec::new();
-    let drop = |verdicts: &mut Vec<Verdict>, c: &ClusterFacts, step: Step, reason: &str| {
-        if explain {
-            verdicts.push(Verdict {
-                cluster: c.name.clone(),
-                step,
-                reason: reason.to_owned(),
-                scores: Vec::new(),
-                total: None,
-            });
-        }
-    };
+    let mut tally = Tally { explain, verdicts: Vec::new(), counts: BTreeMap::new() };
     if valid.is_empty() {
         for c in world.clusters {
-            drop(
-                &mut verdicts,
-                c,
-                Step::ClusterSet,
-                "no ManagedClusterSetBinding in the namespace",
-            );
+            tally.drop(c, Step::ClusterSet, "no ManagedClusterSetBinding in the namespace");
         }
         return Outcome::unsatisfied(
             "NoManagedClusterSetBindings",
             "No valid ManagedClusterSetBindings found in placement namespace".into(),
-            verdicts,
+            tally,
         );
     }
     let eligible: Vec<&String> = if spec.cluster_sets.is_empty() {
@@ -503,12 +513,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
     };
     if eligible.is_empty() {
         for c in world.clusters {
-            drop(
-                &mut verdicts,
-                c,
-                Step::ClusterSet,
-                "no set both bound and named by spec.clusterSets",
-            );
+            tally.drop(c, Step::ClusterSet, "no set both bound and named by spec.clusterSets");
         }
         return Outcome::unsatisfied(
             "NoIntersection",
@@ -516,7 +521,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
                 "None of ManagedClusterSets [{}] is bound to placement namespace",
                 spec.cluster_sets.join(" ")
             ),
-            verdicts,
+            tally,
         );
     }
     let selectors: Vec<&LabelSelector> =
@@ -524,9 +529,9 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
     let mut candidates = Vec::new();
     for c in world.clusters {
         if !selectors.iter().any(|s| s.matches(|k| c.labels.get(k).map(String::as_str))) {
-            drop(&mut verdicts, c, Step::ClusterSet, "in none of the eligible sets");
+            tally.drop(c, Step::ClusterSet, "in none of the eligible sets");
         } else if c.deleting {
-            drop(&mut verdicts, c, Step::Deleting, "being deleted");
+            tally.drop(c, Step::Deleting, "being deleted");
         } else {
             candidates.push(&**c);
         }
@@ -536,7 +541,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
         return Outcome::unsatisfied(
             "AllManagedClusterSetsEmpty",
             format!("All ManagedClusterSets [{}] have no member ManagedCluster", names.join(" ")),
-            verdicts,
+            tally,
         );
     }
 
@@ -545,7 +550,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
     let mut requeue: Option<Timestamp> = None;
     for c in candidates {
         if !predicates.is_empty() && !predicates.iter().any(|p| p.matches(c)) {
-            drop(&mut verdicts, c, Step::Predicate, "matches no predicate");
+            tally.drop(c, Step::Predicate, "matches no predicate");
             continue;
         }
         match taints_pass(c, &spec.tolerations, world.current, world.now) {
@@ -555,7 +560,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
                 }
                 feasible.push(c);
             }
-            (Err(why), _) => drop(&mut verdicts, c, Step::TaintToleration, &why),
+            (Err(why), _) => tally.drop(c, Step::TaintToleration, &why),
         }
     }
 
@@ -622,6 +627,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
         if i < take {
             selected.push(c);
         }
+        *tally.counts.entry(if i < take { Step::Selected } else { Step::Count }).or_default() += 1;
         if explain {
             let (step, reason) = if i < take {
                 (Step::Selected, format!("rank {} of {}", i + 1, totals.len()))
@@ -631,7 +637,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
                     format!("rank {} of {}; numberOfClusters is {take}", i + 1, totals.len()),
                 )
             };
-            verdicts.push(Verdict {
+            tally.verdicts.push(Verdict {
                 cluster: c.name.clone(),
                 step,
                 reason,
@@ -641,7 +647,8 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
         }
     }
     if explain {
-        verdicts
+        tally
+            .verdicts
             .sort_by(|a, b| a.step.cmp(&b.step).reverse().then_with(|| a.cluster.cmp(&b.cluster)));
     }
     let requeue_after = requeue.map(|at| {
@@ -705,7 +712,8 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
         selected: count,
         requeue_after,
         totals,
-        verdicts,
+        verdicts: tally.verdicts,
+        counts: tally.counts,
     }
 }
 
@@ -847,8 +855,13 @@ mod tests {
             let explained = schedule(&placement, &world, true);
             let quiet = schedule(&placement, &world, false);
             assert_eq!(
-                (&explained.groups, &explained.satisfied, &explained.misconfigured),
-                (&quiet.groups, &quiet.satisfied, &quiet.misconfigured),
+                (
+                    &explained.groups,
+                    &explained.satisfied,
+                    &explained.misconfigured,
+                    &explained.counts
+                ),
+                (&quiet.groups, &quiet.satisfied, &quiet.misconfigured, &quiet.counts),
                 "explaining changes nothing decided"
             );
             explained
