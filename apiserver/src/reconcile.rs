@@ -41,6 +41,8 @@ pub struct Watch {
     pub changes: Option<Changes>,
     /// Keys woken by a change run this long after it at the earliest (see [`Watch::debounced`]).
     pub delay: Option<Duration>,
+    /// Whether creations wake the keys (they do unless [`Watch::on_deletion_only`]).
+    pub creations: bool,
 }
 
 impl Watch {
@@ -49,7 +51,13 @@ impl Watch {
         rt: &Arc<ResourceType>,
         map: impl Fn(&CachedObject) -> Vec<String> + Send + Sync + 'static,
     ) -> Watch {
-        Watch { rt: Arc::clone(rt), map: Arc::new(map), changes: None, delay: None }
+        Watch {
+            rt: Arc::clone(rt),
+            map: Arc::new(map),
+            changes: None,
+            delay: None,
+            creations: true,
+        }
     }
 
     /// The same watch, running a woken key `delay` after the change that woke it, once for every
@@ -78,6 +86,13 @@ impl Watch {
     /// Woken only by creations and deletions (what matters is that the object exists).
     pub fn on_presence(self) -> Watch {
         self.on_changes(|_, _| false)
+    }
+
+    /// Woken only by deletions (the controller writes these objects itself: its own creations
+    /// and updates are no news, a deletion by someone else is to be repaired).
+    pub fn on_deletion_only(mut self) -> Watch {
+        self.creations = false;
+        self.on_presence()
     }
 }
 
@@ -301,6 +316,9 @@ async fn follow(registry: Registry, watch: Watch, queue: Arc<Queue>) {
         }
         while let Some(msg) = sub.live.recv().await {
             if let Msg::Event(ev) = msg {
+                if ev.kind == crate::cache::EventType::Added && !watch.creations {
+                    continue;
+                }
                 if let (crate::cache::EventType::Modified, Some(changes), Some(prev)) =
                     (ev.kind, &watch.changes, &ev.prev)
                 {

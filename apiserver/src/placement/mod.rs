@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use k8s_openapi::jiff::Timestamp;
 use ocm_proto::api::cluster::v1::ManagedCluster;
 use ocm_proto::api::cluster::v1alpha1::AddOnPlacementScore;
@@ -33,7 +34,13 @@ use schedule::{AddOnValue, ClusterFacts, Outcome, World};
 const MANAGER: &str = "ocm-hub-placement";
 /// How long a change to clusters, sets, bindings or scores waits for more before placements
 /// are scheduled again (a relabel of every cluster is a pass per this, not one per cluster).
-const DEBOUNCE: Duration = Duration::from_millis(100);
+const DEBOUNCE: Duration = Duration::from_millis(500);
+/// Placements scheduled at once: a pass is mostly waiting for its writes.
+const WORKERS: usize = 8;
+/// Events waiting to be written; more are dropped.
+const EVENTS_QUEUED: usize = 4096;
+/// Writes of one pass in flight at once (PlacementDecision objects written side by side).
+const WRITES_AT_ONCE: usize = 32;
 /// Every placement is scheduled again this often regardless (OCM's informer resync).
 const RESYNC: Duration = Duration::from_secs(600);
 
@@ -77,27 +84,50 @@ impl<T> Default for Memo<T> {
 }
 
 impl<T> Memo<T> {
+    /// One object as a `T`, parsed unless already known at its revision (and then kept).
+    fn of(
+        &mut self,
+        o: &CachedObject,
+        parse: impl Fn(&CachedObject) -> Option<T>,
+    ) -> Option<Arc<T>> {
+        if let Some((rev, item)) = self.by_key.get(&o.key) {
+            if *rev == o.rev {
+                return Some(Arc::clone(item));
+            }
+        }
+        let item = Arc::new(parse(o)?);
+        self.by_key.insert(o.key.clone(), (o.rev, Arc::clone(&item)));
+        Some(item)
+    }
+
     /// `objects` as `T`s, parsing those new or changed since the last call; forgets the rest.
     fn refresh(
         &mut self,
         objects: &[Arc<CachedObject>],
         parse: impl Fn(&CachedObject) -> Option<T>,
     ) -> Vec<Arc<T>> {
-        let mut fresh = HashMap::with_capacity(objects.len());
         let mut out = Vec::with_capacity(objects.len());
         for o in objects {
-            let kept = self.by_key.remove(&o.key).filter(|(rev, _)| *rev == o.rev);
-            let item = match kept {
-                Some((_, item)) => item,
-                None => match parse(o) {
-                    Some(item) => Arc::new(item),
-                    None => continue,
+            match self.by_key.get(&o.key) {
+                Some((rev, item)) if *rev == o.rev => out.push(Arc::clone(item)),
+                _ => match parse(o) {
+                    Some(item) => {
+                        let item = Arc::new(item);
+                        out.push(Arc::clone(&item));
+                        self.by_key.insert(o.key.clone(), (o.rev, item));
+                    }
+                    None => {
+                        self.by_key.remove(&o.key);
+                    }
                 },
-            };
-            out.push(Arc::clone(&item));
-            fresh.insert(o.key.clone(), (o.rev, item));
+            }
         }
-        self.by_key = fresh;
+        if self.by_key.len() > out.len() {
+            // Some are gone: keep only the objects listed.
+            let listed: std::collections::HashSet<&str> =
+                objects.iter().map(|o| o.key.as_str()).collect();
+            self.by_key.retain(|k, _| listed.contains(k.as_str()));
+        }
         out
     }
 }
@@ -119,12 +149,73 @@ struct DecisionFacts {
     clusters: Vec<String>,
 }
 
+/// Every PlacementDecision, parsed once per revision, and how many name each cluster (kept
+/// up to date as decisions change, for `Balance`; shared with passes copy-on-write).
+#[derive(Default)]
+struct Decisions {
+    by_key: HashMap<String, (u64, Arc<DecisionFacts>)>,
+    counts: Arc<HashMap<String, u32>>,
+}
+
+impl Decisions {
+    fn count(&mut self, d: &DecisionFacts, add: bool) {
+        let counts = Arc::make_mut(&mut self.counts);
+        for c in &d.clusters {
+            if add {
+                *counts.entry(c.clone()).or_default() += 1;
+            } else if let Some(n) = counts.get_mut(c) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    counts.remove(c);
+                }
+            }
+        }
+    }
+
+    /// Brings the index to `objects` (every PlacementDecision in the cache).
+    fn refresh(&mut self, objects: &[Arc<CachedObject>]) {
+        for o in objects {
+            if self.by_key.get(&o.key).is_some_and(|(rev, _)| *rev == o.rev) {
+                continue;
+            }
+            let fresh = o.label(api::LABEL_PLACEMENT).and_then(|placement| {
+                let d = parse::<PlacementDecision>(o)?;
+                let clusters = d.status.map(|s| s.decisions).unwrap_or_default();
+                Some(DecisionFacts {
+                    placement: format!("{}/{placement}", o.namespace_name().0),
+                    clusters: clusters.into_iter().map(|c| c.cluster_name).collect(),
+                })
+            });
+            if let Some((_, old)) = self.by_key.remove(&o.key) {
+                self.count(&old, false);
+            }
+            if let Some(d) = fresh {
+                self.count(&d, true);
+                self.by_key.insert(o.key.clone(), (o.rev, Arc::new(d)));
+            }
+        }
+        if self.by_key.len() > objects.len() {
+            let listed: std::collections::HashSet<&str> =
+                objects.iter().map(|o| o.key.as_str()).collect();
+            let gone: Vec<String> =
+                self.by_key.keys().filter(|k| !listed.contains(k.as_str())).cloned().collect();
+            for key in gone {
+                if let Some((_, old)) = self.by_key.remove(&key) {
+                    self.count(&old, false);
+                }
+            }
+        }
+    }
+}
+
 /// The scheduler: the controller's state, and `placements/explain`.
 pub struct Scheduler {
     registry: Registry,
     kinds: Kinds,
     clusters: Mutex<Memo<ClusterFacts>>,
-    decisions: Mutex<Memo<DecisionFacts>>,
+    decisions: Mutex<Decisions>,
+    /// Events to record (see [`Scheduler::record`]).
+    events: tokio::sync::mpsc::Sender<Value>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -143,7 +234,7 @@ struct Snapshot {
     sets: BTreeMap<String, Result<LabelSelector, String>>,
     bindings: BTreeSet<String>,
     current: BTreeSet<String>,
-    decided_elsewhere: HashMap<String, u32>,
+    decided: Arc<HashMap<String, u32>>,
 }
 
 impl Scheduler {
@@ -155,9 +246,8 @@ impl Scheduler {
     fn snapshot(&self, ns: &str, name: &str) -> Snapshot {
         let k = &self.kinds;
         let reg = &self.registry;
-        let clusters = lock(&self.clusters).refresh(&reg.cached_list(&k.clusters, ""), |o| {
-            parse::<ManagedCluster>(o).map(|c| ClusterFacts::of(&c))
-        });
+        let list = reg.cached_list(&k.clusters, "");
+        let clusters = lock(&self.clusters).refresh(&list, cluster_facts);
         let sets = reg
             .cached_list(&k.sets, "")
             .iter()
@@ -176,28 +266,19 @@ impl Scheduler {
             .filter(|b| !b.deleting)
             .map(|b| b.namespace_name().1.to_owned())
             .collect();
-        let decisions = lock(&self.decisions).refresh(&reg.cached_list(&k.decisions, ""), |o| {
-            let placement = o.label(api::LABEL_PLACEMENT)?;
-            let d = parse::<PlacementDecision>(o)?;
-            let clusters = d.status.map(|s| s.decisions).unwrap_or_default();
-            Some(DecisionFacts {
-                placement: format!("{}/{placement}", o.namespace_name().0),
-                clusters: clusters.into_iter().map(|c| c.cluster_name).collect(),
-            })
-        });
         let me = format!("{ns}/{name}");
-        let mut current = BTreeSet::new();
-        let mut decided_elsewhere: HashMap<String, u32> = HashMap::new();
-        for d in &decisions {
-            if d.placement == me {
-                current.extend(d.clusters.iter().cloned());
-            } else {
-                for c in &d.clusters {
-                    *decided_elsewhere.entry(c.clone()).or_default() += 1;
-                }
-            }
-        }
-        Snapshot { clusters, sets, bindings, current, decided_elsewhere }
+        let (current, decided) = {
+            let mut index = lock(&self.decisions);
+            index.refresh(&reg.cached_list(&k.decisions, ""));
+            let current: BTreeSet<String> = index
+                .by_key
+                .values()
+                .filter(|(_, d)| d.placement == me)
+                .flat_map(|(_, d)| d.clusters.iter().cloned())
+                .collect();
+            (current, Arc::clone(&index.counts))
+        };
+        Snapshot { clusters, sets, bindings, current, decided }
     }
 
     /// An AddOnPlacementScore item, as of `now`.
@@ -234,7 +315,7 @@ impl Scheduler {
             sets: &snap.sets,
             bindings: &snap.bindings,
             current: &snap.current,
-            decided_elsewhere: &snap.decided_elsewhere,
+            decided: &snap.decided,
             addon_score: &addon_score,
             now,
         };
@@ -331,7 +412,7 @@ impl Scheduler {
         }
         let changes = self.bind(ns, name, &raw, &slices).await?;
         if !changes.is_empty() {
-            self.record_pass(&raw, &outcome, &changes).await;
+            self.record_pass(&raw, &outcome, &changes);
         }
         Ok(Action::RequeueAfter(outcome.requeue_after.map_or(RESYNC, |d| d.min(RESYNC))))
     }
@@ -426,7 +507,12 @@ impl Scheduler {
             "controller": true,
             "blockOwnerDeletion": true,
         }]);
-        for (decision, group, clusters) in slices {
+        // Each decision object's writes in order; the objects side by side (the store commits
+        // concurrent writes together).
+        let one = |decision: &String,
+                   group: &schedule::Group,
+                   clusters: &[String],
+                   current: Option<Arc<Value>>| {
             let labels = json!({
                 api::LABEL_PLACEMENT: name,
                 api::LABEL_DECISION_GROUP_NAME: group.name,
@@ -434,35 +520,51 @@ impl Scheduler {
             });
             let decisions: Vec<Value> =
                 clusters.iter().map(|c| json!({"clusterName": c, "reason": ""})).collect();
-            let current = match existing.remove(decision.as_str()) {
-                Some(c) => c.value(),
-                None => {
-                    let obj = json!({
-                        "apiVersion": rt.storage_api_version(), "kind": rt.kind,
-                        "metadata": {
-                            "name": decision, "namespace": ns,
-                            "labels": labels, "ownerReferences": owner,
-                        },
-                    });
-                    let written = reg.create(rt, ns, obj, &Self::opts()).await?;
-                    done.push(("DecisionCreate", decision.clone()));
-                    Arc::new(written.object)
+            let owner = &owner;
+            let decision = decision.clone();
+            async move {
+                let mut did = None;
+                let current = match current {
+                    Some(c) => c,
+                    None => {
+                        let obj = json!({
+                            "apiVersion": rt.storage_api_version(), "kind": rt.kind,
+                            "metadata": {
+                                "name": decision, "namespace": ns,
+                                "labels": labels, "ownerReferences": owner,
+                            },
+                        });
+                        let written = reg.create(rt, ns, obj, &Self::opts()).await?;
+                        did = Some("DecisionCreate");
+                        Arc::new(written.object)
+                    }
+                };
+                if current.pointer("/metadata/labels") != Some(&labels) {
+                    let body = json!({"metadata": {"labels": labels}});
+                    reg.patch(rt, ns, &decision, &Patch::Merge(body), None, &Self::opts()).await?;
                 }
-            };
-            if current.pointer("/metadata/labels") != Some(&labels) {
-                let body = json!({"metadata": {"labels": labels}});
-                reg.patch(rt, ns, decision, &Patch::Merge(body), None, &Self::opts()).await?;
-            }
-            let have = current.pointer("/status/decisions").cloned().unwrap_or(json!([]));
-            if have != Value::Array(decisions.clone()) {
-                let body = json!({"status": {"decisions": decisions}});
-                let sub = rt.subresource("status");
-                reg.patch(rt, ns, decision, &Patch::Merge(body), sub, &Self::opts()).await?;
-                if !done.iter().any(|(_, d)| d == decision) {
-                    done.push(("DecisionUpdate", decision.clone()));
+                let have = current.pointer("/status/decisions").cloned().unwrap_or(json!([]));
+                if have != Value::Array(decisions.clone()) {
+                    let body = json!({"status": {"decisions": decisions}});
+                    let sub = rt.subresource("status");
+                    reg.patch(rt, ns, &decision, &Patch::Merge(body), sub, &Self::opts()).await?;
+                    did = did.or(Some("DecisionUpdate"));
                 }
+                Ok::<_, ApiError>(did.map(|reason| (reason, decision)))
             }
+        };
+        let writes: Vec<_> = slices
+            .iter()
+            .map(|(decision, group, clusters)| {
+                let current = existing.remove(decision.as_str()).map(|c| c.value());
+                one(decision, group, clusters, current)
+            })
+            .collect();
+        let mut results = futures::stream::iter(writes).buffer_unordered(WRITES_AT_ONCE);
+        while let Some(r) = results.next().await {
+            done.extend(r?);
         }
+        drop(results);
         for stale in existing.keys() {
             match reg.delete(rt, ns, stale, &DeleteOptions::default()).await {
                 Ok(_) => done.push(("DecisionDelete", stale.clone())),
@@ -474,7 +576,7 @@ impl Scheduler {
     }
 
     /// Records a core Event about the placement (best effort: an event lost is logged).
-    async fn record(&self, placement: &Value, reason: &str, message: String) {
+    fn record(&self, placement: &Value, reason: &str, message: String) {
         let (ns, name) = (object::namespace(placement), object::name(placement));
         let now = Timestamp::now().to_string();
         let nanos = std::time::SystemTime::now()
@@ -496,15 +598,17 @@ impl Scheduler {
             "reportingInstance": MANAGER,
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         });
-        let rt = &self.kinds.events;
-        if let Err(e) = self.registry.create(rt, ns, event, &Self::opts()).await {
-            tracing::warn!(placement = %format!("{ns}/{name}"), reason, error = %e.message, "placement event not recorded");
+        // Events are written by their own task: a pass never waits for them, and when they
+        // come faster than they can be stored the excess is dropped, as client-go's
+        // recorder drops.
+        if self.events.try_send(event).is_err() {
+            tracing::debug!(placement = %format!("{ns}/{name}"), reason, "placement event dropped");
         }
     }
 
     /// The events of a pass that changed decisions: one per decision object (OCM's reasons),
     /// the scores (OCM's `ScoreUpdate`), and what each step kept or dropped.
-    async fn record_pass(
+    fn record_pass(
         &self,
         placement: &Value,
         outcome: &Outcome,
@@ -519,7 +623,7 @@ impl Scheduler {
             };
             let message =
                 format!("Decision {decision} is {verb} with placement {name} in namespace {ns}");
-            self.record(placement, reason, message).await;
+            self.record(placement, reason, message);
         }
         let mut scores = String::new();
         for (cluster, total) in &outcome.totals {
@@ -529,7 +633,7 @@ impl Scheduler {
             }
             scores.push_str(&item);
         }
-        self.record(placement, "ScoreUpdate", scores.trim_end().to_owned()).await;
+        self.record(placement, "ScoreUpdate", scores.trim_end().to_owned());
         let steps: Vec<String> = outcome
             .counts
             .iter()
@@ -544,7 +648,7 @@ impl Scheduler {
                 "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/{ns}/placements/{name}"
             ),
         );
-        self.record(placement, "Scheduled", message).await;
+        self.record(placement, "Scheduled", message);
     }
 }
 
@@ -568,27 +672,32 @@ fn placements_bound_to(s: &Scheduler, any_set: impl Fn(&str) -> bool) -> Vec<Str
         .collect()
 }
 
-/// Whether what the scheduler reads of a cluster differs between two states.
-fn cluster_news(before: &CachedObject, after: &CachedObject) -> bool {
-    if !before.same_labels(after) || before.deleting != after.deleting {
-        return true;
-    }
-    let facts = |o: &CachedObject| {
-        serde_json::from_value::<ManagedCluster>((*o.value()).clone())
-            .ok()
-            .map(|c| ClusterFacts::of(&c))
-    };
-    facts(before) != facts(after)
+/// What the scheduler reads of a stored ManagedCluster.
+fn cluster_facts(o: &CachedObject) -> Option<ClusterFacts> {
+    parse::<ManagedCluster>(o).map(|c| ClusterFacts::of(&c))
 }
 
 /// Starts the placement controller; the scheduler, for `placements/explain`.
 pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Scheduler>> {
     let kinds = Kinds::of(registry)?;
+    let (events, mut queued) = tokio::sync::mpsc::channel::<Value>(EVENTS_QUEUED);
+    {
+        let (registry, rt) = (registry.clone(), Arc::clone(&kinds.events));
+        background.spawn(async move {
+            while let Some(event) = queued.recv().await {
+                let ns = object::namespace(&event).to_owned();
+                if let Err(e) = registry.create(&rt, &ns, event, &Scheduler::opts()).await {
+                    tracing::warn!(error = %e.message, "placement event not recorded");
+                }
+            }
+        });
+    }
     let s = Arc::new(Scheduler {
         registry: registry.clone(),
         kinds,
         clusters: Mutex::default(),
         decisions: Mutex::default(),
+        events,
     });
     let k = &s.kinds;
     let ns_name = |o: &CachedObject| {
@@ -599,6 +708,12 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
     let of_cluster = {
         let s = Arc::clone(&s);
         move |c: &CachedObject| {
+            let mut memo = lock(&s.clusters);
+            // The state before a change is mapped too: only a newer state is worth keeping.
+            if memo.by_key.get(&c.key).is_none_or(|(rev, _)| *rev < c.rev) {
+                memo.of(c, cluster_facts);
+            }
+            drop(memo);
             let sets: Vec<(String, LabelSelector)> = s
                 .registry
                 .cached_list(&s.kinds.sets, "")
@@ -646,6 +761,21 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
         Some(p) => vec![format!("{}/{p}", d.namespace_name().0)],
         None => Vec::new(),
     };
+    // What the scheduler reads of a cluster, parsed as the cluster changes (so a pass finds
+    // it known) and compared: a heartbeat that changes none of it wakes no placement.
+    let cluster_news = {
+        let s = Arc::clone(&s);
+        move |before: &CachedObject, after: &CachedObject| {
+            let mut memo = lock(&s.clusters);
+            let before = memo
+                .by_key
+                .get(&before.key)
+                .filter(|(rev, _)| *rev == before.rev)
+                .map(|(_, f)| Arc::clone(f));
+            let after = memo.of(after, cluster_facts);
+            before.is_none() || before != after
+        }
+    };
     let placement_news = |before: &CachedObject, after: &CachedObject| {
         let (b, a) = (before.value(), after.value());
         b.get("spec") != a.get("spec")
@@ -654,16 +784,61 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
     };
     let watches = vec![
         Watch::new(&k.placements, ns_name).on_changes(placement_news),
-        Watch::new(&k.decisions, of_decision).on_presence(),
+        // Its own creations and updates do not wake a placement; a decision deleted does.
+        Watch::new(&k.decisions, of_decision).on_deletion_only(),
         Watch::new(&k.clusters, of_cluster).on_changes(cluster_news).debounced(DEBOUNCE),
         Watch::new(&k.sets, of_set).debounced(DEBOUNCE),
         Watch::new(&k.bindings, of_binding).debounced(DEBOUNCE),
         Watch::new(&k.scores, of_score).debounced(DEBOUNCE),
     ];
     let scheduler = Arc::clone(&s);
-    reconcile::run(registry, background, "placement", watches, 2, move |key| {
+    reconcile::run(registry, background, "placement", watches, WORKERS, move |key| {
         let s = Arc::clone(&s);
         async move { s.run(key).await }
     });
     Some(scheduler)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(
+        ns: &str,
+        name: &str,
+        placement: &str,
+        rev: u64,
+        clusters: &[&str],
+    ) -> Arc<CachedObject> {
+        let decisions: Vec<Value> =
+            clusters.iter().map(|c| json!({"clusterName": c, "reason": ""})).collect();
+        let obj = json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
+            "metadata": {"name": name, "namespace": ns, "labels": {api::LABEL_PLACEMENT: placement}},
+            "status": {"decisions": decisions},
+        });
+        let key =
+            format!("/registry/cluster.open-cluster-management.io/placementdecisions/{ns}/{name}");
+        Arc::new(CachedObject::from_stored(key, &serde_json::to_vec(&obj).unwrap(), rev).unwrap())
+    }
+
+    fn counts(d: &Decisions) -> BTreeMap<String, u32> {
+        d.counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    #[test]
+    fn decision_counts_follow_creates_updates_and_deletes() {
+        let mut d = Decisions::default();
+        let a1 = decision("ns", "a-decision-1", "a", 1, &["c1", "c2"]);
+        let b1 = decision("ns", "b-decision-1", "b", 2, &["c2"]);
+        d.refresh(&[Arc::clone(&a1), Arc::clone(&b1)]);
+        assert_eq!(counts(&d), BTreeMap::from([("c1".into(), 1), ("c2".into(), 2)]));
+        let held = Arc::clone(&d.counts);
+        // b moves to c3; a's decision is gone.
+        let b1 = decision("ns", "b-decision-1", "b", 3, &["c3"]);
+        d.refresh(&[b1]);
+        assert_eq!(counts(&d), BTreeMap::from([("c3".into(), 1)]));
+        assert_eq!(held.len(), 2, "a pass holding the counts keeps its copy");
+        assert_eq!(d.by_key.len(), 1);
+    }
 }

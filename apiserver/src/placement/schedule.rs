@@ -89,8 +89,9 @@ pub struct World<'a> {
     pub bindings: &'a BTreeSet<String>,
     /// The clusters in this placement's current decisions (`Steady`, `NoSelectIfNew`).
     pub current: &'a BTreeSet<String>,
-    /// For `Balance`: how many decisions of other placements name each cluster.
-    pub decided_elsewhere: &'a HashMap<String, u32>,
+    /// For `Balance`: how many PlacementDecisions (of every placement, this one's included)
+    /// name each cluster.
+    pub decided: &'a HashMap<String, u32>,
     /// An AddOnPlacementScore item: (cluster, resource name, score name).
     pub addon_score: &'a dyn Fn(&str, &str, &str) -> AddOnValue,
     pub now: Timestamp,
@@ -565,7 +566,14 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
     }
 
     // Prioritizers.
-    let max_elsewhere = world.decided_elsewhere.values().copied().max().unwrap_or(0);
+    // Balance counts the decisions of the other placements: this one's own are taken out.
+    let elsewhere =
+        |cluster: &str, n: u32| n.saturating_sub(u32::from(world.current.contains(cluster)));
+    let max_elsewhere = if prioritizers.iter().any(|(p, _)| *p == Prioritizer::Balance) {
+        world.decided.iter().map(|(c, n)| elsewhere(c, *n)).max().unwrap_or(0)
+    } else {
+        0
+    };
     let cpu = prioritizers
         .iter()
         .any(|(p, _)| *p == Prioritizer::Cpu)
@@ -590,13 +598,15 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
                             0
                         }
                     }
-                    Prioritizer::Balance => match world.decided_elsewhere.get(&c.name) {
-                        Some(&n) if n > 0 && max_elsewhere > 0 => {
-                            let usage = f64::from(n) / f64::from(max_elsewhere);
-                            2 * ((100.0 * (0.5 - usage)) as i64)
+                    Prioritizer::Balance => {
+                        match world.decided.get(&c.name).map(|n| elsewhere(&c.name, *n)) {
+                            Some(n) if n > 0 && max_elsewhere > 0 => {
+                                let usage = f64::from(n) / f64::from(max_elsewhere);
+                                2 * ((100.0 * (0.5 - usage)) as i64)
+                            }
+                            _ => MAX_SCORE,
                         }
-                        _ => MAX_SCORE,
-                    },
+                    }
                     Prioritizer::Cpu => {
                         cpu.as_ref().and_then(|s| s.get(&c.name)).copied().unwrap_or(0)
                     }
@@ -848,7 +858,7 @@ mod tests {
                 sets: &self.sets,
                 bindings: &self.bindings,
                 current: &self.current,
-                decided_elsewhere: &self.elsewhere,
+                decided: &self.elsewhere,
                 addon_score: &lookup,
                 now: Timestamp::now(),
             };
