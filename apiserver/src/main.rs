@@ -118,6 +118,10 @@ struct ServeArgs {
     /// Storage backend.
     #[arg(long, value_enum, default_value = "sled")]
     storage: StorageArg,
+    /// sled's page cache in MiB (with --storage sled); the watch cache serves reads.
+    #[arg(long, default_value_t = ocm_apiserver::server::DEFAULT_SLED_CACHE_MB,
+          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(8..=65536))]
+    sled_cache_mb: u64,
     /// etcd endpoints, comma-separated (with --storage etcd).
     #[arg(long, value_delimiter = ',')]
     etcd_endpoints: Vec<String>,
@@ -233,6 +237,7 @@ fn main() -> ExitCode {
     let mut config = ServeConfig::new(args.data_dir);
     config.listen = args.listen;
     config.storage = storage;
+    config.sled_cache_bytes = args.sled_cache_mb << 20;
     config.max_requests_inflight = args.max_requests_inflight;
     config.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.max_requests_inflight_per_user = args.max_requests_inflight_per_user;

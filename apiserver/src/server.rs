@@ -53,6 +53,9 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// The store.
     pub storage: StorageChoice,
+    /// sled's page cache, in bytes (`--sled-cache-mb`). Reads are served by the watch cache,
+    /// so sled's own cache holds little more than the pages being written.
+    pub sled_cache_bytes: u64,
     /// What to serve.
     pub profile: Profile,
     /// Watch cache tuning.
@@ -102,6 +105,7 @@ impl ServeConfig {
             data_dir: data_dir.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             storage: StorageChoice::Sled,
+            sled_cache_bytes: DEFAULT_SLED_CACHE_MB << 20,
             profile: Profile::Hub,
             cache: CacheConfig::default(),
             bookmark_every: Duration::from_secs(60),
@@ -167,13 +171,22 @@ pub struct Running {
     pub join_command: Option<String>,
 }
 
+/// The default of `--sled-cache-mb`: reads come from the watch cache, so sled's cache serves the
+/// write path and GETs of hot objects (10,000 agents' Lease GETs fit; BENCHMARKS.md "Fleet"), and
+/// every MiB of it is resident.
+pub const DEFAULT_SLED_CACHE_MB: u64 = 32;
+
 /// Lifetime of the bootstrap token a hub makes on its first start (kubeadm's default).
 pub const FIRST_TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// Opens the store a configuration names.
 pub async fn open_storage(config: &ServeConfig) -> Result<Storage, ServeError> {
     let engine = match &config.storage {
-        StorageChoice::Sled => Engine::Sled(SledOptions::new(config.data_dir.join("db"))),
+        StorageChoice::Sled => {
+            let mut options = SledOptions::new(config.data_dir.join("db"));
+            options.cache_capacity = config.sled_cache_bytes;
+            Engine::Sled(options)
+        }
         StorageChoice::Memory => Engine::Memory(Default::default()),
         StorageChoice::Etcd(endpoints) => {
             Engine::Etcd(EtcdOptions::new(endpoints.clone(), ETCD_PREFIX))
