@@ -41,7 +41,7 @@ pub struct Watch {
     pub changes: Option<Changes>,
     /// Keys woken by a change run this long after it at the earliest (see [`Watch::debounced`]).
     pub delay: Option<Duration>,
-    /// Whether creations wake the keys (they do unless [`Watch::on_deletion_only`]).
+    /// Whether creations wake the keys (they do unless [`Watch::not_on_creation`]).
     pub creations: bool,
 }
 
@@ -88,11 +88,11 @@ impl Watch {
         self.on_changes(|_, _| false)
     }
 
-    /// Woken only by deletions (the controller writes these objects itself: its own creations
-    /// and updates are no news, a deletion by someone else is to be repaired).
-    pub fn on_deletion_only(mut self) -> Watch {
+    /// Not woken by creations (the controller creates these objects itself); deletions still
+    /// wake, changes as [`Watch::on_changes`] says.
+    pub fn not_on_creation(mut self) -> Watch {
         self.creations = false;
-        self.on_presence()
+        self
     }
 }
 

@@ -297,12 +297,18 @@ spec:
     ])
     .await?;
     until_decided(&hub, &http, "eu-prod", &[]).await?;
-    // A misconfigured placement keeps its decisions and says why.
+    // A misconfigured placement says why and, as OCM, selects nothing until it is fixed.
     k.ok(&["patch", "placement", "eu-prod", "-n", "apps", "--type=merge", "-p",
-        r#"{"spec":{"tolerations":[{"key":"cluster.open-cluster-management.io/unreachable","operator":"Exists"}],"prioritizerPolicy":{"configurations":[{"scoreCoordinate":{"builtIn":"Nope"}}]}}}"#]).await?;
+        r#"{"spec":{"tolerations":[{"key":"cluster.open-cluster-management.io/unreachable","operator":"Exists"}]}}"#]).await?;
+    until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
+    k.ok(&["patch", "placement", "eu-prod", "-n", "apps", "--type=merge", "-p",
+        r#"{"spec":{"prioritizerPolicy":{"configurations":[{"scoreCoordinate":{"builtIn":"Nope"}}]}}}"#]).await?;
     let m = until_reason(&hub, &http, "eu-prod", "PlacementMisconfigured", "Misconfigured").await?;
-    ensure!(m.0 == "True" && m.2 == "Prioritizer:incorrect builtin prioritizer: Nope", "{m:?}");
-    ensure!(decided(&hub, &http, "eu-prod").await?.is_empty(), "decisions kept as they were");
+    ensure!(m.0 == "True" && m.2 == ":incorrect builtin prioritizer: Nope", "{m:?}");
+    until_decided(&hub, &http, "eu-prod", &[]).await?;
+    let c = until_reason(&hub, &http, "eu-prod", "PlacementSatisfied", "NoManagedClusterMatched")
+        .await?;
+    ensure!(c.0 == "False", "{c:?}");
     k.ok(&[
         "patch",
         "placement",
@@ -315,6 +321,23 @@ spec:
     ])
     .await?;
     until_reason(&hub, &http, "eu-prod", "PlacementMisconfigured", "Succeedconfigured").await?;
+    until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
+
+    // Someone else's edit of a decision is put back; a deleted decision comes back.
+    k.ok(&[
+        "patch",
+        "placementdecision",
+        "eu-prod-decision-1",
+        "-n",
+        "apps",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"decisions":[{"clusterName":"c2","reason":""}]}}"#,
+    ])
+    .await?;
+    until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
+    k.ok(&["delete", "placementdecision", "eu-prod-decision-1", "-n", "apps"]).await?;
     until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
 
     // The binding goes: no set is bound any more.

@@ -41,6 +41,8 @@ const WORKERS: usize = 8;
 const EVENTS_QUEUED: usize = 4096;
 /// Writes of one pass in flight at once (PlacementDecision objects written side by side).
 const WRITES_AT_ONCE: usize = 32;
+/// A misconfigured placement is tried again this often.
+const MISCONFIGURED_RETRY: Duration = Duration::from_secs(30);
 /// Every placement is scheduled again this often regardless (OCM's informer resync).
 const RESYNC: Duration = Duration::from_secs(600);
 
@@ -144,8 +146,8 @@ fn parse<T: DeserializeOwned>(o: &CachedObject) -> Option<T> {
 
 /// One PlacementDecision as the scheduler reads it.
 struct DecisionFacts {
-    /// `<namespace>/<placement>` from its label.
-    placement: String,
+    /// `<namespace>/<placement>` from its label (unlabelled decisions count for `Balance`).
+    placement: Option<String>,
     clusters: Vec<String>,
 }
 
@@ -174,17 +176,20 @@ impl Decisions {
 
     /// Brings the index to `objects` (every PlacementDecision in the cache).
     fn refresh(&mut self, objects: &[Arc<CachedObject>]) {
+        let mut indexed = 0;
         for o in objects {
             if self.by_key.get(&o.key).is_some_and(|(rev, _)| *rev == o.rev) {
+                indexed += 1;
                 continue;
             }
-            let fresh = o.label(api::LABEL_PLACEMENT).and_then(|placement| {
-                let d = parse::<PlacementDecision>(o)?;
+            let fresh = parse::<PlacementDecision>(o).map(|d| {
                 let clusters = d.status.map(|s| s.decisions).unwrap_or_default();
-                Some(DecisionFacts {
-                    placement: format!("{}/{placement}", o.namespace_name().0),
+                DecisionFacts {
+                    placement: o
+                        .label(api::LABEL_PLACEMENT)
+                        .map(|p| format!("{}/{p}", o.namespace_name().0)),
                     clusters: clusters.into_iter().map(|c| c.cluster_name).collect(),
-                })
+                }
             });
             if let Some((_, old)) = self.by_key.remove(&o.key) {
                 self.count(&old, false);
@@ -192,9 +197,11 @@ impl Decisions {
             if let Some(d) = fresh {
                 self.count(&d, true);
                 self.by_key.insert(o.key.clone(), (o.rev, Arc::new(d)));
+                indexed += 1;
             }
         }
-        if self.by_key.len() > objects.len() {
+        if self.by_key.len() > indexed {
+            // Some indexed decisions are gone from the cache.
             let listed: std::collections::HashSet<&str> =
                 objects.iter().map(|o| o.key.as_str()).collect();
             let gone: Vec<String> =
@@ -216,6 +223,8 @@ pub struct Scheduler {
     decisions: Mutex<Decisions>,
     /// Events to record (see [`Scheduler::record`]).
     events: tokio::sync::mpsc::Sender<Value>,
+    /// Makes event names unique within a nanosecond.
+    event_seq: std::sync::atomic::AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -235,6 +244,7 @@ struct Snapshot {
     bindings: BTreeSet<String>,
     current: BTreeSet<String>,
     decided: Arc<HashMap<String, u32>>,
+    own: HashMap<String, u32>,
 }
 
 impl Scheduler {
@@ -251,7 +261,6 @@ impl Scheduler {
         let sets = reg
             .cached_list(&k.sets, "")
             .iter()
-            .filter(|s| !s.deleting)
             .filter_map(|s| parse::<ManagedClusterSet>(s))
             .map(|set| {
                 let name = set.metadata.name.clone().unwrap_or_default();
@@ -263,22 +272,22 @@ impl Scheduler {
         let bindings = reg
             .cached_list(&k.bindings, ns)
             .iter()
-            .filter(|b| !b.deleting)
             .map(|b| b.namespace_name().1.to_owned())
             .collect();
         let me = format!("{ns}/{name}");
-        let (current, decided) = {
+        let (own, decided) = {
             let mut index = lock(&self.decisions);
             index.refresh(&reg.cached_list(&k.decisions, ""));
-            let current: BTreeSet<String> = index
-                .by_key
-                .values()
-                .filter(|(_, d)| d.placement == me)
-                .flat_map(|(_, d)| d.clusters.iter().cloned())
-                .collect();
-            (current, Arc::clone(&index.counts))
+            let mut own: HashMap<String, u32> = HashMap::new();
+            for (_, d) in index.by_key.values().filter(|(_, d)| d.placement.as_ref() == Some(&me)) {
+                for c in &d.clusters {
+                    *own.entry(c.clone()).or_default() += 1;
+                }
+            }
+            (own, Arc::clone(&index.counts))
         };
-        Snapshot { clusters, sets, bindings, current, decided }
+        let current = own.keys().cloned().collect();
+        Snapshot { clusters, sets, bindings, current, own, decided }
     }
 
     /// An AddOnPlacementScore item, as of `now`.
@@ -316,6 +325,7 @@ impl Scheduler {
             bindings: &snap.bindings,
             current: &snap.current,
             decided: &snap.decided,
+            own: &snap.own,
             addon_score: &addon_score,
             now,
         };
@@ -406,13 +416,16 @@ impl Scheduler {
             .map_err(|e| ApiError::internal(format!("stored Placement {key}: {e}")))?;
         let outcome = self.schedule(ns, &placement, false);
         let slices = schedule::slices(name, &outcome.groups);
-        self.write_status(ns, name, &raw, &placement, &outcome, &slices).await?;
-        if outcome.misconfigured.is_some() {
-            return Ok(Action::RequeueAfter(RESYNC));
-        }
+        // Decisions first, then the status that names them (as OCM).
         let changes = self.bind(ns, name, &raw, &slices).await?;
         if !changes.is_empty() {
             self.record_pass(&raw, &outcome, &changes);
+        }
+        self.write_status(ns, name, &raw, &placement, &outcome, &slices).await?;
+        if outcome.misconfigured.is_some() {
+            // OCM returns an error and retries with backoff; the spec's next change wakes it
+            // anyway.
+            return Ok(Action::RequeueAfter(MISCONFIGURED_RETRY));
         }
         Ok(Action::RequeueAfter(outcome.requeue_after.map_or(RESYNC, |d| d.min(RESYNC))))
     }
@@ -443,7 +456,7 @@ impl Scheduler {
         let mut changed = set_condition(&mut conditions, misconfigured, now.clone());
         changed |= set_condition(&mut conditions, satisfied, now);
         let mut body = json!({"conditions": conditions});
-        if outcome.misconfigured.is_none() {
+        {
             let groups: Vec<Value> = outcome
                 .groups
                 .iter()
@@ -556,7 +569,11 @@ impl Scheduler {
         let writes: Vec<_> = slices
             .iter()
             .map(|(decision, group, clusters)| {
-                let current = existing.remove(decision.as_str()).map(|c| c.value());
+                // A same-named object without our label is ours again (labels patched back).
+                let current = existing
+                    .remove(decision.as_str())
+                    .or_else(|| reg.cached(rt, ns, decision))
+                    .map(|c| c.value());
                 one(decision, group, clusters, current)
             })
             .collect();
@@ -584,7 +601,7 @@ impl Scheduler {
             .map_or(0, |d| d.as_nanos());
         let event = json!({
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": ns},
+            "metadata": {"name": format!("{name}.{nanos:x}{:x}", self.event_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed)), "namespace": ns},
             "involvedObject": {
                 "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
                 "namespace": ns, "name": name, "uid": object::meta_str(placement, "uid"),
@@ -672,6 +689,23 @@ fn placements_bound_to(s: &Scheduler, any_set: impl Fn(&str) -> bool) -> Vec<Str
         .collect()
 }
 
+/// The placements bound to a set the cluster is in.
+fn placements_of_cluster(s: &Scheduler, c: &CachedObject) -> Vec<String> {
+    let sets: Vec<String> = s
+        .registry
+        .cached_list(&s.kinds.sets, "")
+        .iter()
+        .filter_map(|o| parse::<ManagedClusterSet>(o))
+        .filter_map(|set| {
+            let name = set.metadata.name.clone().unwrap_or_default();
+            let selector = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
+            let sel = crate::registration::set_selector(&name, selector).ok()?;
+            sel.matches(|k| c.label(k)).then_some(name)
+        })
+        .collect();
+    placements_bound_to(s, |set| sets.iter().any(|n| n == set))
+}
+
 /// What the scheduler reads of a stored ManagedCluster.
 fn cluster_facts(o: &CachedObject) -> Option<ClusterFacts> {
     parse::<ManagedCluster>(o).map(|c| ClusterFacts::of(&c))
@@ -698,6 +732,7 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
         clusters: Mutex::default(),
         decisions: Mutex::default(),
         events,
+        event_seq: std::sync::atomic::AtomicU64::new(0),
     });
     let k = &s.kinds;
     let ns_name = |o: &CachedObject| {
@@ -714,19 +749,7 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
                 memo.of(c, cluster_facts);
             }
             drop(memo);
-            let sets: Vec<(String, LabelSelector)> = s
-                .registry
-                .cached_list(&s.kinds.sets, "")
-                .iter()
-                .filter_map(|o| parse::<ManagedClusterSet>(o))
-                .filter_map(|set| {
-                    let name = set.metadata.name.clone().unwrap_or_default();
-                    let selector = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
-                    crate::registration::set_selector(&name, selector).ok().map(|sel| (name, sel))
-                })
-                .filter(|(_, sel)| sel.matches(|k| c.label(k)))
-                .collect();
-            placements_bound_to(&s, |set| sets.iter().any(|(n, _)| n == set))
+            placements_of_cluster(&s, c)
         }
     };
     let of_set = {
@@ -747,15 +770,31 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
                 .collect()
         }
     };
+    // A score lives in its cluster's namespace: the placements that cluster concerns.
     let of_score = {
         let s = Arc::clone(&s);
-        move |_: &CachedObject| {
-            s.registry
-                .cached_list(&s.kinds.placements, "")
-                .iter()
-                .flat_map(|p| ns_name(p))
-                .collect()
+        move |score: &CachedObject| match s.registry.cached(
+            &s.kinds.clusters,
+            "",
+            score.namespace_name().0,
+        ) {
+            Some(cluster) => placements_of_cluster(&s, &cluster),
+            None => Vec::new(),
         }
+    };
+    // Someone else changed a decision (its managedFields name another manager than ours, or
+    // differently than before): the placement puts it back.
+    let foreign_write = |before: &CachedObject, after: &CachedObject| {
+        let others = |o: &CachedObject| -> Vec<Value> {
+            o.value()
+                .pointer("/metadata/managedFields")
+                .and_then(Value::as_array)
+                .map(|entries| {
+                    entries.iter().filter(|e| e["manager"] != MANAGER).cloned().collect()
+                })
+                .unwrap_or_default()
+        };
+        others(before) != others(after)
     };
     let of_decision = |d: &CachedObject| match d.label(api::LABEL_PLACEMENT) {
         Some(p) => vec![format!("{}/{p}", d.namespace_name().0)],
@@ -784,8 +823,9 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
     };
     let watches = vec![
         Watch::new(&k.placements, ns_name).on_changes(placement_news),
-        // Its own creations and updates do not wake a placement; a decision deleted does.
-        Watch::new(&k.decisions, of_decision).on_deletion_only(),
+        // Its own creations and updates do not wake a placement; another writer's change or a
+        // deletion does.
+        Watch::new(&k.decisions, of_decision).on_changes(foreign_write).not_on_creation(),
         Watch::new(&k.clusters, of_cluster).on_changes(cluster_news).debounced(DEBOUNCE),
         Watch::new(&k.sets, of_set).debounced(DEBOUNCE),
         Watch::new(&k.bindings, of_binding).debounced(DEBOUNCE),

@@ -11,8 +11,7 @@ use ocm_proto::api::cluster::v1::{
     ManagedCluster, TAINT_EFFECT_NO_SELECT_IF_NEW, TAINT_EFFECT_PREFER_NO_SELECT, Taint,
 };
 use ocm_proto::api::cluster::v1beta1::{
-    ClusterClaimSelector, Placement, PrioritizerPolicy, SCORE_COORDINATE_TYPE_ADD_ON,
-    SCORE_COORDINATE_TYPE_BUILT_IN, Toleration,
+    ClusterClaimSelector, Placement, PrioritizerPolicy, SCORE_COORDINATE_TYPE_BUILT_IN, Toleration,
 };
 use ocm_proto::api::meta::{IntOrString, LabelSelector as ApiLabelSelector};
 use ocm_proto::quantity::Quantity;
@@ -89,9 +88,12 @@ pub struct World<'a> {
     pub bindings: &'a BTreeSet<String>,
     /// The clusters in this placement's current decisions (`Steady`, `NoSelectIfNew`).
     pub current: &'a BTreeSet<String>,
-    /// For `Balance`: how many PlacementDecisions (of every placement, this one's included)
+    /// For `Balance`: how many PlacementDecisions (labelled or not, this placement's included)
     /// name each cluster.
     pub decided: &'a HashMap<String, u32>,
+    /// How many of this placement's own PlacementDecisions name each cluster (taken out of
+    /// `decided` for `Balance`).
+    pub own: &'a HashMap<String, u32>,
     /// An AddOnPlacementScore item: (cluster, resource name, score name).
     pub addon_score: &'a dyn Fn(&str, &str, &str) -> AddOnValue,
     pub now: Timestamp,
@@ -175,39 +177,6 @@ pub struct Outcome {
     pub counts: BTreeMap<Step, usize>,
 }
 
-impl Outcome {
-    fn misconfigured(plugin: &str, message: impl std::fmt::Display) -> Outcome {
-        let text = format!("{plugin}:{message}");
-        Outcome {
-            satisfied: Satisfied {
-                status: "False",
-                reason: "NotAllDecisionsScheduled",
-                message: text.clone(),
-            },
-            misconfigured: Some(text),
-            groups: Vec::new(),
-            selected: 0,
-            requeue_after: None,
-            totals: Vec::new(),
-            verdicts: Vec::new(),
-            counts: BTreeMap::new(),
-        }
-    }
-
-    fn unsatisfied(reason: &'static str, message: String, tally: Tally) -> Outcome {
-        Outcome {
-            misconfigured: None,
-            satisfied: Satisfied { status: "False", reason, message },
-            groups: vec![Group { index: 0, name: String::new(), clusters: Vec::new() }],
-            selected: 0,
-            requeue_after: None,
-            totals: Vec::new(),
-            verdicts: tally.verdicts,
-            counts: tally.counts,
-        }
-    }
-}
-
 /// The verdicts of a pass: always counted by step, kept one by one when explaining.
 struct Tally {
     explain: bool,
@@ -252,37 +221,70 @@ impl Prioritizer {
     }
 }
 
-/// The prioritizers with their (non-zero) weights, per `prioritizerPolicy`.
+/// The prioritizers with their (non-zero) weights, per `prioritizerPolicy` (OCM's `getWeights`
+/// and `getPrioritizers`: a weight of 0 disables an entry before its name is looked at).
 fn prioritizers(policy: Option<&PrioritizerPolicy>) -> Result<Vec<(Prioritizer, i64)>, String> {
-    let exact = policy.and_then(|p| p.mode.as_deref()) == Some("Exact");
-    let mut weights: BTreeMap<Prioritizer, i64> = BTreeMap::new();
+    let mode = policy.and_then(|p| p.mode.as_deref()).unwrap_or("");
+    let exact = match mode {
+        "Exact" => true,
+        "" | "Additive" => false,
+        other => return Err(format!("incorrect prioritizer policy mode: {other}")),
+    };
+    // Keyed by the coordinate as written: (type, builtIn, addOn).
+    let mut weights: Vec<(ocm_proto::api::cluster::v1beta1::ScoreCoordinate, i64)> = Vec::new();
+    let mut set =
+        |coordinate: ocm_proto::api::cluster::v1beta1::ScoreCoordinate, w: i64| match weights
+            .iter_mut()
+            .find(|(c, _)| *c == coordinate)
+        {
+            Some(entry) => entry.1 = w,
+            None => weights.push((coordinate, w)),
+        };
     if !exact {
-        weights.insert(Prioritizer::Balance, 1);
-        weights.insert(Prioritizer::Steady, 1);
+        for name in ["Balance", "Steady"] {
+            set(
+                ocm_proto::api::cluster::v1beta1::ScoreCoordinate {
+                    type_: SCORE_COORDINATE_TYPE_BUILT_IN.into(),
+                    built_in: Some(name.into()),
+                    add_on: None,
+                },
+                1,
+            );
+        }
     }
     for config in policy.map(|p| p.configurations.as_slice()).unwrap_or_default() {
-        let coordinate = &config.score_coordinate;
-        let prioritizer = match coordinate.type_.as_str() {
-            "" | SCORE_COORDINATE_TYPE_BUILT_IN => match coordinate.built_in.as_deref() {
-                Some("Balance") => Prioritizer::Balance,
-                Some("Steady") => Prioritizer::Steady,
-                Some("ResourceAllocatableCPU") => Prioritizer::Cpu,
-                Some("ResourceAllocatableMemory") => Prioritizer::Memory,
-                Some(other) => return Err(format!("incorrect builtin prioritizer: {other}")),
-                None => return Err("scoreCoordinate.builtIn is required for BuiltIn".into()),
-            },
-            SCORE_COORDINATE_TYPE_ADD_ON => match &coordinate.add_on {
+        set(config.score_coordinate.clone(), i64::from(config.weight.unwrap_or(1)));
+    }
+    let mut out = Vec::new();
+    for (coordinate, weight) in weights.into_iter().filter(|(_, w)| *w != 0) {
+        let prioritizer = if coordinate.type_ == SCORE_COORDINATE_TYPE_BUILT_IN {
+            match coordinate.built_in.as_deref().unwrap_or("") {
+                "Balance" => Prioritizer::Balance,
+                "Steady" => Prioritizer::Steady,
+                "ResourceAllocatableCPU" => Prioritizer::Cpu,
+                "ResourceAllocatableMemory" => Prioritizer::Memory,
+                other => return Err(format!("incorrect builtin prioritizer: {other}")),
+            }
+        } else {
+            match &coordinate.add_on {
                 Some(a) => Prioritizer::AddOn {
                     resource: a.resource_name.clone(),
                     score: a.score_name.clone(),
                 },
-                None => return Err("scoreCoordinate.addOn is required for AddOn".into()),
-            },
-            other => return Err(format!("incorrect scoreCoordinate type: {other}")),
+                None => return Err("addOn should not be empty".into()),
+            }
         };
-        weights.insert(prioritizer, i64::from(config.weight.unwrap_or(1)));
+        // Two coordinates naming one prioritizer (an AddOn type with a builtIn too) add up.
+        match out.iter_mut().find(|(p, _)| *p == prioritizer) {
+            Some(entry) => {
+                let entry: &mut (Prioritizer, i64) = entry;
+                entry.1 += weight;
+            }
+            None => out.push((prioritizer, weight)),
+        }
     }
-    Ok(weights.into_iter().filter(|(_, w)| *w != 0).collect())
+    out.sort();
+    Ok(out)
 }
 
 /// A claim selector as a label selector over the claims map.
@@ -419,117 +421,102 @@ fn resource_scores(
         .collect()
 }
 
-/// How many clusters one decision group holds.
+/// How many clusters one decision group holds (OCM's `calculateLength`: a percentage is
+/// `ceil(p / 100 × selected)` in floating point; out of range means all).
 fn group_length(spec: Option<&IntOrString>, selected: usize) -> Result<usize, String> {
-    let n = match spec {
-        None => selected,
-        Some(IntOrString::Int(n)) => usize::try_from(*n).unwrap_or(0),
+    let n: i64 = match spec {
+        None => i64::try_from(selected).unwrap_or(i64::MAX),
+        Some(IntOrString::Int(n)) => i64::from(*n),
         Some(IntOrString::String(s)) => {
-            let pct = s
-                .strip_suffix('%')
-                .and_then(|p| p.parse::<usize>().ok())
-                .filter(|p| (1..=100).contains(p))
-                .ok_or_else(|| format!("clustersPerDecisionGroup {s:?} is not a percentage"))?;
-            (pct * selected).div_ceil(100)
+            // OCM prints the IntOrString struct itself (`{Type IntVal StrVal}`).
+            let bad = || format!("{{1 0 {s}}} invalid type: string is not a percentage");
+            let pct: f64 = s.strip_suffix('%').and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+            (pct / 100.0 * selected as f64).ceil() as i64
         }
     };
-    Ok(if n == 0 || n > selected { selected } else { n })
+    let selected_i = i64::try_from(selected).unwrap_or(i64::MAX);
+    Ok(if n <= 0 || n > selected_i { selected } else { usize::try_from(n).unwrap_or(selected) })
+}
+
+/// The `PlacementSatisfied` condition, first matching row of ocm.md §5.6.
+fn satisfied(
+    spec_sets: &[String],
+    valid: usize,
+    eligible: &[&String],
+    candidates: usize,
+    selected: usize,
+    unscheduled: usize,
+) -> Satisfied {
+    let no = |reason, message: String| Satisfied { status: "False", reason, message };
+    if valid == 0 {
+        no(
+            "NoManagedClusterSetBindings",
+            "No valid ManagedClusterSetBindings found in placement namespace".into(),
+        )
+    } else if eligible.is_empty() {
+        no(
+            "NoIntersection",
+            format!(
+                "None of ManagedClusterSets [{}] is bound to placement namespace",
+                spec_sets.join(",")
+            ),
+        )
+    } else if candidates == 0 {
+        let names: Vec<&str> = eligible.iter().map(|s| s.as_str()).collect();
+        no(
+            "AllManagedClusterSetsEmpty",
+            format!("All ManagedClusterSets [{}] have no member ManagedCluster", names.join(",")),
+        )
+    } else if selected == 0 {
+        no(
+            "NoManagedClusterMatched",
+            "No ManagedCluster matches any of the cluster predicate".into(),
+        )
+    } else if unscheduled == 0 {
+        Satisfied {
+            status: "True",
+            reason: "AllDecisionsScheduled",
+            message: "All cluster decisions scheduled".into(),
+        }
+    } else {
+        no("NotAllDecisionsScheduled", format!("{unscheduled} cluster decisions unscheduled"))
+    }
+}
+
+/// The clusters a pass selected, best first, with what came with them.
+struct Selection<'c> {
+    selected: Vec<&'c ClusterFacts>,
+    totals: Vec<(String, i64)>,
+    requeue: Option<Timestamp>,
 }
 
 /// Decides where `placement` goes in `world`; `explain` also fills [`Outcome::verdicts`].
+///
+/// As OCM: a misconfiguration (`<plugin>:<message>`; prioritizer and group errors have no plugin
+/// name) stops the pass with nothing selected, and the placement's decisions are emptied. The
+/// predicates are checked only when there are candidates, the tolerations only when clusters
+/// passed the predicates, prioritizers of weight 0 not at all.
 pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outcome {
     let spec = &placement.spec;
-    // The configuration first: a misconfigured placement keeps its decisions.
-    let mut predicates = Vec::new();
-    for p in &spec.predicates {
-        let Some(sel) = &p.required_cluster_selector else {
-            predicates.push(Selector {
-                labels: LabelSelector::default(),
-                claims: LabelSelector::default(),
-            });
-            continue;
-        };
-        if sel.cel_selector.as_ref().is_some_and(|c| !c.cel_expressions.is_empty()) {
-            return Outcome::misconfigured(
-                "Predicate",
-                "celSelector is not supported by this hub yet; use labelSelector or claimSelector",
-            );
-        }
-        let labels = label_selector(sel.label_selector.as_ref());
-        let claims = claim_selector(sel.claim_selector.as_ref());
-        match (labels, claims) {
-            (Ok(labels), Ok(claims)) => predicates.push(Selector { labels, claims }),
-            (Err(e), _) | (_, Err(e)) => return Outcome::misconfigured("Predicate", e),
-        }
-    }
-    for t in &spec.tolerations {
-        if let Err(e) = check_toleration(t) {
-            return Outcome::misconfigured("TaintToleration", e);
-        }
-    }
-    let prioritizers = match prioritizers(spec.prioritizer_policy.as_ref()) {
-        Ok(p) => p,
-        Err(e) => return Outcome::misconfigured("Prioritizer", e),
-    };
-    let group_strategy = spec.decision_strategy.as_ref().and_then(|d| d.group_strategy.as_ref());
-    let mut group_selectors = Vec::new();
-    for g in group_strategy.map(|g| g.decision_groups.as_slice()).unwrap_or_default() {
-        let sel = &g.group_cluster_selector;
-        match (
-            label_selector(sel.label_selector.as_ref()),
-            claim_selector(sel.claim_selector.as_ref()),
-        ) {
-            (Ok(labels), Ok(claims)) => {
-                group_selectors.push((g.group_name.clone(), Selector { labels, claims }));
-            }
-            (Err(e), _) | (_, Err(e)) => return Outcome::misconfigured("DecisionStrategy", e),
-        }
-    }
-    if let Some(IntOrString::String(s)) =
-        group_strategy.and_then(|g| g.clusters_per_decision_group.as_ref())
-    {
-        if let Err(e) = group_length(Some(&IntOrString::String(s.clone())), 0) {
-            return Outcome::misconfigured("DecisionStrategy", e);
-        }
-    }
+    let mut tally = Tally { explain, verdicts: Vec::new(), counts: BTreeMap::new() };
 
     // Candidates: members of the bound sets the placement names.
     let valid: Vec<&String> =
         world.bindings.iter().filter(|b| world.sets.contains_key(*b)).collect();
-    let mut tally = Tally { explain, verdicts: Vec::new(), counts: BTreeMap::new() };
-    if valid.is_empty() {
-        for c in world.clusters {
-            tally.drop(c, Step::ClusterSet, "no ManagedClusterSetBinding in the namespace");
-        }
-        return Outcome::unsatisfied(
-            "NoManagedClusterSetBindings",
-            "No valid ManagedClusterSetBindings found in placement namespace".into(),
-            tally,
-        );
-    }
     let eligible: Vec<&String> = if spec.cluster_sets.is_empty() {
-        valid
+        valid.clone()
     } else {
-        valid.into_iter().filter(|s| spec.cluster_sets.contains(s)).collect()
+        valid.iter().copied().filter(|s| spec.cluster_sets.contains(s)).collect()
     };
-    if eligible.is_empty() {
-        for c in world.clusters {
-            tally.drop(c, Step::ClusterSet, "no set both bound and named by spec.clusterSets");
-        }
-        return Outcome::unsatisfied(
-            "NoIntersection",
-            format!(
-                "None of ManagedClusterSets [{}] is bound to placement namespace",
-                spec.cluster_sets.join(" ")
-            ),
-            tally,
-        );
-    }
     let selectors: Vec<&LabelSelector> =
         eligible.iter().filter_map(|s| world.sets.get(*s).and_then(|r| r.as_ref().ok())).collect();
     let mut candidates = Vec::new();
     for c in world.clusters {
-        if !selectors.iter().any(|s| s.matches(|k| c.labels.get(k).map(String::as_str))) {
+        if valid.is_empty() {
+            tally.drop(c, Step::ClusterSet, "no ManagedClusterSetBinding in the namespace");
+        } else if eligible.is_empty() {
+            tally.drop(c, Step::ClusterSet, "no set both bound and named by spec.clusterSets");
+        } else if !selectors.iter().any(|s| s.matches(|k| c.labels.get(k).map(String::as_str))) {
             tally.drop(c, Step::ClusterSet, "in none of the eligible sets");
         } else if c.deleting {
             tally.drop(c, Step::Deleting, "being deleted");
@@ -537,38 +524,114 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
             candidates.push(&**c);
         }
     }
-    if candidates.is_empty() {
-        let names: Vec<&str> = eligible.iter().map(|s| s.as_str()).collect();
-        return Outcome::unsatisfied(
-            "AllManagedClusterSetsEmpty",
-            format!("All ManagedClusterSets [{}] have no member ManagedCluster", names.join(" ")),
-            tally,
-        );
-    }
+    let candidate_count = candidates.len();
 
-    // Filters.
+    let group_strategy = spec.decision_strategy.as_ref().and_then(|d| d.group_strategy.as_ref());
+    let (selection, groups, misconfigured) = match select(spec, world, candidates, &mut tally) {
+        Err(m) => {
+            (None, vec![Group { index: 0, name: String::new(), clusters: Vec::new() }], Some(m))
+        }
+        Ok(sel) => match groups_of(group_strategy, &sel.selected) {
+            Ok(groups) => (Some(sel), groups, None),
+            // OCM writes no decision object at all then.
+            Err(m) => (None, Vec::new(), Some(format!(":{m}"))),
+        },
+    };
+    let (count, totals, requeue) = match selection {
+        Some(sel) => (sel.selected.len(), sel.totals, sel.requeue),
+        None => (0, Vec::new(), None),
+    };
+    if explain {
+        tally
+            .verdicts
+            .sort_by(|a, b| a.step.cmp(&b.step).reverse().then_with(|| a.cluster.cmp(&b.cluster)));
+    }
+    let wanted = spec.number_of_clusters.map(|n| usize::try_from(n).unwrap_or(0));
+    let unscheduled = wanted.map_or(0, |n| n.saturating_sub(count));
+    let satisfied =
+        satisfied(&spec.cluster_sets, valid.len(), &eligible, candidate_count, count, unscheduled);
+    let requeue_after = requeue.map(|at| {
+        let secs = at.duration_since(world.now).as_secs_f64().max(0.0);
+        Duration::from_secs_f64(secs)
+    });
+    Outcome {
+        misconfigured,
+        satisfied,
+        groups,
+        selected: count,
+        requeue_after,
+        totals,
+        verdicts: tally.verdicts,
+        counts: tally.counts,
+    }
+}
+
+/// The filters and prioritizers over the candidates: the clusters selected, best first.
+fn select<'c>(
+    spec: &ocm_proto::api::cluster::v1beta1::PlacementSpec,
+    world: &World<'_>,
+    candidates: Vec<&'c ClusterFacts>,
+    tally: &mut Tally,
+) -> Result<Selection<'c>, String> {
+    let explain = tally.explain;
+    // Predicate (OCM returns before reading its selectors when there is nothing to filter).
+    let mut passed = Vec::new();
+    if !candidates.is_empty() {
+        let mut predicates = Vec::new();
+        for p in &spec.predicates {
+            let Some(sel) = &p.required_cluster_selector else {
+                predicates.push(Selector {
+                    labels: LabelSelector::default(),
+                    claims: LabelSelector::default(),
+                });
+                continue;
+            };
+            if sel.cel_selector.as_ref().is_some_and(|c| !c.cel_expressions.is_empty()) {
+                return Err("Predicate:celSelector is not supported by this hub yet; use \
+                            labelSelector or claimSelector"
+                    .into());
+            }
+            let labels = label_selector(sel.label_selector.as_ref());
+            let claims = claim_selector(sel.claim_selector.as_ref());
+            match (labels, claims) {
+                (Ok(labels), Ok(claims)) => predicates.push(Selector { labels, claims }),
+                (Err(e), _) | (_, Err(e)) => return Err(format!("Predicate:{e}")),
+            }
+        }
+        for c in candidates {
+            if !predicates.is_empty() && !predicates.iter().any(|p| p.matches(c)) {
+                tally.drop(c, Step::Predicate, "matches no predicate");
+            } else {
+                passed.push(c);
+            }
+        }
+    }
+    // TaintToleration (likewise only with clusters to filter).
     let mut feasible = Vec::new();
     let mut requeue: Option<Timestamp> = None;
-    for c in candidates {
-        if !predicates.is_empty() && !predicates.iter().any(|p| p.matches(c)) {
-            tally.drop(c, Step::Predicate, "matches no predicate");
-            continue;
+    if !passed.is_empty() {
+        for t in &spec.tolerations {
+            check_toleration(t).map_err(|e| format!("TaintToleration:{e}"))?;
         }
-        match taints_pass(c, &spec.tolerations, world.current, world.now) {
-            (Ok(()), expiry) => {
-                if let Some(at) = expiry {
-                    requeue = Some(requeue.map_or(at, |r| r.min(at)));
+        for c in passed {
+            match taints_pass(c, &spec.tolerations, world.current, world.now) {
+                (Ok(()), expiry) => {
+                    if let Some(at) = expiry {
+                        requeue = Some(requeue.map_or(at, |r| r.min(at)));
+                    }
+                    feasible.push(c);
                 }
-                feasible.push(c);
+                (Err(why), _) => tally.drop(c, Step::TaintToleration, &why),
             }
-            (Err(why), _) => tally.drop(c, Step::TaintToleration, &why),
         }
     }
 
-    // Prioritizers.
+    // Prioritizers (always checked).
+    let prioritizers =
+        prioritizers(spec.prioritizer_policy.as_ref()).map_err(|e| format!(":{e}"))?;
     // Balance counts the decisions of the other placements: this one's own are taken out.
     let elsewhere =
-        |cluster: &str, n: u32| n.saturating_sub(u32::from(world.current.contains(cluster)));
+        |cluster: &str, n: u32| n.saturating_sub(world.own.get(cluster).copied().unwrap_or(0));
     let max_elsewhere = if prioritizers.iter().any(|(p, _)| *p == Prioritizer::Balance) {
         world.decided.iter().map(|(c, n)| elsewhere(c, *n)).max().unwrap_or(0)
     } else {
@@ -584,7 +647,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
         .then(|| resource_scores(&feasible, |c| c.memory));
     // (weighted total, cluster, each prioritizer's score when explaining)
     type Scored<'c> = (i64, &'c ClusterFacts, Vec<(String, i64)>);
-    let mut scored: Vec<Scored<'_>> = feasible
+    let mut scored: Vec<Scored<'c>> = feasible
         .iter()
         .map(|c| {
             let mut total = 0i64;
@@ -656,23 +719,19 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
             });
         }
     }
-    if explain {
-        tally
-            .verdicts
-            .sort_by(|a, b| a.step.cmp(&b.step).reverse().then_with(|| a.cluster.cmp(&b.cluster)));
-    }
-    let requeue_after = requeue.map(|at| {
-        let secs = at.duration_since(world.now).as_secs_f64().max(0.0);
-        Duration::from_secs_f64(secs)
-    });
+    Ok(Selection { selected, totals, requeue })
+}
 
-    // Groups: each decision group's clusters by name, then the rest, chunked.
+/// The decision groups of the selected clusters: each `decisionGroups` entry's members by name,
+/// then the rest, chunked by the group length; one empty group when nothing is selected.
+fn groups_of(
+    strategy: Option<&ocm_proto::api::cluster::v1beta1::GroupStrategy>,
+    selected: &[&ClusterFacts],
+) -> Result<Vec<Group>, String> {
     let count = selected.len();
     let length =
-        group_length(group_strategy.and_then(|g| g.clusters_per_decision_group.as_ref()), count)
-            .unwrap_or(count)
-            .max(1);
-    let mut rest: Vec<&ClusterFacts> = selected;
+        group_length(strategy.and_then(|g| g.clusters_per_decision_group.as_ref()), count)?.max(1);
+    let mut rest: Vec<&ClusterFacts> = selected.to_vec();
     rest.sort_by(|a, b| a.name.cmp(&b.name));
     let mut groups: Vec<Group> = Vec::new();
     let mut push = |name: &str, clusters: Vec<String>| {
@@ -684,47 +743,25 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
             });
         }
     };
-    for (name, sel) in &group_selectors {
+    for g in strategy.map(|g| g.decision_groups.as_slice()).unwrap_or_default() {
+        let sel = &g.group_cluster_selector;
+        let sel = match (
+            label_selector(sel.label_selector.as_ref()),
+            claim_selector(sel.claim_selector.as_ref()),
+        ) {
+            (Ok(labels), Ok(claims)) => Selector { labels, claims },
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        };
         let (members, others): (Vec<&ClusterFacts>, Vec<&ClusterFacts>) =
             rest.into_iter().partition(|c| sel.matches(c));
         rest = others;
-        push(name, members.into_iter().map(|c| c.name.clone()).collect());
+        push(&g.group_name, members.into_iter().map(|c| c.name.clone()).collect());
     }
     push("", rest.into_iter().map(|c| c.name.clone()).collect());
     if groups.is_empty() {
         groups.push(Group { index: 0, name: String::new(), clusters: Vec::new() });
     }
-
-    let unscheduled = wanted.map_or(0, |n| n.saturating_sub(count));
-    let satisfied = if count == 0 {
-        Satisfied {
-            status: "False",
-            reason: "NoManagedClusterMatched",
-            message: "No ManagedCluster matches any of the cluster predicate".into(),
-        }
-    } else if unscheduled == 0 {
-        Satisfied {
-            status: "True",
-            reason: "AllDecisionsScheduled",
-            message: "All cluster decisions scheduled".into(),
-        }
-    } else {
-        Satisfied {
-            status: "False",
-            reason: "NotAllDecisionsScheduled",
-            message: format!("{unscheduled} cluster decisions unscheduled"),
-        }
-    };
-    Outcome {
-        misconfigured: None,
-        satisfied,
-        groups,
-        selected: count,
-        requeue_after,
-        totals,
-        verdicts: tally.verdicts,
-        counts: tally.counts,
-    }
+    Ok(groups)
 }
 
 /// The PlacementDecision objects of an outcome: (name, group, decisions), at most
@@ -804,6 +841,7 @@ mod tests {
         bindings: BTreeSet<String>,
         current: BTreeSet<String>,
         elsewhere: HashMap<String, u32>,
+        own: HashMap<String, u32>,
         scores: HashMap<(String, String, String), AddOnValue>,
     }
 
@@ -820,6 +858,7 @@ mod tests {
             bindings: ["default".to_owned()].into(),
             current: BTreeSet::new(),
             elsewhere: HashMap::new(),
+            own: HashMap::new(),
             scores: HashMap::new(),
         }
     }
@@ -859,6 +898,7 @@ mod tests {
                 bindings: &self.bindings,
                 current: &self.current,
                 decided: &self.elsewhere,
+                own: &self.own,
                 addon_score: &lookup,
                 now: Timestamp::now(),
             };
@@ -918,7 +958,7 @@ mod tests {
         assert_eq!(reason(&o), "NoIntersection");
         assert_eq!(
             o.satisfied.message,
-            "None of ManagedClusterSets [prod qa] is bound to placement namespace"
+            "None of ManagedClusterSets [prod,qa] is bound to placement namespace"
         );
     }
 
@@ -1035,8 +1075,15 @@ mod tests {
             "matchExpressions": [{"key": "env", "operator": "In"}]}}}]}));
         let m = o.misconfigured.as_deref().unwrap();
         assert!(m.starts_with("Predicate:"), "{m}");
-        assert_eq!(reason(&o), "NotAllDecisionsScheduled");
-        assert!(o.groups.is_empty(), "a misconfigured placement keeps its decisions");
+        // As OCM: nothing selected, the decisions emptied, the usual Satisfied row.
+        assert_eq!(reason(&o), "NoManagedClusterMatched");
+        assert_eq!(decided(&o), vec![Vec::<&str>::new()]);
+        // With no candidates the selectors are not read (OCM's predicate returns first).
+        let o = world(abc())
+            .bind(&["prod"])
+            .run(json!({"predicates": [{"requiredClusterSelector": {"labelSelector": {
+            "matchExpressions": [{"key": "env", "operator": "In"}]}}}]}));
+        assert_eq!((o.misconfigured.as_deref(), reason(&o)), (None, "AllManagedClusterSetsEmpty"));
     }
 
     #[test]
@@ -1044,6 +1091,7 @@ mod tests {
         let o = world(abc()).run(json!({"predicates": [{"requiredClusterSelector": {
             "celSelector": {"celExpressions": ["true"]}}}]}));
         assert!(o.misconfigured.as_deref().unwrap().starts_with("Predicate:celSelector"));
+        assert_eq!(decided(&o), vec![Vec::<&str>::new()]);
     }
 
     #[test]
@@ -1180,6 +1228,17 @@ mod tests {
     }
 
     #[test]
+    fn balance_takes_out_every_own_decision_object() {
+        // a is named by 3 decision objects, 2 of them this placement's (a leftover duplicate):
+        // elsewhere a:1, b:2 → a: 2*trunc(100*(0.5-0.5)) = 0, b: -100.
+        let mut case = world(vec![c("a"), c("b")]).elsewhere(&[("a", 3), ("b", 2)]).current(&["a"]);
+        case.own = [("a".to_owned(), 2)].into();
+        let o = case.run(json!({"prioritizerPolicy": {"mode": "Exact", "configurations": [
+            {"scoreCoordinate": {"builtIn": "Balance"}}]}}));
+        assert_eq!(o.totals, vec![("a".to_owned(), 0), ("b".to_owned(), -100)]);
+    }
+
+    #[test]
     fn balance_truncates_like_go() {
         // counts a:3 b:1 → b: 2*trunc(100*(0.5-1/3)) = 2*16 = 32.
         let o = world(vec![c("a"), c("b")]).elsewhere(&[("a", 3), ("b", 1)]).run(json!({
@@ -1262,20 +1321,26 @@ mod tests {
         for (config, want) in [
             (
                 json!({"scoreCoordinate": {"builtIn": "Spread"}}),
-                "Prioritizer:incorrect builtin prioritizer: Spread",
+                ":incorrect builtin prioritizer: Spread",
             ),
-            (
-                json!({"scoreCoordinate": {"type": "AddOn"}}),
-                "Prioritizer:scoreCoordinate.addOn is required for AddOn",
-            ),
-            (
-                json!({"scoreCoordinate": {"type": "BuiltIn"}}),
-                "Prioritizer:scoreCoordinate.builtIn is required for BuiltIn",
-            ),
+            (json!({"scoreCoordinate": {"type": "AddOn"}}), ":addOn should not be empty"),
+            (json!({"scoreCoordinate": {"type": "BuiltIn"}}), ":incorrect builtin prioritizer: "),
         ] {
-            let o = world(abc()).run(json!({"prioritizerPolicy": {"configurations": [config]}}));
+            let spec = json!({"prioritizerPolicy": {"configurations": [config]}});
+            let o = world(abc()).run(spec.clone());
             assert_eq!(o.misconfigured.as_deref(), Some(want));
+            assert_eq!(decided(&o), vec![Vec::<&str>::new()], "nothing selected");
+            // Checked even when nothing is bound (OCM validates prioritizers on every pass).
+            let o = world(abc()).bind(&[]).run(spec);
+            assert_eq!(
+                (o.misconfigured.as_deref(), reason(&o)),
+                (Some(want), "NoManagedClusterSetBindings")
+            );
         }
+        // A weight of 0 disables an entry before its name is read.
+        let o = world(abc()).run(json!({"prioritizerPolicy": {"configurations": [
+            {"scoreCoordinate": {"builtIn": "Nope"}, "weight": 0}]}}));
+        assert_eq!(o.misconfigured, None);
     }
 
     #[test]
@@ -1298,6 +1363,13 @@ mod tests {
         );
         // ceil(25% of 5) = 2 per group.
         assert_eq!(decided(&o), vec![vec!["c0", "c1"], vec!["c2", "c3"], vec!["c4"]]);
+        // In floating point, as OCM: 7 / 100 × 100 = 7.000000000000001, so groups of 8.
+        let clusters: Vec<C> = (0..100).map(|i| c(&format!("c{i:03}"))).collect();
+        let o = world(clusters).run(
+            json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": "7%"}}}),
+        );
+        assert_eq!(o.groups[0].clusters.len(), 8);
+        assert_eq!(o.groups.len(), 13);
     }
 
     #[test]
@@ -1323,7 +1395,11 @@ mod tests {
         let o = world(abc()).run(
             json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": "ten"}}}),
         );
-        assert!(o.misconfigured.as_deref().unwrap().starts_with("DecisionStrategy:"));
+        assert_eq!(
+            o.misconfigured.as_deref(),
+            Some(":{1 0 ten} invalid type: string is not a percentage")
+        );
+        assert!(o.groups.is_empty(), "OCM writes no decision object then");
     }
 
     #[test]

@@ -254,6 +254,7 @@ fn pass_alone(n: usize) -> anyhow::Result<Duration> {
         bindings: &bindings,
         current: &current,
         decided: &elsewhere,
+        own: &elsewhere,
         addon_score: &lookup,
         now: Timestamp::now(),
     };
