@@ -370,7 +370,7 @@ async fn relabel(b: &Bench, n: usize) -> anyhow::Result<(Duration, Duration)> {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     println!(
-        "| measurement | clusters | scheduler pass | to decision (status) | to decisions stored |"
+        "| measurement | clusters | scheduler pass (schedule() alone) | to status written (after the decisions) | to decisions stored |"
     );
     println!("|---|---:|---:|---:|---:|");
     for &n in &args.clusters {
