@@ -96,6 +96,33 @@ async fn until_reason(
     .await
 }
 
+/// Applies, with kubectl, the namespace `apps`, a binding of `set` there and `placement` (YAML).
+async fn apply_bound(k: &Kubectl, set: &str, placement: &str) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let manifests = write_manifest(
+        &dir,
+        "placement.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: apps
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata:
+  name: {set}
+  namespace: apps
+spec:
+  clusterSet: {set}
+---
+{placement}"#
+        ),
+    )?;
+    k.ok(&["apply", "-f", &manifests]).await?;
+    Ok(())
+}
+
 /// Reports claims and allocatable CPU in a cluster's status, as its agent would.
 async fn report(
     hub: &TestHub,
@@ -128,25 +155,11 @@ async fn placements_follow_clusters_tolerations_and_bindings() -> anyhow::Result
     report(&hub, &http, "c2", "us", "16").await?;
     report(&hub, &http, "c3", "eu", "8").await?;
     report(&hub, &http, "c4", "eu", "32").await?;
-    let dir = tempfile::tempdir()?;
-    let manifests = write_manifest(
-        &dir,
-        "placement.yaml",
+    apply_bound(
+        &k,
+        "default",
         &format!(
-            r#"apiVersion: v1
-kind: Namespace
-metadata:
-  name: apps
----
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata:
-  name: default
-  namespace: apps
-spec:
-  clusterSet: default
----
-apiVersion: cluster.open-cluster-management.io/v1beta1
+            r#"apiVersion: cluster.open-cluster-management.io/v1beta1
 kind: Placement
 metadata:
   name: eu-prod
@@ -173,8 +186,8 @@ spec:
         builtIn: ResourceAllocatableCPU
 "#
         ),
-    )?;
-    k.ok(&["apply", "-f", &manifests]).await?;
+    )
+    .await?;
     // c1 and c3 are the prod clusters in eu; c3 has more CPU.
     until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
     let c =
@@ -366,25 +379,11 @@ async fn many_clusters_are_grouped_and_sliced_by_a_hundred() -> anyhow::Result<(
         let tier = if i < 30 { "canary" } else { "main" };
         create(&hub, &http, MCL, cluster(name, json!({"tier": tier}))).await?;
     }
-    let dir = tempfile::tempdir()?;
-    let manifests = write_manifest(
-        &dir,
-        "placement.yaml",
+    apply_bound(
+        &k,
+        "global",
         &format!(
-            r#"apiVersion: v1
-kind: Namespace
-metadata:
-  name: apps
----
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata:
-  name: global
-  namespace: apps
-spec:
-  clusterSet: global
----
-apiVersion: cluster.open-cluster-management.io/v1beta1
+            r#"apiVersion: cluster.open-cluster-management.io/v1beta1
 kind: Placement
 metadata:
   name: rollout
@@ -404,8 +403,8 @@ spec:
               tier: canary
 "#
         ),
-    )?;
-    k.ok(&["apply", "-f", &manifests]).await?;
+    )
+    .await?;
     let want: Vec<&str> = names.iter().map(String::as_str).collect();
     until_decided(&hub, &http, "rollout", &want).await?;
     // 50% of 130 = 65 per group: canary (30), then the other 100 in groups of 65 and 35.

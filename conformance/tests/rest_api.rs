@@ -1508,8 +1508,13 @@ async fn watch_too_old_is_an_error_event(b: Backend) -> anyhow::Result<()> {
     ensure!(msg.starts_with(&format!("too old resource version: {} (", rv_str(&first))), "{msg}");
     // A recent enough resourceVersion still resumes.
     let last = api.get(&format!("{}/c11", cms("default"))).await?.ok(200)?;
+    resumes_from(&api, &last).await
+}
+
+/// A watch of `default`'s ConfigMaps from `last`'s resourceVersion sees a ConfigMap created after.
+async fn resumes_from(api: &Api, last: &Value) -> anyhow::Result<()> {
     let mut w = api
-        .watch(&format!("{}?watch=true&resourceVersion={}", cms("default"), rv_str(&last)))
+        .watch(&format!("{}?watch=true&resourceVersion={}", cms("default"), rv_str(last)))
         .await?;
     api.create(&cms("default"), &cm("fresh")).await?;
     w.expect("ADDED", "fresh").await?;
@@ -1544,12 +1549,7 @@ async fn watch_from_an_aged_out_event_is_expired(b: Backend) -> anyhow::Result<(
     ensure!(lines.len() == 1, "expected exactly one ERROR event, got {lines:?}");
     let s = &lines[0]["object"];
     ensure!(s["code"] == 410 && s["reason"] == "Expired", "{s}");
-    let mut w = api
-        .watch(&format!("{}?watch=true&resourceVersion={}", cms("default"), rv_str(&last)))
-        .await?;
-    api.create(&cms("default"), &cm("fresh")).await?;
-    w.expect("ADDED", "fresh").await?;
-    Ok(())
+    resumes_from(&api, &last).await
 }
 
 async fn watch_initial_events(b: Backend) -> anyhow::Result<()> {
