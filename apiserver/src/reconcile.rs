@@ -60,9 +60,9 @@ impl Watch {
         }
     }
 
-    /// The same watch, running a woken key `delay` after the change that woke it, once for every
-    /// change within that time: a burst (every cluster relabelled) costs a pass per `delay`,
-    /// not one per object.
+    /// The same watch, running a woken key `delay` after the first change that woke it; later
+    /// changes within that time join that run (a throttle: the earliest deadline wins). A burst
+    /// (every cluster relabelled) costs a pass per `delay`, not one per object.
     pub fn debounced(mut self, delay: Duration) -> Watch {
         self.delay = Some(delay);
         self

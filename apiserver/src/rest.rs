@@ -888,31 +888,27 @@ async fn resource(
             ));
         }
         let name = target.name.as_deref().unwrap_or_default();
-        let answered = match action {
+        let (code, answered) = match action {
             crate::scheme::Action::TokenRequest => {
                 let body = read_body(req).await?;
                 let (group, version, kind) = action.kind();
                 check_type_is(&body, &format!("{group}/{version}"), kind)?;
-                let answered =
-                    state.authn.token_request(&target.rt, &target.namespace, name, &body).await?;
-                return Ok(json_response(
+                let rt = &target.rt;
+                (
                     StatusCode::CREATED,
-                    serde_json::to_vec(&answered).map_err(ApiError::internal)?,
-                ));
+                    state.authn.token_request(rt, &target.namespace, name, &body).await?,
+                )
             }
-            crate::scheme::Action::ExplainPlacement => match &state.placement {
-                Some(scheduler) => scheduler.explain(&target.rt, &target.namespace, name)?,
-                None => {
-                    return Err(ApiError::unavailable(
+            crate::scheme::Action::ExplainPlacement => {
+                let scheduler = state.placement.as_ref().ok_or_else(|| {
+                    ApiError::unavailable(
                         "the placement controller is not running on this hub (--controllers)",
-                    ));
-                }
-            },
+                    )
+                })?;
+                (StatusCode::OK, scheduler.explain(&target.rt, &target.namespace, name)?)
+            }
         };
-        return Ok(json_response(
-            StatusCode::OK,
-            serde_json::to_vec(&answered).map_err(ApiError::internal)?,
-        ));
+        return Ok(json_response(code, serde_json::to_vec(&answered).map_err(ApiError::internal)?));
     }
     let registry = &state.registry;
     let rt = Arc::clone(&target.rt);

@@ -123,6 +123,13 @@ spec:
     Ok(())
 }
 
+/// `kubectl patch placement NAME -n apps --type=KIND -p PATCH`.
+async fn patch_placement(k: &Kubectl, name: &str, kind: &str, patch: &str) -> anyhow::Result<()> {
+    k.ok(&["patch", "placement", name, "-n", "apps", &format!("--type={kind}"), "-p", patch])
+        .await?;
+    Ok(())
+}
+
 /// Reports claims and allocatable CPU in a cluster's status, as its agent would.
 async fn report(
     hub: &TestHub,
@@ -298,40 +305,25 @@ spec:
     // (none has an agent) carries the automatic unreachable taint.
     k.ok(&["label", "mcl", "c3", "env=prod", "--overwrite"]).await?;
     until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
-    k.ok(&[
-        "patch",
-        "placement",
-        "eu-prod",
-        "-n",
-        "apps",
-        "--type=json",
-        "-p",
-        r#"[{"op":"remove","path":"/spec/tolerations"}]"#,
-    ])
-    .await?;
+    patch_placement(&k, "eu-prod", "json", r#"[{"op":"remove","path":"/spec/tolerations"}]"#)
+        .await?;
     until_decided(&hub, &http, "eu-prod", &[]).await?;
     // A misconfigured placement says why and, as OCM, selects nothing until it is fixed.
-    k.ok(&["patch", "placement", "eu-prod", "-n", "apps", "--type=merge", "-p",
-        r#"{"spec":{"tolerations":[{"key":"cluster.open-cluster-management.io/unreachable","operator":"Exists"}]}}"#]).await?;
+    patch_placement(&k, "eu-prod", "merge", r#"{"spec":{"tolerations":[{"key":"cluster.open-cluster-management.io/unreachable","operator":"Exists"}]}}"#).await?;
     until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
-    k.ok(&["patch", "placement", "eu-prod", "-n", "apps", "--type=merge", "-p",
-        r#"{"spec":{"prioritizerPolicy":{"configurations":[{"scoreCoordinate":{"builtIn":"Nope"}}]}}}"#]).await?;
+    patch_placement(&k, "eu-prod", "merge", r#"{"spec":{"prioritizerPolicy":{"configurations":[{"scoreCoordinate":{"builtIn":"Nope"}}]}}}"#).await?;
     let m = until_reason(&hub, &http, "eu-prod", "PlacementMisconfigured", "Misconfigured").await?;
     ensure!(m.0 == "True" && m.2 == ":incorrect builtin prioritizer: Nope", "{m:?}");
     until_decided(&hub, &http, "eu-prod", &[]).await?;
     let c = until_reason(&hub, &http, "eu-prod", "PlacementSatisfied", "NoManagedClusterMatched")
         .await?;
     ensure!(c.0 == "False", "{c:?}");
-    k.ok(&[
-        "patch",
-        "placement",
+    patch_placement(
+        &k,
         "eu-prod",
-        "-n",
-        "apps",
-        "--type=json",
-        "-p",
+        "json",
         r#"[{"op":"remove","path":"/spec/prioritizerPolicy/configurations"}]"#,
-    ])
+    )
     .await?;
     until_reason(&hub, &http, "eu-prod", "PlacementMisconfigured", "Succeedconfigured").await?;
     until_decided(&hub, &http, "eu-prod", &["c3"]).await?;
@@ -450,17 +442,8 @@ spec:
         "{out}"
     );
     // Without groups the 130 clusters are sliced 100 + 30.
-    k.ok(&[
-        "patch",
-        "placement",
-        "rollout",
-        "-n",
-        "apps",
-        "--type=json",
-        "-p",
-        r#"[{"op":"remove","path":"/spec/decisionStrategy"}]"#,
-    ])
-    .await?;
+    patch_placement(&k, "rollout", "json", r#"[{"op":"remove","path":"/spec/decisionStrategy"}]"#)
+        .await?;
     eventually("two decisions of 100 and 30", WAIT, || async {
         let list = stored(&hub, &http, DECISIONS).await?;
         let sizes: Vec<(String, usize)> = list["items"]

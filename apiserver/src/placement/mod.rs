@@ -75,63 +75,109 @@ impl Kinds {
 }
 
 /// Parsed forms kept per object revision, so a pass parses only what changed since the last.
+/// Parsing happens outside the lock: a pass refreshing thousands of clusters never holds up
+/// the watch that keeps the memo current.
 struct Memo<T> {
-    by_key: HashMap<String, (u64, Arc<T>)>,
+    by_key: Mutex<HashMap<String, (u64, Arc<T>)>>,
 }
 
 impl<T> Default for Memo<T> {
     fn default() -> Self {
-        Memo { by_key: HashMap::new() }
+        Memo { by_key: Mutex::default() }
     }
 }
 
 impl<T> Memo<T> {
-    /// One object as a `T`, parsed unless already known at its revision (and then kept).
-    fn of(
-        &mut self,
-        o: &CachedObject,
-        parse: impl Fn(&CachedObject) -> Option<T>,
-    ) -> Option<Arc<T>> {
-        if let Some((rev, item)) = self.by_key.get(&o.key) {
-            if *rev == o.rev {
-                return Some(Arc::clone(item));
-            }
+    /// The parsed form of exactly this revision of `o`, if known.
+    fn known(&self, o: &CachedObject) -> Option<Arc<T>> {
+        let by_key = lock(&self.by_key);
+        by_key.get(&o.key).filter(|(rev, _)| *rev == o.rev).map(|(_, item)| Arc::clone(item))
+    }
+
+    /// One object as a `T`, parsed unless known at its revision; kept unless a newer revision
+    /// already is.
+    fn of(&self, o: &CachedObject, parse: impl Fn(&CachedObject) -> Option<T>) -> Option<Arc<T>> {
+        if let Some(item) = self.known(o) {
+            return Some(item);
         }
         let item = Arc::new(parse(o)?);
-        self.by_key.insert(o.key.clone(), (o.rev, Arc::clone(&item)));
+        let mut by_key = lock(&self.by_key);
+        if by_key.get(&o.key).is_none_or(|(rev, _)| *rev < o.rev) {
+            by_key.insert(o.key.clone(), (o.rev, Arc::clone(&item)));
+        }
         Some(item)
+    }
+
+    /// Parses `o` ahead of a pass, unless this or a newer revision is known (the state before
+    /// a change is mapped after the state after it).
+    fn warm(&self, o: &CachedObject, parse: impl Fn(&CachedObject) -> Option<T>) {
+        let newest = lock(&self.by_key).get(&o.key).is_some_and(|(rev, _)| *rev >= o.rev);
+        if !newest {
+            self.of(o, parse);
+        }
     }
 
     /// `objects` as `T`s, parsing those new or changed since the last call; forgets the rest.
     fn refresh(
-        &mut self,
+        &self,
         objects: &[Arc<CachedObject>],
         parse: impl Fn(&CachedObject) -> Option<T>,
     ) -> Vec<Arc<T>> {
-        let mut out = Vec::with_capacity(objects.len());
-        for o in objects {
-            match self.by_key.get(&o.key) {
-                Some((rev, item)) if *rev == o.rev => out.push(Arc::clone(item)),
-                _ => match parse(o) {
-                    Some(item) => {
-                        let item = Arc::new(item);
-                        out.push(Arc::clone(&item));
-                        self.by_key.insert(o.key.clone(), (o.rev, item));
-                    }
-                    None => {
-                        self.by_key.remove(&o.key);
-                    }
-                },
+        let mut out: Vec<Option<Arc<T>>> = {
+            let by_key = lock(&self.by_key);
+            objects
+                .iter()
+                .map(|o| {
+                    let known = by_key.get(&o.key).filter(|(rev, _)| *rev == o.rev);
+                    known.map(|(_, item)| Arc::clone(item))
+                })
+                .collect()
+        };
+        let parsed: Vec<(usize, Option<Arc<T>>)> = out
+            .iter()
+            .enumerate()
+            .filter(|(_, known)| known.is_none())
+            .map(|(i, _)| (i, parse(&objects[i]).map(Arc::new)))
+            .collect();
+        let mut by_key = lock(&self.by_key);
+        for (i, item) in parsed {
+            let o = &objects[i];
+            match &item {
+                Some(item) => {
+                    by_key.insert(o.key.clone(), (o.rev, Arc::clone(item)));
+                }
+                None => {
+                    by_key.remove(&o.key);
+                }
             }
+            out[i] = item;
         }
-        if self.by_key.len() > out.len() {
+        let out: Vec<Arc<T>> = out.into_iter().flatten().collect();
+        if by_key.len() > out.len() {
             // Some are gone: keep only the objects listed.
             let listed: std::collections::HashSet<&str> =
                 objects.iter().map(|o| o.key.as_str()).collect();
-            self.by_key.retain(|k, _| listed.contains(k.as_str()));
+            by_key.retain(|k, _| listed.contains(k.as_str()));
         }
         out
     }
+}
+
+/// A ManagedClusterSet as the scheduler reads it: its name and which clusters it selects.
+type SetFacts = (String, Result<LabelSelector, String>);
+
+fn set_facts(o: &CachedObject) -> Option<SetFacts> {
+    let set = parse::<ManagedClusterSet>(o)?;
+    let name = set.metadata.name.clone().unwrap_or_default();
+    let selector = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
+    let sel = crate::registration::set_selector(&name, selector);
+    Some((name, sel))
+}
+
+/// The typed Placement of a cached one, from its JSON (no copy of a parsed tree).
+fn stored_placement(o: &CachedObject) -> Result<Placement, ApiError> {
+    serde_json::from_slice(&o.json)
+        .map_err(|e| ApiError::internal(format!("stored Placement {}: {e}", o.key)))
 }
 
 fn parse<T: DeserializeOwned>(o: &CachedObject) -> Option<T> {
@@ -219,7 +265,8 @@ impl Decisions {
 pub struct Scheduler {
     registry: Registry,
     kinds: Kinds,
-    clusters: Mutex<Memo<ClusterFacts>>,
+    clusters: Memo<ClusterFacts>,
+    sets: Memo<SetFacts>,
     decisions: Mutex<Decisions>,
     /// Events to record (see [`Scheduler::record`]).
     events: tokio::sync::mpsc::Sender<Value>,
@@ -242,7 +289,6 @@ struct Snapshot {
     clusters: Vec<Arc<ClusterFacts>>,
     sets: BTreeMap<String, Result<LabelSelector, String>>,
     bindings: BTreeSet<String>,
-    current: BTreeSet<String>,
     decided: Arc<HashMap<String, u32>>,
     own: HashMap<String, u32>,
 }
@@ -257,18 +303,8 @@ impl Scheduler {
         let k = &self.kinds;
         let reg = &self.registry;
         let list = reg.cached_list(&k.clusters, "");
-        let clusters = lock(&self.clusters).refresh(&list, cluster_facts);
-        let sets = reg
-            .cached_list(&k.sets, "")
-            .iter()
-            .filter_map(|s| parse::<ManagedClusterSet>(s))
-            .map(|set| {
-                let name = set.metadata.name.clone().unwrap_or_default();
-                let selector = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
-                let sel = crate::registration::set_selector(&name, selector);
-                (name, sel)
-            })
-            .collect();
+        let clusters = self.clusters.refresh(&list, cluster_facts);
+        let sets = self.set_facts().iter().map(|set| (**set).clone()).collect();
         let bindings = reg
             .cached_list(&k.bindings, ns)
             .iter()
@@ -286,8 +322,12 @@ impl Scheduler {
             }
             (own, Arc::clone(&index.counts))
         };
-        let current = own.keys().cloned().collect();
-        Snapshot { clusters, sets, bindings, current, own, decided }
+        Snapshot { clusters, sets, bindings, own, decided }
+    }
+
+    /// Every ManagedClusterSet's selector, parsed once per revision.
+    fn set_facts(&self) -> Vec<Arc<SetFacts>> {
+        self.sets.refresh(&self.registry.cached_list(&self.kinds.sets, ""), set_facts)
     }
 
     /// An AddOnPlacementScore item, as of `now`.
@@ -323,7 +363,6 @@ impl Scheduler {
             clusters: &snap.clusters,
             sets: &snap.sets,
             bindings: &snap.bindings,
-            current: &snap.current,
             decided: &snap.decided,
             own: &snap.own,
             addon_score: &addon_score,
@@ -339,9 +378,7 @@ impl Scheduler {
         let Some(cached) = self.registry.cached(&self.kinds.placements, ns, name) else {
             return Err(ApiError::not_found(crate::registry::subject(rt, name)));
         };
-        let placement: Placement = parse(&cached).ok_or_else(|| {
-            ApiError::internal(format!("stored Placement {ns}/{name} does not parse"))
-        })?;
+        let placement = stored_placement(&cached)?;
         let outcome = self.schedule(ns, &placement, true);
         let rows: Vec<Value> = outcome
             .verdicts
@@ -412,8 +449,7 @@ impl Scheduler {
         {
             return Ok(Action::Done);
         }
-        let placement: Placement = serde_json::from_value((*raw).clone())
-            .map_err(|e| ApiError::internal(format!("stored Placement {key}: {e}")))?;
+        let placement = stored_placement(&cached)?;
         let outcome = self.schedule(ns, &placement, false);
         let slices = schedule::slices(name, &outcome.groups);
         // Decisions first, then the status that names them (as OCM).
@@ -658,12 +694,11 @@ impl Scheduler {
             .map(|(step, n)| format!("{n} by {}", step.as_str()))
             .collect();
         let dropped = if steps.is_empty() { "none".to_owned() } else { steps.join(", ") };
+        let explain =
+            format!("/apis/{}/v1beta1/namespaces/{ns}/placements/{name}/explain", api::GROUP);
         let message = format!(
-            "{} clusters selected; dropped: {dropped} (kubectl get --raw {}/explain)",
-            outcome.selected,
-            format_args!(
-                "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/{ns}/placements/{name}"
-            ),
+            "{} clusters selected; dropped: {dropped} (kubectl get --raw {explain})",
+            outcome.selected
         );
         self.record(placement, "Scheduled", message);
     }
@@ -691,19 +726,12 @@ fn placements_bound_to(s: &Scheduler, any_set: impl Fn(&str) -> bool) -> Vec<Str
 
 /// The placements bound to a set the cluster is in.
 fn placements_of_cluster(s: &Scheduler, c: &CachedObject) -> Vec<String> {
-    let sets: Vec<String> = s
-        .registry
-        .cached_list(&s.kinds.sets, "")
-        .iter()
-        .filter_map(|o| parse::<ManagedClusterSet>(o))
-        .filter_map(|set| {
-            let name = set.metadata.name.clone().unwrap_or_default();
-            let selector = set.spec.as_ref().and_then(|s| s.cluster_selector.as_ref());
-            let sel = crate::registration::set_selector(&name, selector).ok()?;
-            sel.matches(|k| c.label(k)).then_some(name)
-        })
+    let sets: Vec<Arc<SetFacts>> = s
+        .set_facts()
+        .into_iter()
+        .filter(|set| set.1.as_ref().is_ok_and(|sel| sel.matches(|k| c.label(k))))
         .collect();
-    placements_bound_to(s, |set| sets.iter().any(|n| n == set))
+    placements_bound_to(s, |name| sets.iter().any(|set| set.0 == name))
 }
 
 /// What the scheduler reads of a stored ManagedCluster.
@@ -729,7 +757,8 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
     let s = Arc::new(Scheduler {
         registry: registry.clone(),
         kinds,
-        clusters: Mutex::default(),
+        clusters: Memo::default(),
+        sets: Memo::default(),
         decisions: Mutex::default(),
         events,
         event_seq: std::sync::atomic::AtomicU64::new(0),
@@ -743,12 +772,7 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
     let of_cluster = {
         let s = Arc::clone(&s);
         move |c: &CachedObject| {
-            let mut memo = lock(&s.clusters);
-            // The state before a change is mapped too: only a newer state is worth keeping.
-            if memo.by_key.get(&c.key).is_none_or(|(rev, _)| *rev < c.rev) {
-                memo.of(c, cluster_facts);
-            }
-            drop(memo);
+            s.clusters.warm(c, cluster_facts);
             placements_of_cluster(&s, c)
         }
     };
@@ -805,13 +829,8 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
     let cluster_news = {
         let s = Arc::clone(&s);
         move |before: &CachedObject, after: &CachedObject| {
-            let mut memo = lock(&s.clusters);
-            let before = memo
-                .by_key
-                .get(&before.key)
-                .filter(|(rev, _)| *rev == before.rev)
-                .map(|(_, f)| Arc::clone(f));
-            let after = memo.of(after, cluster_facts);
+            let before = s.clusters.known(before);
+            let after = s.clusters.of(after, cluster_facts);
             before.is_none() || before != after
         }
     };

@@ -86,13 +86,12 @@ pub struct World<'a> {
     pub sets: &'a BTreeMap<String, Result<LabelSelector, String>>,
     /// The names of the ManagedClusterSetBindings in the placement's namespace.
     pub bindings: &'a BTreeSet<String>,
-    /// The clusters in this placement's current decisions (`Steady`, `NoSelectIfNew`).
-    pub current: &'a BTreeSet<String>,
     /// For `Balance`: how many PlacementDecisions (labelled or not, this placement's included)
     /// name each cluster.
     pub decided: &'a HashMap<String, u32>,
-    /// How many of this placement's own PlacementDecisions name each cluster (taken out of
-    /// `decided` for `Balance`).
+    /// This placement's current decisions: how many of its own PlacementDecisions name each
+    /// cluster (`Steady` and `NoSelectIfNew` ask whether a cluster is there; `Balance` takes the
+    /// count out of `decided`).
     pub own: &'a HashMap<String, u32>,
     /// An AddOnPlacementScore item: (cluster, resource name, score name).
     pub addon_score: &'a dyn Fn(&str, &str, &str) -> AddOnValue,
@@ -276,10 +275,7 @@ fn prioritizers(policy: Option<&PrioritizerPolicy>) -> Result<Vec<(Prioritizer, 
         };
         // Two coordinates naming one prioritizer (an AddOn type with a builtIn too) add up.
         match out.iter_mut().find(|(p, _)| *p == prioritizer) {
-            Some(entry) => {
-                let entry: &mut (Prioritizer, i64) = entry;
-                entry.1 += weight;
-            }
+            Some((_, w)) => *w += weight,
             None => out.push((prioritizer, weight)),
         }
     }
@@ -352,7 +348,7 @@ fn check_toleration(t: &Toleration) -> Result<(), String> {
 fn taints_pass(
     c: &ClusterFacts,
     tolerations: &[Toleration],
-    current: &BTreeSet<String>,
+    current: &HashMap<String, u32>,
     now: Timestamp,
 ) -> (Result<(), String>, Option<Timestamp>) {
     let mut expiry: Option<Timestamp> = None;
@@ -360,7 +356,7 @@ fn taints_pass(
         if taint.effect == TAINT_EFFECT_PREFER_NO_SELECT {
             continue;
         }
-        if taint.effect == TAINT_EFFECT_NO_SELECT_IF_NEW && current.contains(&c.name) {
+        if taint.effect == TAINT_EFFECT_NO_SELECT_IF_NEW && current.contains_key(&c.name) {
             continue;
         }
         let mut tolerated = false;
@@ -614,7 +610,7 @@ fn select<'c>(
             check_toleration(t).map_err(|e| format!("TaintToleration:{e}"))?;
         }
         for c in passed {
-            match taints_pass(c, &spec.tolerations, world.current, world.now) {
+            match taints_pass(c, &spec.tolerations, world.own, world.now) {
                 (Ok(()), expiry) => {
                     if let Some(at) = expiry {
                         requeue = Some(requeue.map_or(at, |r| r.min(at)));
@@ -655,7 +651,7 @@ fn select<'c>(
             for (p, weight) in &prioritizers {
                 let score = match p {
                     Prioritizer::Steady => {
-                        if world.current.contains(&c.name) {
+                        if world.own.contains_key(&c.name) {
                             MAX_SCORE
                         } else {
                             0
@@ -839,7 +835,6 @@ mod tests {
         clusters: Vec<Arc<ClusterFacts>>,
         sets: BTreeMap<String, Result<LabelSelector, String>>,
         bindings: BTreeSet<String>,
-        current: BTreeSet<String>,
         elsewhere: HashMap<String, u32>,
         own: HashMap<String, u32>,
         scores: HashMap<(String, String, String), AddOnValue>,
@@ -856,7 +851,6 @@ mod tests {
             clusters: clusters.into_iter().map(|c| Arc::new(c.facts)).collect(),
             sets,
             bindings: ["default".to_owned()].into(),
-            current: BTreeSet::new(),
             elsewhere: HashMap::new(),
             own: HashMap::new(),
             scores: HashMap::new(),
@@ -869,7 +863,7 @@ mod tests {
             self
         }
         fn current(mut self, clusters: &[&str]) -> Case {
-            self.current = clusters.iter().map(|s| (*s).to_owned()).collect();
+            self.own = clusters.iter().map(|s| ((*s).to_owned(), 1)).collect();
             self
         }
         fn elsewhere(mut self, counts: &[(&str, u32)]) -> Case {
@@ -896,7 +890,6 @@ mod tests {
                 clusters: &self.clusters,
                 sets: &self.sets,
                 bindings: &self.bindings,
-                current: &self.current,
                 decided: &self.elsewhere,
                 own: &self.own,
                 addon_score: &lookup,

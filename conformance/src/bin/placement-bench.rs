@@ -242,7 +242,6 @@ fn pass_alone(n: usize) -> anyhow::Result<Duration> {
         Ok(LabelSelector::parse("cluster.open-cluster-management.io/clusterset=bench")?),
     );
     let bindings: BTreeSet<String> = ["bench".to_owned()].into();
-    let current = BTreeSet::new();
     let elsewhere = HashMap::new();
     let lookup = |_: &str, _: &str, _: &str| AddOnValue::Missing;
     let mut p: Placement = serde_json::from_value(placement("p", None))?;
@@ -252,7 +251,6 @@ fn pass_alone(n: usize) -> anyhow::Result<Duration> {
         clusters: &clusters,
         sets: &sets,
         bindings: &bindings,
-        current: &current,
         decided: &elsewhere,
         own: &elsewhere,
         addon_score: &lookup,
