@@ -2,6 +2,7 @@
 //! when anything it reads changes (debounced), writes the PlacementDecisions (100 clusters each,
 //! OCM's names, labels and owner) and the Placement's status and conditions.
 
+pub mod cel;
 pub mod schedule;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -28,7 +29,7 @@ use crate::reconcile::{self, Action, Watch};
 use crate::registry::{DeleteOptions, Patch, Registry, WriteOptions};
 use crate::scheme::ResourceType;
 use crate::table::{Column, Include, TableRequest};
-use schedule::{AddOnValue, ClusterFacts, Outcome, World};
+use schedule::{ClusterFacts, Outcome, ScoreObject, World};
 
 /// The field manager of the scheduler's writes.
 const MANAGER: &str = "ocm-hub-placement";
@@ -330,27 +331,19 @@ impl Scheduler {
         self.sets.refresh(&self.registry.cached_list(&self.kinds.sets, ""), set_facts)
     }
 
-    /// An AddOnPlacementScore item, as of `now`.
-    fn addon_score(
-        &self,
-        cluster: &str,
-        resource: &str,
-        score: &str,
-        now: Timestamp,
-    ) -> AddOnValue {
-        let Some(o) = self.registry.cached(&self.kinds.scores, cluster, resource) else {
-            return AddOnValue::Missing;
-        };
-        let Some(s) = parse::<AddOnPlacementScore>(&o) else { return AddOnValue::Missing };
-        let Some(status) = s.status else { return AddOnValue::Missing };
-        if status.valid_until.is_some_and(|t| t.0 < now) {
-            return AddOnValue::Expired;
-        }
-        status
-            .scores
-            .iter()
-            .find(|i| i.name == score)
-            .map_or(AddOnValue::Missing, |i| AddOnValue::Value(i.value))
+    /// An AddOnPlacementScore as the scheduler reads it.
+    fn score_object(&self, cluster: &str, name: &str) -> Option<Arc<ScoreObject>> {
+        let o = self.registry.cached(&self.kinds.scores, cluster, name)?;
+        let status = parse::<AddOnPlacementScore>(&o)?.status?;
+        Some(Arc::new(ScoreObject {
+            items: status.scores.into_iter().map(|i| (i.name, i.value)).collect(),
+            valid_until: status.valid_until.map(|t| t.0),
+        }))
+    }
+
+    /// A ManagedCluster as JSON (for CEL).
+    fn cluster_object(&self, name: &str) -> Option<Arc<Value>> {
+        Some(self.registry.cached(&self.kinds.clusters, "", name)?.value())
     }
 
     /// Schedules `placement` against the world now; `explain` fills the verdicts.
@@ -358,14 +351,16 @@ impl Scheduler {
         let name = placement.metadata.name.as_deref().unwrap_or_default();
         let snap = self.snapshot(ns, name);
         let now = Timestamp::now();
-        let addon_score = |c: &str, r: &str, s: &str| self.addon_score(c, r, s, now);
+        let scores = |c: &str, n: &str| self.score_object(c, n);
+        let object = |c: &str| self.cluster_object(c);
         let world = World {
             clusters: &snap.clusters,
             sets: &snap.sets,
             bindings: &snap.bindings,
             decided: &snap.decided,
             own: &snap.own,
-            addon_score: &addon_score,
+            scores: &scores,
+            object: &object,
             now,
         };
         schedule::schedule(placement, &world, explain)

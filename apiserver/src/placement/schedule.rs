@@ -17,6 +17,8 @@ use ocm_proto::api::meta::{IntOrString, LabelSelector as ApiLabelSelector};
 use ocm_proto::quantity::Quantity;
 use ocm_proto::selector::LabelSelector;
 
+use super::cel;
+
 /// Decisions per PlacementDecision object.
 pub const DECISIONS_PER_OBJECT: usize = 100;
 /// The best and worst score a prioritizer gives.
@@ -68,6 +70,17 @@ impl ClusterFacts {
     }
 }
 
+/// What the scheduler reads of an AddOnPlacementScore.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScoreObject {
+    /// `status.scores`: (name, value).
+    pub items: Vec<(String, i32)>,
+    pub valid_until: Option<Timestamp>,
+}
+
+/// An AddOnPlacementScore by (cluster, object name).
+pub type ScoreLookup<'a> = &'a (dyn Fn(&str, &str) -> Option<Arc<ScoreObject>> + Sync);
+
 /// An AddOnPlacementScore item as the `AddOn` prioritizer finds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddOnValue {
@@ -76,6 +89,27 @@ pub enum AddOnValue {
     Missing,
     /// `validUntil` has passed: scores 0.
     Expired,
+}
+
+impl AddOnValue {
+    /// Item `score` of object `resource` in the namespace of `cluster`, as of `now`.
+    fn find(
+        scores: ScoreLookup<'_>,
+        cluster: &str,
+        resource: &str,
+        score: &str,
+        now: Timestamp,
+    ) -> AddOnValue {
+        let Some(object) = scores(cluster, resource) else { return AddOnValue::Missing };
+        if object.valid_until.is_some_and(|t| t < now) {
+            return AddOnValue::Expired;
+        }
+        object
+            .items
+            .iter()
+            .find(|(name, _)| name == score)
+            .map_or(AddOnValue::Missing, |(_, v)| AddOnValue::Value(*v))
+    }
 }
 
 /// Everything outside the placement the scheduler reads.
@@ -93,8 +127,10 @@ pub struct World<'a> {
     /// cluster (`Steady` and `NoSelectIfNew` ask whether a cluster is there; `Balance` takes the
     /// count out of `decided`).
     pub own: &'a HashMap<String, u32>,
-    /// An AddOnPlacementScore item: (cluster, resource name, score name).
-    pub addon_score: &'a dyn Fn(&str, &str, &str) -> AddOnValue,
+    /// AddOnPlacementScores, for the `AddOn` prioritizer and CEL's `scores()`.
+    pub scores: ScoreLookup<'a>,
+    /// A ManagedCluster as JSON, for CEL's `managedCluster`.
+    pub object: &'a (dyn Fn(&str) -> Option<Arc<serde_json::Value>> + Sync),
     pub now: Timestamp,
 }
 
@@ -303,13 +339,93 @@ fn label_selector(sel: Option<&ApiLabelSelector>) -> Result<LabelSelector, Strin
 struct Selector {
     labels: LabelSelector,
     claims: LabelSelector,
+    cel: Option<cel::Expressions>,
 }
 
 impl Selector {
+    /// Whether the labels and claims match (the CEL expressions are asked separately).
     fn matches(&self, c: &ClusterFacts) -> bool {
         self.labels.matches(|k| c.labels.get(k).map(String::as_str))
             && self.claims.matches(|k| c.claims.get(k).map(String::as_str))
     }
+}
+
+/// A predicate's CEL expressions, when it has any.
+fn cel_expressions(p: &ocm_proto::api::cluster::v1beta1::ClusterPredicate) -> Option<&[String]> {
+    let exprs = &p.required_cluster_selector.as_ref()?.cel_selector.as_ref()?.cel_expressions;
+    (!exprs.is_empty()).then_some(exprs.as_slice())
+}
+
+/// The Predicate filter: the candidates some predicate (labels AND claims AND CEL) selects.
+fn predicate<'c>(
+    spec: &ocm_proto::api::cluster::v1beta1::PlacementSpec,
+    world: &World<'_>,
+    candidates: Vec<&'c ClusterFacts>,
+    tally: &mut Tally,
+) -> Result<Vec<&'c ClusterFacts>, String> {
+    let mut predicates = Vec::new();
+    for p in &spec.predicates {
+        let Some(sel) = &p.required_cluster_selector else {
+            predicates.push(Selector {
+                labels: LabelSelector::default(),
+                claims: LabelSelector::default(),
+                cel: None,
+            });
+            continue;
+        };
+        let labels = label_selector(sel.label_selector.as_ref());
+        let claims = claim_selector(sel.claim_selector.as_ref());
+        let (labels, claims) = match (labels, claims) {
+            (Ok(labels), Ok(claims)) => (labels, claims),
+            (Err(e), _) | (_, Err(e)) => return Err(format!("Predicate:{e}")),
+        };
+        let cel = cel_expressions(p)
+            .map(cel::compile)
+            .transpose()
+            .map_err(|e| format!("Predicate:{e}"))?;
+        predicates.push(Selector { labels, claims, cel });
+    }
+    let mut passed = Vec::new();
+    for c in candidates {
+        if predicates.is_empty() {
+            passed.push(c);
+            continue;
+        }
+        // The cluster's object and its CEL form, fetched and made once for all predicates.
+        let json = std::cell::OnceCell::new();
+        let subject = std::cell::OnceCell::new();
+        let mut refused: Option<String> = None;
+        let mut selected = false;
+        for p in predicates.iter().filter(|p| p.matches(c)) {
+            let Some(exprs) = &p.cel else {
+                selected = true;
+                break;
+            };
+            let Some(object) = json.get_or_init(|| (world.object)(&c.name)) else {
+                refused.get_or_insert_with(|| "the cluster is gone".to_owned());
+                continue;
+            };
+            let subject = subject.get_or_init(|| cel::Subject::new(&c.name, object));
+            match exprs.matches(subject, world.scores) {
+                Ok(()) => {
+                    selected = true;
+                    break;
+                }
+                Err(why) => {
+                    tracing::debug!(cluster = %c.name, %why, "celSelector did not select");
+                    refused.get_or_insert(why);
+                }
+            }
+        }
+        if selected {
+            passed.push(c);
+        } else if let Some(why) = refused {
+            tally.drop(c, Step::Predicate, &format!("matches no predicate (celSelector: {why})"));
+        } else {
+            tally.drop(c, Step::Predicate, "matches no predicate");
+        }
+    }
+    Ok(passed)
 }
 
 /// Whether a toleration tolerates a taint (ignoring `tolerationSeconds`).
@@ -571,37 +687,13 @@ fn select<'c>(
 ) -> Result<Selection<'c>, String> {
     let explain = tally.explain;
     // Predicate (OCM returns before reading its selectors when there is nothing to filter).
-    let mut passed = Vec::new();
-    if !candidates.is_empty() {
-        let mut predicates = Vec::new();
-        for p in &spec.predicates {
-            let Some(sel) = &p.required_cluster_selector else {
-                predicates.push(Selector {
-                    labels: LabelSelector::default(),
-                    claims: LabelSelector::default(),
-                });
-                continue;
-            };
-            if sel.cel_selector.as_ref().is_some_and(|c| !c.cel_expressions.is_empty()) {
-                return Err("Predicate:celSelector is not supported by this hub yet; use \
-                            labelSelector or claimSelector"
-                    .into());
-            }
-            let labels = label_selector(sel.label_selector.as_ref());
-            let claims = claim_selector(sel.claim_selector.as_ref());
-            match (labels, claims) {
-                (Ok(labels), Ok(claims)) => predicates.push(Selector { labels, claims }),
-                (Err(e), _) | (_, Err(e)) => return Err(format!("Predicate:{e}")),
-            }
-        }
-        for c in candidates {
-            if !predicates.is_empty() && !predicates.iter().any(|p| p.matches(c)) {
-                tally.drop(c, Step::Predicate, "matches no predicate");
-            } else {
-                passed.push(c);
-            }
-        }
-    }
+    let passed = if candidates.is_empty() {
+        Vec::new()
+    } else if spec.predicates.iter().any(|p| cel_expressions(p).is_some()) {
+        cel::on_cel_stack(|| predicate(spec, world, candidates, tally))?
+    } else {
+        predicate(spec, world, candidates, tally)?
+    };
     // TaintToleration (likewise only with clusters to filter).
     let mut feasible = Vec::new();
     let mut requeue: Option<Timestamp> = None;
@@ -673,7 +765,7 @@ fn select<'c>(
                         memory.as_ref().and_then(|s| s.get(&c.name)).copied().unwrap_or(0)
                     }
                     Prioritizer::AddOn { resource, score } => {
-                        match (world.addon_score)(&c.name, resource, score) {
+                        match AddOnValue::find(world.scores, &c.name, resource, score, world.now) {
                             AddOnValue::Value(v) => i64::from(v).clamp(-MAX_SCORE, MAX_SCORE),
                             AddOnValue::Missing | AddOnValue::Expired => 0,
                         }
@@ -745,7 +837,8 @@ fn groups_of(
             label_selector(sel.label_selector.as_ref()),
             claim_selector(sel.claim_selector.as_ref()),
         ) {
-            (Ok(labels), Ok(claims)) => Selector { labels, claims },
+            // Group selectors have no CEL (ocm.md §2.4).
+            (Ok(labels), Ok(claims)) => Selector { labels, claims, cel: None },
             (Err(e), _) | (_, Err(e)) => return Err(e),
         };
         let (members, others): (Vec<&ClusterFacts>, Vec<&ClusterFacts>) =
@@ -788,15 +881,48 @@ mod tests {
     /// A cluster: name, labels, claims, taints `key=value:Effect@secondsAgo`, cpu, memory.
     struct C {
         facts: ClusterFacts,
+        /// More of the object, for CEL: merged over what the facts say.
+        extra: serde_json::Map<String, serde_json::Value>,
     }
 
     fn c(name: &str) -> C {
         let mut labels = BTreeMap::new();
         labels.insert("cluster.open-cluster-management.io/clusterset".into(), "default".into());
-        C { facts: ClusterFacts { name: name.into(), labels, ..ClusterFacts::default() } }
+        let facts = ClusterFacts { name: name.into(), labels, ..ClusterFacts::default() };
+        C { facts, extra: serde_json::Map::new() }
     }
 
     impl C {
+        /// Sets a top-level part of the object (`status`, `spec`, ...), or `metadata.annotations`.
+        fn with(mut self, part: &str, v: serde_json::Value) -> C {
+            self.extra.insert(part.into(), v);
+            self
+        }
+        /// The ManagedCluster the facts came from, as CEL reads it.
+        fn object(&self) -> serde_json::Value {
+            let f = &self.facts;
+            let claims: Vec<_> =
+                f.claims.iter().map(|(k, v)| json!({"name": k, "value": v})).collect();
+            let mut o = json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1",
+                "kind": "ManagedCluster",
+                "metadata": {"name": f.name, "labels": f.labels},
+                "spec": {"hubAcceptsClient": true},
+                "status": {"clusterClaims": claims},
+            });
+            for (k, v) in &self.extra {
+                match k.strip_prefix("metadata.") {
+                    Some(field) => o["metadata"][field] = v.clone(),
+                    None => match (o.get_mut(k), v) {
+                        (Some(serde_json::Value::Object(to)), serde_json::Value::Object(from)) => {
+                            to.extend(from.clone());
+                        }
+                        _ => o[k] = v.clone(),
+                    },
+                }
+            }
+            o
+        }
         fn label(mut self, k: &str, v: &str) -> C {
             self.facts.labels.insert(k.into(), v.into());
             self
@@ -837,7 +963,8 @@ mod tests {
         bindings: BTreeSet<String>,
         elsewhere: HashMap<String, u32>,
         own: HashMap<String, u32>,
-        scores: HashMap<(String, String, String), AddOnValue>,
+        scores: HashMap<(String, String), Arc<ScoreObject>>,
+        objects: HashMap<String, Arc<serde_json::Value>>,
     }
 
     fn world(clusters: Vec<C>) -> Case {
@@ -848,6 +975,10 @@ mod tests {
         }
         sets.insert("global".into(), Ok(LabelSelector::default()));
         Case {
+            objects: clusters
+                .iter()
+                .map(|c| (c.facts.name.clone(), Arc::new(c.object())))
+                .collect(),
             clusters: clusters.into_iter().map(|c| Arc::new(c.facts)).collect(),
             sets,
             bindings: ["default".to_owned()].into(),
@@ -870,8 +1001,24 @@ mod tests {
             self.elsewhere = counts.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect();
             self
         }
-        fn score(mut self, cluster: &str, value: AddOnValue) -> Case {
-            self.scores.insert((cluster.into(), "res".into(), "s".into()), value);
+        fn score(self, cluster: &str, value: AddOnValue) -> Case {
+            let (v, valid_until) = match value {
+                AddOnValue::Value(v) => (v, None),
+                AddOnValue::Expired => (50, Some(Timestamp::now() - Duration::from_secs(60))),
+                AddOnValue::Missing => return self,
+            };
+            self.score_object(cluster, "res", &[("s", v)], valid_until)
+        }
+        fn score_object(
+            mut self,
+            cluster: &str,
+            name: &str,
+            items: &[(&str, i32)],
+            valid_until: Option<Timestamp>,
+        ) -> Case {
+            let items = items.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect();
+            let object = Arc::new(ScoreObject { items, valid_until });
+            self.scores.insert((cluster.into(), name.into()), object);
             self
         }
 
@@ -880,19 +1027,16 @@ mod tests {
                 "metadata": {"name": "p", "namespace": "ns"}, "spec": spec,
             }))
             .unwrap();
-            let lookup = |c: &str, r: &str, s: &str| {
-                self.scores
-                    .get(&(c.to_owned(), r.to_owned(), s.to_owned()))
-                    .copied()
-                    .unwrap_or(AddOnValue::Missing)
-            };
+            let scores = |c: &str, n: &str| self.scores.get(&(c.to_owned(), n.to_owned())).cloned();
+            let object = |c: &str| self.objects.get(c).cloned();
             let world = World {
                 clusters: &self.clusters,
                 sets: &self.sets,
                 bindings: &self.bindings,
                 decided: &self.elsewhere,
                 own: &self.own,
-                addon_score: &lookup,
+                scores: &scores,
+                object: &object,
                 now: Timestamp::now(),
             };
             let explained = schedule(&placement, &world, true);
@@ -1079,12 +1223,180 @@ mod tests {
         assert_eq!((o.misconfigured.as_deref(), reason(&o)), (None, "AllManagedClusterSetsEmpty"));
     }
 
+    /// The clusters a `celSelector` of `exprs` selects, and why the others were dropped.
+    fn cel(case: &Case, exprs: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+        let o = case.run(json!({"predicates": [{"requiredClusterSelector": {
+            "celSelector": {"celExpressions": exprs}}}]}));
+        assert_eq!(o.misconfigured, None, "{exprs:?}");
+        let dropped = o
+            .verdicts
+            .iter()
+            .filter(|v| v.step == Step::Predicate)
+            .map(|v| (v.cluster.clone(), v.reason.clone()))
+            .collect();
+        (flat(&o).into_iter().map(str::to_owned).collect(), dropped)
+    }
+
+    fn fleet() -> Case {
+        world(vec![
+            c("a").label("env", "prod").claim("platform.open-cluster-management.io", "AWS").with(
+                "status",
+                json!({"version": {"kubernetes": "v1.30.2"}, "allocatable": {"cpu": "8", "memory": "32Gi"}}),
+            ),
+            c("b").label("env", "dev").with(
+                "status",
+                json!({"version": {"kubernetes": "v1.28.9"}, "allocatable": {"cpu": "2", "memory": "8Gi"}}),
+            ),
+            c("c")
+                .label("env", "prod")
+                .with("metadata.annotations", json!({"cfg": "{\"tier\": \"gold\", \"n\": 3}"})),
+        ])
+        .score_object("a", "load", &[("cpu", 80), ("mem", 20)], None)
+        .score_object("b", "load", &[("cpu", 10), ("mem", 90)], None)
+    }
+
     #[test]
-    fn cel_selectors_are_refused_not_ignored() {
-        let o = world(abc()).run(json!({"predicates": [{"requiredClusterSelector": {
-            "celSelector": {"celExpressions": ["true"]}}}]}));
-        assert!(o.misconfigured.as_deref().unwrap().starts_with("Predicate:celSelector"));
+    fn cel_reads_the_whole_cluster() {
+        let case = fleet();
+        let (picked, _) = cel(&case, &["managedCluster.metadata.labels[\"env\"] == \"prod\""]);
+        assert_eq!(picked, ["a", "c"]);
+        let (picked, _) = cel(&case, &["managedCluster.metadata.name.startsWith(\"b\")"]);
+        assert_eq!(picked, ["b"]);
+        let (picked, _) = cel(
+            &case,
+            &[
+                "managedCluster.status.clusterClaims.exists(c, c.name == \"platform.open-cluster-management.io\" && c.value == \"AWS\")",
+            ],
+        );
+        assert_eq!(picked, ["a"]);
+        // Expressions are ANDed; predicates are ORed (a label predicate picks c as well).
+        let (picked, _) = cel(
+            &case,
+            &[
+                "managedCluster.metadata.labels.env == \"prod\"",
+                "has(managedCluster.status.version)",
+            ],
+        );
+        assert_eq!(picked, ["a"]);
+        let o = case.run(json!({"predicates": [
+            {"requiredClusterSelector": {"celSelector": {"celExpressions": ["managedCluster.metadata.name == \"b\""]}}},
+            {"requiredClusterSelector": {"labelSelector": {"matchLabels": {"env": "prod"}},
+                "celSelector": {"celExpressions": ["managedCluster.metadata.name != \"a\""]}}}]}));
+        assert_eq!(flat(&o), ["b", "c"]);
+    }
+
+    #[test]
+    fn cel_has_the_kubernetes_libraries_and_parse_json() {
+        let case = fleet();
+        for (expr, want) in [
+            (
+                "semver(managedCluster.status.version.kubernetes.substring(1)).isGreaterThan(semver(\"1.29.0\"))",
+                vec!["a"],
+            ),
+            (
+                "quantity(managedCluster.status.allocatable.memory).isGreaterThan(quantity(\"16Gi\"))",
+                vec!["a"],
+            ),
+            (
+                "managedCluster.status.version.kubernetes.matches(\"^v1\\\\.2[0-9]\\\\.\")",
+                vec!["b"],
+            ),
+            ("managedCluster.metadata.name.upperAscii() == \"C\"", vec!["c"]),
+            (
+                "isURL(\"https://\" + managedCluster.metadata.name + \".example.com\")",
+                vec!["a", "b", "c"],
+            ),
+            ("managedCluster.metadata.annotations.cfg.parseJSON().tier == \"gold\"", vec!["c"]),
+            ("[3, 1, 2].isSorted() || managedCluster.metadata.name == \"a\"", vec!["a"]),
+        ] {
+            let (picked, dropped) = cel(&case, &[expr]);
+            assert_eq!(picked, want, "{expr}: {dropped:?}");
+        }
+    }
+
+    #[test]
+    fn cel_scores_reads_the_clusters_addon_placement_score() {
+        let case = fleet();
+        let (picked, dropped) = cel(
+            &case,
+            &["managedCluster.scores(\"load\").exists(s, s.name == \"cpu\" && s.value > 50)"],
+        );
+        assert_eq!(picked, ["a"]);
+        let c = dropped.iter().find(|(c, _)| c == "c").unwrap();
+        assert!(c.1.contains("failed to get score"), "{c:?}");
+        assert!(c.1.contains("\"load\" not found"), "{c:?}");
+        let (picked, _) = cel(
+            &case,
+            &["managedCluster.scores(\"load\").filter(s, s.quantity == \"90\").size() == 1"],
+        );
+        assert_eq!(picked, ["b"]);
+        // A name that is not a literal cannot be costed, so it selects nothing (and says why).
+        let (picked, dropped) = cel(&case, &["managedCluster.scores(\"lo\" + \"ad\").size() > 0"]);
+        assert!(picked.is_empty());
+        assert!(dropped[0].1.contains("scores() is bounded only as"), "{dropped:?}");
+    }
+
+    #[test]
+    fn cel_errors_and_non_bools_select_nothing_and_say_why() {
+        let case = fleet();
+        let (picked, dropped) = cel(&case, &["managedCluster.metadata.labels.missing == \"x\""]);
+        assert!(picked.is_empty());
+        assert!(dropped[0].1.starts_with("matches no predicate (celSelector: "), "{dropped:?}");
+        assert!(dropped[0].1.contains("missing"), "{dropped:?}");
+        let (picked, dropped) = cel(&case, &["size(managedCluster.metadata.labels)"]);
+        assert!(picked.is_empty());
+        assert!(dropped[0].1.contains("returned int, not a bool"), "{dropped:?}");
+        let (_, dropped) = cel(&case, &["managedCluster.metadata.name == \"a\""]);
+        assert!(dropped.iter().all(|(_, why)| why.contains(": false")), "{dropped:?}");
+    }
+
+    #[test]
+    fn cel_compile_errors_are_misconfigured_and_select_nothing() {
+        let o = fleet().run(json!({"predicates": [{"requiredClusterSelector": {
+            "celSelector": {"celExpressions": ["managedCluster.metadata.name =="]}}}]}));
+        let m = o.misconfigured.as_deref().unwrap();
+        assert!(m.starts_with("Predicate:compilation failed: "), "{m}");
         assert_eq!(decided(&o), vec![Vec::<&str>::new()]);
+        // Limits: length and depth are refused at compile time, before anything recurses.
+        let long = format!("\"{}\" == \"\"", "x".repeat(cel::MAX_LEN));
+        let deep = vec!["1"; cel::MAX_DEPTH + 1].join(" + ") + " > 0";
+        for (expr, want) in [(long, "bytes long"), (deep, "levels are allowed")] {
+            let o = fleet().run(json!({"predicates": [{"requiredClusterSelector": {
+                "celSelector": {"celExpressions": [expr]}}}]}));
+            let m = o.misconfigured.as_deref().unwrap();
+            assert!(m.starts_with("Predicate:compilation failed: ") && m.contains(want), "{m}");
+        }
+        // Just within the limits, a deep expression runs (on CEL's own stack).
+        let deep = vec!["1"; cel::MAX_DEPTH - 10].join(" + ") + " > 0";
+        let nested = format!("{}1{} != []", "[".repeat(90), "]".repeat(90));
+        assert_eq!(cel(&fleet(), &[&deep, &nested]).0, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn cel_cost_is_bounded_before_evaluating() {
+        let case = fleet();
+        // Two loops over the labels cost little.
+        let (picked, _) = cel(
+            &case,
+            &[
+                "managedCluster.metadata.labels.all(k, managedCluster.metadata.labels.exists(j, j == k))",
+            ],
+        );
+        assert_eq!(picked, ["a", "b", "c"]);
+        // Three nested loops over 100 items are 10^6 iterations: over the per-call limit.
+        let hundred =
+            format!("[{}]", (0..100).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+        let expensive =
+            format!("{hundred}.all(x, {hundred}.all(y, {hundred}.all(z, x + y + z >= 0)))");
+        let (picked, dropped) = cel(&case, &[&expensive]);
+        assert!(picked.is_empty());
+        assert!(dropped[0].1.contains("exceeds the per-expression limit"), "{dropped:?}");
+        // Eleven expressions just under the per-call limit exceed the cluster's budget together.
+        let under = format!("{hundred}.all(x, {hundred}.all(y, x + y >= 0))");
+        let many: Vec<&str> = std::iter::repeat_n(under.as_str(), 400).collect();
+        let (picked, dropped) = cel(&case, &many);
+        assert!(picked.is_empty());
+        assert!(dropped[0].1.contains("exceed the cost budget"), "{dropped:?}");
     }
 
     #[test]
