@@ -59,7 +59,13 @@ async fn until_decided(
     .await;
     match r {
         Ok(()) => Ok(()),
-        Err(e) => Err(e.context(format!("last decided: {:?}", decided(hub, http, p).await?))),
+        Err(e) => {
+            let explained = stored(hub, http, &format!("{PLACEMENTS}/{p}/explain")).await?;
+            let rows: Vec<&Value> =
+                explained["rows"].as_array().into_iter().flatten().map(|r| &r["cells"]).collect();
+            let last = decided(hub, http, p).await?;
+            Err(e.context(format!("last decided: {last:?}; explained: {rows:?}")))
+        }
     }
 }
 
@@ -360,6 +366,139 @@ spec:
         Ok(list["items"].as_array().is_some_and(Vec::is_empty).then_some(()))
     })
     .await?;
+    Ok(())
+}
+
+/// Applies an AddOnPlacementScore `load` in namespace `cluster` with one item `cpu`, as an
+/// add-on agent would (the object, then its status).
+async fn score_load(k: &Kubectl, cluster: &str, cpu: i32) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let manifest = write_manifest(
+        &dir,
+        "score.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {cluster}
+---
+apiVersion: cluster.open-cluster-management.io/v1alpha1
+kind: AddOnPlacementScore
+metadata:
+  name: load
+  namespace: {cluster}
+"#
+        ),
+    )?;
+    k.ok(&["apply", "-f", &manifest]).await?;
+    let status = json!({"status": {"scores": [{"name": "cpu", "value": cpu}]}}).to_string();
+    k.ok(&[
+        "patch",
+        "addonplacementscore",
+        "load",
+        "-n",
+        cluster,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ])
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cel_selectors_read_any_field_and_addon_scores() -> anyhow::Result<()> {
+    let Some((hub, http, k)) = setup().await? else { return Ok(()) };
+    for (name, env, version) in
+        [("c1", "prod", "v1.30.1"), ("c2", "prod", "v1.31.0"), ("c3", "dev", "v1.31.0")]
+    {
+        create(&hub, &http, MCL, cluster(name, json!({"env": env}))).await?;
+        let status = json!({"status": {"version": {"kubernetes": version}}});
+        merge_patch(&hub, &http, &format!("{MCL}/{name}/status"), status).await?;
+    }
+    score_load(&k, "c1", 10).await?;
+    score_load(&k, "c2", 70).await?;
+    apply_bound(
+        &k,
+        "default",
+        r#"apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: recent
+  namespace: apps
+spec:
+  tolerations:
+  - key: cluster.open-cluster-management.io/unreachable
+    operator: Exists
+  predicates:
+  - requiredClusterSelector:
+      celSelector:
+        celExpressions:
+        - managedCluster.metadata.labels.env == "prod"
+        - semver(managedCluster.status.version.kubernetes.substring(1)).isGreaterThan(semver("1.30.5"))
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: idle
+  namespace: apps
+spec:
+  tolerations:
+  - key: cluster.open-cluster-management.io/unreachable
+    operator: Exists
+  predicates:
+  - requiredClusterSelector:
+      celSelector:
+        celExpressions:
+        - managedCluster.scores("load").exists(s, s.name == "cpu" && s.value >= 50)
+"#,
+    )
+    .await?;
+    // Both expressions hold only for c2; the score is at least 50 only on c2.
+    until_decided(&hub, &http, "recent", &["c2"]).await?;
+    until_decided(&hub, &http, "idle", &["c2"]).await?;
+    // A score that changes moves the decision (AddOnPlacementScores are watched).
+    score_load(&k, "c1", 90).await?;
+    score_load(&k, "c2", 5).await?;
+    until_decided(&hub, &http, "idle", &["c1"]).await?;
+    // A label that changes does too.
+    k.ok(&["label", "managedcluster", "c1", "env=dev", "--overwrite"]).await?;
+    k.ok(&["label", "managedcluster", "c3", "env=prod", "--overwrite"]).await?;
+    until_decided(&hub, &http, "recent", &["c2", "c3"]).await?;
+
+    // Explain says which expression dropped a cluster and why.
+    let raw = k.ok(&["get", "--raw", &format!("{PLACEMENTS}/idle/explain")]).await?;
+    let table: Value = serde_json::from_str(&raw)?;
+    let reason = |cluster: &str| {
+        table["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["cells"][0] == cluster)
+            .map(|r| (r["cells"][1].clone(), r["cells"][3].as_str().unwrap_or("").to_owned()))
+    };
+    let (step, why) = reason("c3").unwrap_or_default();
+    ensure!(step == "Predicate" && why.contains("failed to get score"), "{step} {why}");
+    let (step, why) = reason("c2").unwrap_or_default();
+    ensure!(step == "Predicate" && why.ends_with(": false)"), "{step} {why}");
+
+    // An expression that does not compile misconfigures the placement: nothing is decided.
+    let bad = json!({"spec": {"predicates": [{"requiredClusterSelector": {
+        "celSelector": {"celExpressions": ["managedCluster.metadata.labels.env =="]}}}]}});
+    patch_placement(&k, "recent", "merge", &bad.to_string()).await?;
+    let (status, _, message) =
+        until_reason(&hub, &http, "recent", "PlacementMisconfigured", "Misconfigured").await?;
+    ensure!(
+        status == "True" && message.starts_with("Predicate:compilation failed: "),
+        "{status} {message}"
+    );
+    until_decided(&hub, &http, "recent", &[]).await?;
+    let good = json!({"spec": {"predicates": [{"requiredClusterSelector": {
+        "celSelector": {"celExpressions": ["managedCluster.metadata.name in [\"c1\", \"c3\"]"]}}}]}});
+    patch_placement(&k, "recent", "merge", &good.to_string()).await?;
+    until_reason(&hub, &http, "recent", "PlacementMisconfigured", "Succeedconfigured").await?;
+    until_decided(&hub, &http, "recent", &["c1", "c3"]).await?;
     Ok(())
 }
 
