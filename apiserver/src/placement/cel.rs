@@ -116,6 +116,8 @@ pub fn on_cel_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 #[derive(Debug)]
 pub struct Expressions {
     programs: Vec<(String, Program)>,
+    /// What of the cluster they read.
+    pub reads: Reads,
 }
 
 /// Compiles a selector's expressions; the error is the Misconfigured message's detail.
@@ -138,26 +140,30 @@ pub fn compile(sources: &[String]) -> Result<Expressions, String> {
         }
         programs.push((source.clone(), program));
     }
-    Ok(Expressions { programs })
+    let reads =
+        Reads::union(&programs.iter().map(|(_, p)| Reads::of(p.expression())).collect::<Vec<_>>());
+    Ok(Expressions { programs, reads })
 }
 
 /// One cluster as the expressions see it.
 pub struct Subject<'a> {
     name: &'a str,
     json: &'a serde_json::Value,
+    /// The part of it converted for CEL: what the expressions read.
+    reads: &'a Reads,
     /// The CEL form, made on first use.
     value: std::cell::OnceCell<Result<Value, String>>,
 }
 
 impl<'a> Subject<'a> {
-    pub fn new(name: &'a str, json: &'a serde_json::Value) -> Subject<'a> {
-        Subject { name, json, value: std::cell::OnceCell::new() }
+    pub fn new(name: &'a str, json: &'a serde_json::Value, reads: &'a Reads) -> Subject<'a> {
+        Subject { name, json, reads, value: std::cell::OnceCell::new() }
     }
 
     fn value(&self) -> Result<&Value, String> {
         self.value
             .get_or_init(|| {
-                cel::to_value(self.json)
+                cel::to_value(&*self.reads.select(self.json))
                     .map_err(|e| format!("failed to convert the cluster for CEL: {e}"))
             })
             .as_ref()
@@ -340,6 +346,142 @@ fn weight(v: &serde_json::Value) -> u64 {
     total
 }
 
+/// `e` as a path into the cluster (`managedCluster.a.b["c"]`), when it is one; `shadowed` when a
+/// comprehension variable named `managedCluster` hides the cluster.
+fn path(e: &IdedExpr, shadowed: bool) -> Option<Vec<&str>> {
+    match &e.expr {
+        Expr::Ident(name) if name == CLUSTER && !shadowed => Some(Vec::new()),
+        Expr::Select(s) if !s.test => {
+            let mut p = path(&s.operand, shadowed)?;
+            p.push(&s.field);
+            Some(p)
+        }
+        Expr::Call(c) if c.func_name == "_[_]" && c.target.is_none() && c.args.len() == 2 => {
+            let Expr::Literal(LiteralValue::String(key)) = &c.args[1].expr else {
+                return None;
+            };
+            let mut p = path(&c.args[0], shadowed)?;
+            p.push(key.inner());
+            Some(p)
+        }
+        _ => None,
+    }
+}
+
+/// What of the cluster an expression reads: the subtrees at these paths, or (`None`) all of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reads(Option<Vec<Vec<String>>>);
+
+impl Reads {
+    /// What `e` reads.
+    fn of(e: &IdedExpr) -> Reads {
+        let mut paths = Vec::new();
+        if !collect(e, false, &mut paths) {
+            return Reads(None);
+        }
+        Reads(Some(paths)).tidy()
+    }
+
+    /// What any of `all` reads.
+    pub fn union<'r>(all: impl IntoIterator<Item = &'r Reads>) -> Reads {
+        let mut paths = Vec::new();
+        for r in all {
+            match &r.0 {
+                None => return Reads(None),
+                Some(p) => paths.extend(p.iter().cloned()),
+            }
+        }
+        Reads(Some(paths)).tidy()
+    }
+
+    /// Sorted, without the paths another one contains.
+    fn tidy(self) -> Reads {
+        let Some(mut paths) = self.0 else { return self };
+        paths.sort();
+        let mut kept: Vec<Vec<String>> = Vec::with_capacity(paths.len());
+        for p in paths {
+            if !kept.iter().any(|k| p.starts_with(k)) {
+                kept.push(p);
+            }
+        }
+        Reads(Some(kept))
+    }
+
+    /// The part of `json` read.
+    fn select<'j>(&self, json: &'j serde_json::Value) -> std::borrow::Cow<'j, serde_json::Value> {
+        let Some(paths) = &self.0 else { return std::borrow::Cow::Borrowed(json) };
+        let mut out = serde_json::Value::Object(serde_json::Map::new());
+        for p in paths {
+            copy(json, &mut out, p);
+        }
+        std::borrow::Cow::Owned(out)
+    }
+}
+
+/// Copies the subtree of `from` at `path` into `to`, creating the objects on the way.
+fn copy(from: &serde_json::Value, to: &mut serde_json::Value, path: &[String]) {
+    let (Some((key, rest)), serde_json::Value::Object(from_map), serde_json::Value::Object(to_map)) =
+        (path.split_first(), from, &mut *to)
+    else {
+        // The end of the path, or a list or scalar on the way: all of it.
+        *to = from.clone();
+        return;
+    };
+    let Some(child) = from_map.get(key) else { return };
+    let slot = to_map
+        .entry(key.clone())
+        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+    copy(child, slot, rest);
+}
+
+/// Adds to `out` the paths into the cluster `e` reads; false when it reads the cluster whole.
+fn collect(e: &IdedExpr, shadowed: bool, out: &mut Vec<Vec<String>>) -> bool {
+    let owned = |p: Vec<&str>| p.into_iter().map(str::to_owned).collect::<Vec<_>>();
+    if let Some(p) = path(e, shadowed) {
+        if p.is_empty() {
+            return false;
+        }
+        out.push(owned(p));
+        return true;
+    }
+    match &e.expr {
+        // `has(managedCluster.a.b)` reads `a.b`.
+        Expr::Select(s) if s.test => {
+            if let Some(mut p) = path(&s.operand, shadowed) {
+                p.push(&s.field);
+                out.push(owned(p));
+                return true;
+            }
+            collect(&s.operand, shadowed, out)
+        }
+        // `managedCluster.scores(...)` reads the cluster's name.
+        Expr::Call(c)
+            if c.func_name == "scores"
+                && c.target
+                    .as_deref()
+                    .and_then(|t| path(t, shadowed))
+                    .is_some_and(|p| p.is_empty()) =>
+        {
+            out.push(vec!["metadata".to_owned(), "name".to_owned()]);
+            c.args.iter().all(|a| collect(a, shadowed, out))
+        }
+        Expr::Comprehension(c) => {
+            let hides = |v: &str| v == CLUSTER;
+            let inner = shadowed
+                || hides(&c.iter_var)
+                || c.iter_var2.as_deref().is_some_and(hides)
+                || hides(&c.accu_var);
+            let result = shadowed || hides(&c.accu_var);
+            collect(&c.iter_range, shadowed, out)
+                && collect(&c.accu_init, shadowed, out)
+                && collect(&c.loop_cond, inner, out)
+                && collect(&c.loop_step, inner, out)
+                && collect(&c.result, result, out)
+        }
+        _ => children(e).into_iter().all(|child| collect(child, shadowed, out)),
+    }
+}
+
 /// The variables in scope while estimating: comprehension variables shadow the cluster.
 struct Scope<'s> {
     vars: Vec<(&'s str, Size)>,
@@ -363,29 +505,6 @@ struct Estimator<'a, 'b> {
 }
 
 impl Estimator<'_, '_> {
-    /// `e` as a path into the cluster (`managedCluster.a.b["c"]`), when it is one.
-    fn path<'e>(&self, e: &'e IdedExpr, scope: &Scope<'_>) -> Option<Vec<&'e str>> {
-        match &e.expr {
-            Expr::Ident(name) if name == CLUSTER && scope.get(CLUSTER).is_none() => {
-                Some(Vec::new())
-            }
-            Expr::Select(s) if !s.test => {
-                let mut p = self.path(&s.operand, scope)?;
-                p.push(&s.field);
-                Some(p)
-            }
-            Expr::Call(c) if c.func_name == "_[_]" && c.target.is_none() && c.args.len() == 2 => {
-                let Expr::Literal(LiteralValue::String(key)) = &c.args[1].expr else {
-                    return None;
-                };
-                let mut p = self.path(&c.args[0], scope)?;
-                p.push(key.inner());
-                Some(p)
-            }
-            _ => None,
-        }
-    }
-
     /// The measured size of a path into the cluster (a missing field is an error, size 1).
     fn measure(&self, path: &[&str]) -> Size {
         let mut v = self.subject.json;
@@ -407,7 +526,7 @@ impl Estimator<'_, '_> {
 
     /// (cost, result size) of `e`.
     fn walk<'e>(&self, e: &'e IdedExpr, scope: &mut Scope<'e>) -> Result<(u64, Size), String> {
-        if let Some(path) = self.path(e, scope) {
+        if let Some(path) = path(e, scope.get(CLUSTER).is_some()) {
             return Ok((1 + path.len() as u64, self.measure(&path)));
         }
         Ok(match &e.expr {
@@ -543,7 +662,7 @@ impl Estimator<'_, '_> {
         let on_subject = call
             .target
             .as_deref()
-            .is_some_and(|t| self.path(t, scope).is_some_and(|p| p.is_empty()));
+            .is_some_and(|t| path(t, scope.get(CLUSTER).is_some()).is_some_and(|p| p.is_empty()));
         let name = match call.args.as_slice() {
             [IdedExpr { expr: Expr::Literal(LiteralValue::String(s)), .. }] if on_subject => {
                 s.inner()
@@ -561,5 +680,54 @@ impl Estimator<'_, '_> {
             .and_then(|o| o.items.iter().map(|(n, _)| n.len() as u64 + 32).max())
             .unwrap_or(0);
         Ok(Size { len: items, weight: 1 + items * elem, elem })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn reads(exprs: &[&str]) -> Option<Vec<String>> {
+        let sources: Vec<String> = exprs.iter().map(|s| (*s).to_owned()).collect();
+        compile(&sources).unwrap().reads.0.map(|p| p.iter().map(|p| p.join(".")).collect())
+    }
+
+    #[test]
+    fn only_what_is_read_is_converted() {
+        assert_eq!(
+            reads(&[
+                "managedCluster.metadata.labels.env == 'a'",
+                "has(managedCluster.status.version) && managedCluster.metadata.labels['x'] == 'y'",
+                "managedCluster.scores('s').size() > 0",
+            ]),
+            Some(vec![
+                "metadata.labels.env".into(),
+                "metadata.labels.x".into(),
+                "metadata.name".into(),
+                "status.version".into()
+            ])
+        );
+        // The cluster whole: passed on, or named by a computed key.
+        assert_eq!(reads(&["size(managedCluster) > 0"]), None);
+        assert_eq!(reads(&["managedCluster['meta' + 'data'].name == 'a'"]), None);
+        // A comprehension variable of the same name hides the cluster.
+        assert_eq!(
+            reads(&["[{'a': 1}].all(managedCluster, managedCluster.a == 1)"]),
+            Some(Vec::new())
+        );
+        let json = json!({"metadata": {"name": "c", "labels": {"a": "b"}, "managedFields": [1]},
+            "status": {"version": {"kubernetes": "v1"}, "conditions": [1, 2]}});
+        let r = compile(&[
+            "managedCluster.metadata.labels.a == 'b'".into(),
+            "managedCluster.status.version.kubernetes == 'v1' && managedCluster.status.nope == 1"
+                .into(),
+        ])
+        .unwrap()
+        .reads;
+        assert_eq!(
+            *r.select(&json),
+            json!({"metadata": {"labels": {"a": "b"}}, "status": {"version": {"kubernetes": "v1"}}})
+        );
     }
 }

@@ -385,6 +385,9 @@ fn predicate<'c>(
             .map_err(|e| format!("Predicate:{e}"))?;
         predicates.push(Selector { labels, claims, cel });
     }
+    // What the CEL expressions read of a cluster: only that is converted.
+    let reads =
+        cel::Reads::union(predicates.iter().filter_map(|p| p.cel.as_ref().map(|e| &e.reads)));
     let mut passed = Vec::new();
     for c in candidates {
         if predicates.is_empty() {
@@ -405,7 +408,7 @@ fn predicate<'c>(
                 refused.get_or_insert_with(|| "the cluster is gone".to_owned());
                 continue;
             };
-            let subject = subject.get_or_init(|| cel::Subject::new(&c.name, object));
+            let subject = subject.get_or_init(|| cel::Subject::new(&c.name, object, &reads));
             match exprs.matches(subject, world.scores) {
                 Ok(()) => {
                     selected = true;

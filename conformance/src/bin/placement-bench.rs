@@ -258,11 +258,25 @@ fn pass_alone(n: usize, cel: bool) -> anyhow::Result<Duration> {
             let cpu = c.cpu.unwrap_or(0.0) / 1000.0;
             let o = json!({
                 "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
-                "metadata": {"name": c.name, "labels": c.labels},
+                "metadata": {"name": c.name, "labels": c.labels, "uid": "0b6c1f5e-8f1e-4c57-9d55-5d0f0ad1c001",
+                    "resourceVersion": "123456", "creationTimestamp": "2026-11-01T00:00:00Z",
+                    "finalizers": ["cluster.open-cluster-management.io/api-resource-cleanup"],
+                    "managedFields": [
+                        {"manager": "klusterlet", "operation": "Update", "apiVersion": "cluster.open-cluster-management.io/v1",
+                         "time": "2026-11-01T00:00:00Z", "fieldsType": "FieldsV1", "subresource": "status",
+                         "fieldsV1": {"f:status": {"f:allocatable": {".": {}, "f:cpu": {}, "f:memory": {}},
+                            "f:capacity": {".": {}, "f:cpu": {}, "f:memory": {}}, "f:conditions": {}, "f:version": {"f:kubernetes": {}}}}},
+                        {"manager": "ocm-hub", "operation": "Update", "apiVersion": "cluster.open-cluster-management.io/v1",
+                         "time": "2026-11-01T00:00:00Z", "fieldsType": "FieldsV1",
+                         "fieldsV1": {"f:metadata": {"f:finalizers": {}, "f:labels": {}}, "f:spec": {"f:taints": {}}}}]},
                 "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 60},
                 "status": {"allocatable": {"cpu": cpu.to_string(), "memory": "64Gi"},
                     "capacity": {"cpu": cpu.to_string(), "memory": "64Gi"},
-                    "version": {"kubernetes": "v1.31.2"}},
+                    "version": {"kubernetes": "v1.31.2"},
+                    "conditions": (["HubAcceptedManagedCluster", "ManagedClusterJoined",
+                        "ManagedClusterConditionAvailable", "ManagedClusterConditionClockSynced"]
+                        .map(|t| json!({"type": t, "status": "True", "reason": t, "message": "as expected",
+                            "lastTransitionTime": "2026-11-01T00:00:00Z"})))},
             });
             (c.name.clone(), Arc::new(o))
         })
