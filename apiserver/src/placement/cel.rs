@@ -138,6 +138,9 @@ pub fn compile(sources: &[String]) -> Result<Expressions, String> {
                  levels are allowed"
             ));
         }
+        if let Some(name) = undeclared(program.expression(), &mut Vec::new()) {
+            return Err(format!("compilation failed: undeclared reference to '{name}'"));
+        }
         programs.push((source.clone(), program));
     }
     let reads =
@@ -238,6 +241,48 @@ impl Expressions {
             }
         }
         Ok(())
+    }
+}
+
+/// The first name `e` reads that nothing declares (cel-go refuses these when compiling; cel-rust
+/// only when it runs, so a typo would select nothing instead of saying so). `bound` holds the
+/// comprehension variables in scope.
+fn undeclared<'e>(e: &'e IdedExpr, bound: &mut Vec<&'e str>) -> Option<&'e str> {
+    /// Type names an expression may compare with (`type(x) == string`).
+    const TYPES: [&str; 11] = [
+        "bool",
+        "bytes",
+        "double",
+        "int",
+        "list",
+        "map",
+        "null_type",
+        "string",
+        "type",
+        "uint",
+        "dyn",
+    ];
+    match &e.expr {
+        Expr::Ident(name) => {
+            (name != CLUSTER && !TYPES.contains(&name.as_str()) && !bound.contains(&name.as_str()))
+                .then_some(name.as_str())
+        }
+        Expr::Comprehension(c) => {
+            if let Some(name) =
+                undeclared(&c.iter_range, bound).or_else(|| undeclared(&c.accu_init, bound))
+            {
+                return Some(name);
+            }
+            let outer = bound.len();
+            bound.push(&c.accu_var);
+            let result = undeclared(&c.result, bound);
+            bound.push(&c.iter_var);
+            bound.extend(c.iter_var2.as_deref());
+            let inner = undeclared(&c.loop_cond, bound).or_else(|| undeclared(&c.loop_step, bound));
+            bound.truncate(outer);
+            inner.or(result)
+        }
+        _ => children(e).into_iter().find_map(|child| undeclared(child, bound)),
     }
 }
 
@@ -708,6 +753,12 @@ mod tests {
                 "status.version".into()
             ])
         );
+        // Names nothing declares are refused when compiling, as cel-go does.
+        let err = compile(&["managedcluster.metadata.name == 'a'".into()]).unwrap_err();
+        assert_eq!(err, "compilation failed: undeclared reference to 'managedcluster'");
+        let err = compile(&["[1].all(x, y > 0)".into()]).unwrap_err();
+        assert!(err.ends_with("'y'"), "{err}");
+        compile(&["[1].all(x, [2].exists(y, x < y)) && type(1) == int".into()]).unwrap();
         // The cluster whole: passed on, or named by a computed key.
         assert_eq!(reads(&["size(managedCluster) > 0"]), None);
         assert_eq!(reads(&["managedCluster['meta' + 'data'].name == 'a'"]), None);
