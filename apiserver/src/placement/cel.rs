@@ -87,29 +87,20 @@ fn name_of(cluster: &Value) -> Option<String> {
     }
 }
 
-/// Runs `f` on a thread with a stack deep enough for CEL (on this one if no thread can be had:
-/// the length and depth limits keep a release build within 2 MiB).
-pub fn on_cel_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    let job = std::sync::Mutex::new(Some(f));
-    let run = || job.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().map(|f| f());
-    let out = std::thread::scope(|s| {
-        let spawned =
-            std::thread::Builder::new().name("cel".into()).stack_size(STACK).spawn_scoped(s, run);
-        match spawned {
-            Ok(handle) => match handle.join() {
-                Ok(v) => v,
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "no thread for CEL; evaluating on the caller's stack");
-                None
-            }
+/// Runs `f` on a thread with a stack deep enough for CEL; `Err` when no thread can be had (CEL is
+/// never run on a worker's small stack).
+pub fn on_cel_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("cel".into())
+            .stack_size(STACK)
+            .spawn_scoped(s, f)
+            .map_err(|e| format!("no thread to evaluate CEL on: {e}"))?;
+        match handle.join() {
+            Ok(v) => Ok(v),
+            Err(panic) => std::panic::resume_unwind(panic),
         }
-    });
-    match out {
-        Some(v) => v,
-        None => run().unwrap_or_else(|| unreachable!("the job runs once")),
-    }
+    })
 }
 
 /// One selector's expressions, ANDed.
@@ -137,6 +128,11 @@ pub fn compile(sources: &[String]) -> Result<Expressions, String> {
                 "compilation failed: the expression nests {depth} deep; at most {MAX_DEPTH} \
                  levels are allowed"
             ));
+        }
+        if has_struct(program.expression()) {
+            return Err(
+                "compilation failed: message literals (`Type{...}`) are not supported".into()
+            );
         }
         if let Some(name) = undeclared(program.expression(), &mut Vec::new()) {
             return Err(format!("compilation failed: undeclared reference to '{name}'"));
@@ -174,17 +170,13 @@ impl<'a> Subject<'a> {
     }
 }
 
-/// What the interpreter may read while evaluating one cluster.
+/// The AddOnPlacementScores `scores()` reads while evaluating one cluster.
 struct Bindings<'a> {
-    cluster: &'a Value,
     scores: ScoreLookup<'a>,
 }
 
 impl VariableResolver for Bindings<'_> {
     fn resolve(&self, variable: &str) -> Option<Value> {
-        if variable == CLUSTER {
-            return Some(self.cluster.clone());
-        }
         let (cluster, name) = variable.strip_prefix(SCORES)?.split_once('/')?;
         Some(match (self.scores)(cluster, name) {
             None => Value::Null,
@@ -211,8 +203,10 @@ impl Expressions {
     /// expression that fails or returns something other than a bool does not match (as in OCM).
     pub fn matches(&self, subject: &Subject<'_>, scores: ScoreLookup<'_>) -> Result<(), String> {
         let cluster = subject.value()?;
-        let bindings = Bindings { cluster, scores };
+        let bindings = Bindings { scores };
         let mut ctx = ROOT.new_inner_scope();
+        // Bound once: every read of it borrows (a resolver would rebuild it per read).
+        ctx.add_variable_from_value(CLUSTER, cluster.clone());
         ctx.set_variable_resolver(&bindings);
         let mut spent: u64 = 0;
         for (source, program) in &self.programs {
@@ -237,7 +231,7 @@ impl Expressions {
                 Ok(other) => {
                     return Err(format!("{source}: returned {}, not a bool", other.type_of()));
                 }
-                Err(e) => return Err(format!("{source}: {e}")),
+                Err(e) => return Err(format!("{source}: {}", clip(&e.to_string(), 300))),
             }
         }
         Ok(())
@@ -267,6 +261,13 @@ fn undeclared<'e>(e: &'e IdedExpr, bound: &mut Vec<&'e str>) -> Option<&'e str> 
             (name != CLUSTER && !TYPES.contains(&name.as_str()) && !bound.contains(&name.as_str()))
                 .then_some(name.as_str())
         }
+        // `sets.contains(...)`, `math.greatest(...)`: the target names a function namespace.
+        Expr::Call(c)
+            if matches!(c.target.as_deref().map(|t| &t.expr),
+            Some(Expr::Ident(ns)) if ns != CLUSTER && !bound.contains(&ns.as_str())) =>
+        {
+            c.args.iter().find_map(|a| undeclared(a, bound))
+        }
         Expr::Comprehension(c) => {
             if let Some(name) =
                 undeclared(&c.iter_range, bound).or_else(|| undeclared(&c.accu_init, bound))
@@ -286,11 +287,21 @@ fn undeclared<'e>(e: &'e IdedExpr, bound: &mut Vec<&'e str>) -> Option<&'e str> 
     }
 }
 
+/// Whether `e` builds a message (`Type{field: ...}`), which cel-rust cannot evaluate.
+fn has_struct(e: &IdedExpr) -> bool {
+    matches!(e.expr, Expr::Struct(_)) || children(e).into_iter().any(has_struct)
+}
+
 /// An expression as messages name it: its first 80 characters.
 fn short(source: &str) -> std::borrow::Cow<'_, str> {
-    match source.char_indices().nth(80) {
-        Some((cut, _)) => format!("{}...", &source[..cut]).into(),
-        None => source.into(),
+    clip(source, 80)
+}
+
+/// `text` cut at `n` characters.
+fn clip(text: &str, n: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(n) {
+        Some((cut, _)) => format!("{}...", &text[..cut]).into(),
+        None => text.into(),
     }
 }
 
@@ -572,7 +583,10 @@ impl Estimator<'_, '_> {
     /// (cost, result size) of `e`.
     fn walk<'e>(&self, e: &'e IdedExpr, scope: &mut Scope<'e>) -> Result<(u64, Size), String> {
         if let Some(path) = path(e, scope.get(CLUSTER).is_some()) {
-            return Ok((1 + path.len() as u64, self.measure(&path)));
+            // Each step of the path copies the value it selects.
+            let copies = (1..=path.len())
+                .fold(0u64, |a, k| a.saturating_add(self.measure(&path[..k]).weight));
+            return Ok((1u64.saturating_add(copies), self.measure(&path)));
         }
         Ok(match &e.expr {
             Expr::Ident(name) => (1, scope.get(name).unwrap_or(Size::ONE)),
@@ -587,7 +601,11 @@ impl Estimator<'_, '_> {
             Expr::Literal(_) | Expr::Unspecified => (1, Size::ONE),
             Expr::Select(s) => {
                 let (cost, from) = self.walk(&s.operand, scope)?;
-                (cost + 1, if s.test { Size::ONE } else { Size::within(from.elem) })
+                if s.test {
+                    (cost.saturating_add(1), Size::ONE)
+                } else {
+                    (cost.saturating_add(1).saturating_add(from.elem), Size::within(from.elem))
+                }
             }
             Expr::List(_) | Expr::Map(_) | Expr::Struct(_) => {
                 let mut cost = 1u64;
@@ -599,7 +617,8 @@ impl Estimator<'_, '_> {
                     size.weight = size.weight.saturating_add(s.weight);
                     size.elem = size.elem.max(s.weight);
                 }
-                (cost, size)
+                // Building it copies every element.
+                (cost.saturating_add(size.weight), size)
             }
             Expr::Call(call) => self.call(e, call, scope)?,
             Expr::Comprehension(c) => {
@@ -607,20 +626,20 @@ impl Estimator<'_, '_> {
                 let (init_cost, init) = self.walk(&c.accu_init, scope)?;
                 let n = range.len;
                 let element = Size::within(range.elem);
-                let iteration = |this: &Self, scope: &mut Scope<'e>, accu: Size| {
-                    scope.vars.push((&c.iter_var, element));
-                    if let Some(v2) = &c.iter_var2 {
-                        scope.vars.push((v2, element));
-                    }
-                    scope.vars.push((&c.accu_var, accu));
-                    let step = this.walk(&c.loop_step, scope);
-                    let cond = this.walk(&c.loop_cond, scope);
-                    scope.vars.truncate(scope.vars.len() - 2 - usize::from(c.iter_var2.is_some()));
-                    Ok::<_, String>((step?, cond?.0))
-                };
+                // One walk of the step and the condition (walking them again with the grown
+                // accumulator would make nested comprehensions exponential to estimate): the
+                // accumulator's growth is added arithmetically.
+                scope.vars.push((&c.iter_var, element));
+                if let Some(v2) = &c.iter_var2 {
+                    scope.vars.push((v2, element));
+                }
+                scope.vars.push((&c.accu_var, init));
+                let step = self.walk(&c.loop_step, scope);
+                let cond = self.walk(&c.loop_cond, scope);
+                scope.vars.truncate(scope.vars.len() - 2 - usize::from(c.iter_var2.is_some()));
+                let ((step_cost, first), (cond_cost, _)) = (step?, cond?);
                 // What one step adds to the accumulator (a list for `map` and `filter`, nothing
                 // for the boolean ones), then the accumulator at its largest.
-                let ((_, first), _) = iteration(self, scope, init)?;
                 let accu = Size {
                     len: init
                         .len
@@ -632,13 +651,18 @@ impl Estimator<'_, '_> {
                         .saturating_add(n.saturating_mul(first.weight.saturating_sub(init.weight))),
                     elem: init.elem.max(first.elem),
                 };
-                let ((step_cost, _), cond_cost) = iteration(self, scope, accu)?;
+                // Each iteration copies its element and reads (and may copy) the accumulator in
+                // both the step and the condition.
+                let per_iteration = step_cost
+                    .saturating_add(cond_cost)
+                    .saturating_add(element.weight)
+                    .saturating_add(accu.weight.saturating_mul(3));
                 scope.vars.push((&c.accu_var, accu));
                 let result = self.walk(&c.result, scope);
                 scope.vars.pop();
                 let (result_cost, size) = result?;
                 let cost = n
-                    .saturating_mul(step_cost.saturating_add(cond_cost))
+                    .saturating_mul(per_iteration)
                     .saturating_add(range_cost)
                     .saturating_add(init_cost)
                     .saturating_add(result_cost);
@@ -662,9 +686,24 @@ impl Estimator<'_, '_> {
             inputs.push(s);
         }
         let total: u64 = inputs.iter().fold(0u64, |a, s| a.saturating_add(s.weight));
-        cost = cost.saturating_add(total);
-        let size = match call.func_name.as_str() {
-            // Answers of one bit, whatever they read.
+        let product: u64 =
+            inputs.iter().fold(1u64, |a, s| a.saturating_mul(s.weight.saturating_add(1)));
+        let literal_int = |i: usize| match call.args.get(i).map(|a| &a.expr) {
+            Some(Expr::Literal(LiteralValue::Int(n))) => u64::try_from(*n.inner()).ok(),
+            Some(Expr::Literal(LiteralValue::UInt(n))) => Some(*n.inner()),
+            _ => None,
+        };
+        let name = call.func_name.as_str();
+        // Work: linear in the inputs, but quadratic where the library compares all pairs or
+        // compiles a pattern.
+        let work = match name {
+            "distinct" | "indexOf" | "lastIndexOf" | "contains" | "@in" | "matches" | "find"
+            | "findAll" | "replace" | "split" | "intersects" | "equivalent" => product,
+            _ => total,
+        };
+        cost = cost.saturating_add(work);
+        let size = match name {
+            // Answers of one bit or one number, whatever they read.
             "_==_"
             | "_!=_"
             | "_<_"
@@ -684,17 +723,67 @@ impl Estimator<'_, '_> {
             | "has"
             | "exists"
             | "all"
-            | "exists_one" => Size::ONE,
-            // Every occurrence of the second argument replaced by the third.
-            "replace" => Size::within(
-                inputs.iter().fold(1u64, |a, s| a.saturating_mul(s.weight.saturating_add(1))),
-            ),
+            | "exists_one"
+            | "indexOf"
+            | "lastIndexOf"
+            | "intersects"
+            | "equivalent"
+            | "isSorted"
+            | "isURL"
+            | "isIP"
+            | "isCIDR"
+            | "isSemver"
+            | "isQuantity" => Size::ONE,
+            // Every occurrence of one argument replaced by another; every element joined by a
+            // separator (non-strings printed escaped, so up to twice their size).
+            "replace" | "join" | "split" => Size::within(product.saturating_mul(2)),
+            // `lists.range(n)`: n numbers, so n must be known.
+            "range" => match literal_int(0) {
+                Some(n) => Size { len: n, weight: n.saturating_mul(2).saturating_add(1), elem: 1 },
+                None => return Err("lists.range() is bounded only with a literal count".into()),
+            },
+            // Concatenation (strings, bytes, lists) is its inputs together; numbers are small.
+            "_+_" => Size::within(total),
+            "_-_" | "_*_" | "_/_" | "_%_" | "-_" => Size::ONE,
+            // An element of the container, or one of the branches.
+            "_[_]" => Size::within(inputs.first().map_or(1, |c| c.elem)),
+            "_?_:_" => Size::within(inputs.iter().skip(1).map(|s| s.weight).max().unwrap_or(1)),
+            "format" => self.format_size(call, total)?,
             "scores" => self.scores_size(call, scope)?,
-            // Otherwise (`+`, `split`, `join`, `parseJSON`, conversions, indexing...) nothing
-            // larger than the inputs together.
-            _ => Size::within(total),
+            // Otherwise (`+`, `parseJSON`, quoting, conversions, indexing...) at most twice the
+            // inputs (quoting doubles; a number prints in at most 330 characters).
+            _ => Size::within(total.saturating_mul(2).saturating_add(330)),
         };
+        // Making the result writes it.
+        cost = cost.saturating_add(size.weight);
         Ok((cost, size))
+    }
+
+    /// The size of `"<literal>".format([...])`: the literal with each argument printed, each
+    /// within its precision; a format that is not a literal, or a precision over 1,000, cannot be
+    /// bounded.
+    fn format_size(&self, call: &cel::common::ast::CallExpr, total: u64) -> Result<Size, String> {
+        let Some(Expr::Literal(LiteralValue::String(f))) = call.target.as_deref().map(|t| &t.expr)
+        else {
+            return Err("format() is bounded only on a literal format string".into());
+        };
+        let f = f.inner();
+        let mut widest = 0u64;
+        for part in f.split('%').skip(1) {
+            let digits: String =
+                part.trim_start_matches('.').chars().take_while(char::is_ascii_digit).collect();
+            let precision: u64 = digits.parse().unwrap_or(0);
+            if precision > 1000 {
+                return Err(format!("format() precision {precision} is over 1000"));
+            }
+            widest = widest.max(precision);
+        }
+        let pieces = f.matches('%').count() as u64;
+        Ok(Size::within(
+            total
+                .saturating_mul(2)
+                .saturating_add(pieces.saturating_mul(widest.saturating_add(330))),
+        ))
     }
 
     /// The size of `scores("name")`: the named object's items. Its cost can be bounded only when
@@ -722,7 +811,7 @@ impl Estimator<'_, '_> {
         let items = object.as_ref().map_or(0, |o| o.items.len() as u64);
         // An item: a map of a name, an int and a short string.
         let elem = object
-            .and_then(|o| o.items.iter().map(|(n, _)| n.len() as u64 + 32).max())
+            .and_then(|o| o.items.iter().map(|(n, _)| n.len() as u64 + 64).max())
             .unwrap_or(0);
         Ok(Size { len: items, weight: 1 + items * elem, elem })
     }
@@ -780,5 +869,61 @@ mod tests {
             *r.select(&json),
             json!({"metadata": {"labels": {"a": "b"}}, "status": {"version": {"kubernetes": "v1"}}})
         );
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    //! The cost bound against expressions built to outrun it.
+
+    use super::*;
+    use serde_json::json;
+
+    /// Whether `expr` selects a small cluster, or why not (compiled and run on CEL's stack).
+    fn run(expr: &str) -> Result<(), String> {
+        let expr = expr.to_owned();
+        on_cel_stack(move || {
+            let json = json!({"metadata": {"name": "c", "labels": {"a": "b"}}});
+            let exprs = compile(&[expr])?;
+            let subject = Subject::new("c", &json, &exprs.reads);
+            exprs.matches(&subject, &|_: &str, _: &str| None)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn namespaced_functions_are_not_undeclared_names() {
+        assert_eq!(run("strings.quote('a') == '\"a\"'"), Ok(()));
+        let err = run("nosuch.fn(1) == 1").unwrap_err();
+        assert!(!err.contains("compilation failed"), "{err}");
+    }
+
+    #[test]
+    fn message_literals_do_not_compile() {
+        let err = run("Foo{a: 1} == 1").unwrap_err();
+        assert!(err.contains("message literals"), "{err}");
+    }
+
+    #[test]
+    fn nested_comprehensions_are_estimated_in_linear_time() {
+        let nested = format!("{}true{}", "[].all(x, ".repeat(40), ")".repeat(40));
+        assert_eq!(run(&nested), Ok(()));
+    }
+
+    #[test]
+    fn results_larger_than_their_inputs_are_bounded() {
+        let hundred = format!("[{}]", vec!["''"; 100].join(","));
+        let join =
+            format!("[{hundred}].all(a, a.join(a.join(a.join(a.join(a.join('x'))))).size() > 0)");
+        let err = run(&join).unwrap_err();
+        assert!(err.contains("exceeds the per-expression limit"), "{err}");
+        let err = run("'%.65535f'.format([1.0]) != ''").unwrap_err();
+        assert!(err.contains("precision 65535 is over 1000"), "{err}");
+        let err = run("size(lists.range(size(managedCluster.metadata.labels))) > 0").unwrap_err();
+        assert!(err.contains("literal count"), "{err}");
+        // Reads of the cluster inside loops are charged for the copies they make.
+        let zeros = format!("[{}]", vec!["0"; 150].join(","));
+        let reads = format!("{zeros}.all(x, {zeros}.all(y, managedCluster.metadata.name != ''))");
+        assert_eq!(run(&reads), Ok(()), "a small cluster stays within the limit");
     }
 }

@@ -693,7 +693,8 @@ fn select<'c>(
     let passed = if candidates.is_empty() {
         Vec::new()
     } else if spec.predicates.iter().any(|p| cel_expressions(p).is_some()) {
-        cel::on_cel_stack(|| predicate(spec, world, candidates, tally))?
+        cel::on_cel_stack(|| predicate(spec, world, candidates, tally))
+            .map_err(|e| format!("Predicate:{e}"))??
     } else {
         predicate(spec, world, candidates, tally)?
     };
