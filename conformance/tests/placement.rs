@@ -407,6 +407,27 @@ metadata:
     Ok(())
 }
 
+/// A Placement in `apps` (tolerating the automatic unreachable taint) selecting by `exprs`.
+fn cel_placement(name: &str, exprs: &[&str]) -> String {
+    let exprs: String = exprs.iter().map(|e| format!("        - '{e}'\n")).collect();
+    format!(
+        r#"apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata:
+  name: {name}
+  namespace: apps
+spec:
+  tolerations:
+  - key: {UNREACHABLE}
+    operator: Exists
+  predicates:
+  - requiredClusterSelector:
+      celSelector:
+        celExpressions:
+{exprs}"#
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cel_selectors_read_any_field_and_addon_scores() -> anyhow::Result<()> {
     let Some((hub, http, k)) = setup().await? else { return Ok(()) };
@@ -419,42 +440,18 @@ async fn cel_selectors_read_any_field_and_addon_scores() -> anyhow::Result<()> {
     }
     score_load(&k, "c1", 10).await?;
     score_load(&k, "c2", 70).await?;
-    apply_bound(
-        &k,
-        "default",
-        r#"apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata:
-  name: recent
-  namespace: apps
-spec:
-  tolerations:
-  - key: cluster.open-cluster-management.io/unreachable
-    operator: Exists
-  predicates:
-  - requiredClusterSelector:
-      celSelector:
-        celExpressions:
-        - managedCluster.metadata.labels.env == "prod"
-        - semver(managedCluster.status.version.kubernetes.substring(1)).isGreaterThan(semver("1.30.5"))
----
-apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata:
-  name: idle
-  namespace: apps
-spec:
-  tolerations:
-  - key: cluster.open-cluster-management.io/unreachable
-    operator: Exists
-  predicates:
-  - requiredClusterSelector:
-      celSelector:
-        celExpressions:
-        - managedCluster.scores("load").exists(s, s.name == "cpu" && s.value >= 50)
-"#,
-    )
-    .await?;
+    let recent = cel_placement(
+        "recent",
+        &[
+            r#"managedCluster.metadata.labels.env == "prod""#,
+            r#"semver(managedCluster.status.version.kubernetes.substring(1)).isGreaterThan(semver("1.30.5"))"#,
+        ],
+    );
+    let idle = cel_placement(
+        "idle",
+        &[r#"managedCluster.scores("load").exists(s, s.name == "cpu" && s.value >= 50)"#],
+    );
+    apply_bound(&k, "default", &format!("{recent}---\n{idle}")).await?;
     // Both expressions hold only for c2; the score is at least 50 only on c2.
     until_decided(&hub, &http, "recent", &["c2"]).await?;
     until_decided(&hub, &http, "idle", &["c2"]).await?;
