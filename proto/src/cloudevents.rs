@@ -4,6 +4,9 @@
 
 use std::fmt;
 
+/// An attribute's value.
+pub use v1::cloud_event_attribute_value::Attr;
+
 /// `io.cloudevents.v1`, generated from `proto/io/cloudevents/v1/cloudevent.proto`.
 #[allow(unreachable_pub, missing_docs, clippy::all)]
 pub mod v1 {
@@ -24,6 +27,84 @@ pub mod data_type {
     pub const ADDONS: &str = "addon.open-cluster-management.io.v1alpha1.managedclusteraddons";
     pub const EVENTS: &str = "events.k8s.io.v1.events";
     pub const TOKEN_REQUESTS: &str = "authentication.k8s.io.v1.tokenrequests";
+}
+
+/// OCM's extension attributes (ocm.md §8.3), stored as `ce-<name>` in `attributes`.
+pub mod ext {
+    pub const CLUSTER_NAME: &str = "clustername";
+    pub const ORIGINAL_SOURCE: &str = "originalsource";
+    pub const RESOURCE_ID: &str = "resourceid";
+    /// An integer for manifestbundles (the generation), a string for every other type.
+    pub const RESOURCE_VERSION: &str = "resourceversion";
+    pub const DELETION_TIMESTAMP: &str = "deletiontimestamp";
+    pub const SEQUENCE_ID: &str = "sequenceid";
+    pub const STATUS_HASH: &str = "statushash";
+    pub const METADATA: &str = "metadata";
+    /// The standard `time` attribute, stored like the extensions.
+    pub const TIME: &str = "time";
+}
+
+/// The key of the data's content type (not `ce-` prefixed, as OCM stores it).
+pub const CONTENT_TYPE: &str = "contenttype";
+/// The content type of OCM's payloads.
+pub const JSON: &str = "application/json";
+
+impl v1::CloudEvent {
+    /// An event of type `t` from `source`, with id `id` and no attributes or data.
+    pub fn new(id: impl Into<String>, source: impl Into<String>, t: &EventType) -> v1::CloudEvent {
+        v1::CloudEvent {
+            id: id.into(),
+            source: source.into(),
+            spec_version: SPEC_VERSION.into(),
+            r#type: t.to_string(),
+            ..v1::CloudEvent::default()
+        }
+    }
+
+    /// Sets attribute `name` (stored as `ce-<name>`).
+    pub fn set(&mut self, name: &str, value: Attr) -> &mut v1::CloudEvent {
+        let value = v1::CloudEventAttributeValue { attr: Some(value) };
+        self.attributes.insert(format!("ce-{name}"), value);
+        self
+    }
+
+    /// Attribute `name`, if set.
+    pub fn get(&self, name: &str) -> Option<&Attr> {
+        self.attributes.get(&format!("ce-{name}"))?.attr.as_ref()
+    }
+
+    /// Attribute `name` when it is a string.
+    pub fn string(&self, name: &str) -> Option<&str> {
+        match self.get(name)? {
+            Attr::CeString(s) | Attr::CeUri(s) | Attr::CeUriRef(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Attribute `name` when it is an integer.
+    pub fn integer(&self, name: &str) -> Option<i32> {
+        match self.get(name)? {
+            Attr::CeInteger(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Sets the data to JSON `bytes`, with its content type.
+    pub fn set_json(&mut self, bytes: Vec<u8>) -> &mut v1::CloudEvent {
+        let ct = v1::CloudEventAttributeValue { attr: Some(Attr::CeString(JSON.into())) };
+        self.attributes.insert(CONTENT_TYPE.into(), ct);
+        self.data = Some(v1::cloud_event::Data::BinaryData(bytes));
+        self
+    }
+
+    /// The data as bytes (binary or text), if any.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self.data.as_ref()? {
+            v1::cloud_event::Data::BinaryData(b) => Some(b),
+            v1::cloud_event::Data::TextData(t) => Some(t.as_bytes()),
+            v1::cloud_event::Data::ProtoData(_) => None,
+        }
+    }
 }
 
 /// Which half of a resource an event carries.
@@ -159,6 +240,27 @@ mod tests {
         ] {
             assert_eq!(EventType::parse(bad), Err(BadEventType(bad.to_owned())), "{bad}");
         }
+    }
+
+    #[test]
+    fn attributes_are_stored_as_ocm_stores_them() {
+        let t = EventType::parse("coordination.k8s.io.v1.leases.spec.update_request").unwrap();
+        let mut e = CloudEvent::new("id-1", "kube", &t);
+        e.set(ext::CLUSTER_NAME, Attr::CeString("c1".into()))
+            .set(ext::RESOURCE_VERSION, Attr::CeInteger(3))
+            .set_json(b"{\"a\":1}".to_vec());
+        assert_eq!(e.spec_version, SPEC_VERSION);
+        assert_eq!(e.r#type, "coordination.k8s.io.v1.leases.spec.update_request");
+        assert!(e.attributes.contains_key("ce-clustername"));
+        assert_eq!(
+            e.attributes[CONTENT_TYPE].attr,
+            Some(Attr::CeString("application/json".into()))
+        );
+        assert_eq!(e.string(ext::CLUSTER_NAME), Some("c1"));
+        assert_eq!(e.integer(ext::RESOURCE_VERSION), Some(3));
+        assert_eq!(e.string(ext::RESOURCE_VERSION), None);
+        assert_eq!(e.get(ext::STATUS_HASH), None);
+        assert_eq!(e.bytes(), Some(&b"{\"a\":1}"[..]));
     }
 
     /// An event as OCM's agents send it, encoded by us and decoded by `protoc` (an encoder nobody
