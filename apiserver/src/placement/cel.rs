@@ -148,21 +148,33 @@ pub fn compile(sources: &[String]) -> Result<Expressions, String> {
 pub struct Subject<'a> {
     name: &'a str,
     json: &'a serde_json::Value,
-    /// The part of it converted for CEL: what the expressions read.
+    /// What the expressions read of it.
     reads: &'a Reads,
-    /// The CEL form, made on first use.
+    /// That part, as JSON (what the estimator measures): made on first use.
+    selected: std::cell::OnceCell<std::borrow::Cow<'a, serde_json::Value>>,
+    /// That part in its CEL form (what the interpreter reads): made on first use.
     value: std::cell::OnceCell<Result<Value, String>>,
 }
 
 impl<'a> Subject<'a> {
     pub fn new(name: &'a str, json: &'a serde_json::Value, reads: &'a Reads) -> Subject<'a> {
-        Subject { name, json, reads, value: std::cell::OnceCell::new() }
+        Subject {
+            name,
+            json,
+            reads,
+            selected: std::cell::OnceCell::new(),
+            value: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn selected(&self) -> &serde_json::Value {
+        self.selected.get_or_init(|| self.reads.select(self.json))
     }
 
     fn value(&self) -> Result<&Value, String> {
         self.value
             .get_or_init(|| {
-                cel::to_value(&*self.reads.select(self.json))
+                cel::to_value(self.selected())
                     .map_err(|e| format!("failed to convert the cluster for CEL: {e}"))
             })
             .as_ref()
@@ -365,21 +377,26 @@ impl Size {
                 let n = s.len() as u64;
                 Size { len: n, weight: n + 1, elem: 1 }
             }
-            serde_json::Value::Array(items) => {
-                let elem = items.iter().map(weight).max().unwrap_or(0);
-                Size {
-                    len: items.len() as u64,
-                    weight: 1 + items.iter().map(weight).sum::<u64>(),
-                    elem,
-                }
-            }
+            serde_json::Value::Array(items) => Size::of_children(items.iter().map(|v| (0, v))),
             serde_json::Value::Object(m) => {
-                let elem = m.iter().map(|(k, v)| (k.len() as u64 + 1).max(weight(v))).max();
-                let total: u64 = m.iter().map(|(k, v)| k.len() as u64 + 1 + weight(v)).sum();
-                Size { len: m.len() as u64, weight: 1 + total, elem: elem.unwrap_or(0) }
+                Size::of_children(m.iter().map(|(k, v)| (k.len() as u64 + 1, v)))
             }
             _ => Size::ONE,
         }
+    }
+}
+
+impl Size {
+    /// A list or map of children `(key weight, value)`, each weighed once.
+    fn of_children<'v>(children: impl Iterator<Item = (u64, &'v serde_json::Value)>) -> Size {
+        let mut size = Size { len: 0, weight: 1, elem: 0 };
+        for (key, v) in children {
+            let w = weight(v);
+            size.len += 1;
+            size.weight = size.weight.saturating_add(key).saturating_add(w);
+            size.elem = size.elem.max(key.max(w));
+        }
+        size
     }
 }
 
@@ -563,7 +580,8 @@ struct Estimator<'a, 'b> {
 impl Estimator<'_, '_> {
     /// The measured size of a path into the cluster (a missing field is an error, size 1).
     fn measure(&self, path: &[&str]) -> Size {
-        let mut v = self.subject.json;
+        // The part converted is the part read: its copies are what the interpreter makes.
+        let mut v = self.subject.selected();
         for key in path {
             let next = match v {
                 serde_json::Value::Object(m) => m.get(*key),

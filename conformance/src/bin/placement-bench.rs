@@ -254,6 +254,7 @@ fn pass_alone(n: usize, cel: bool) -> anyhow::Result<Duration> {
     // The clusters as CEL reads them (as stored: labels and the status the agent reports).
     let objects: HashMap<String, Arc<Value>> = clusters
         .iter()
+        .filter(|_| cel)
         .map(|c| {
             let cpu = c.cpu.unwrap_or(0.0) / 1000.0;
             let o = json!({
