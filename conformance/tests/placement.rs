@@ -535,8 +535,13 @@ spec:
     .await?;
     let want: Vec<&str> = names.iter().map(String::as_str).collect();
     until_decided(&hub, &http, "rollout", &want).await?;
-    // 50% of 130 = 65 per group: canary (30), then the other 100 in groups of 65 and 35.
-    let p = stored(&hub, &http, &format!("{PLACEMENTS}/rollout")).await?;
+    // 50% of 130 = 65 per group: canary (30), then the other 100 in groups of 65 and 35. The
+    // status is written after the decisions, so it is waited for.
+    let p = eventually("rollout status naming its groups", WAIT, || async {
+        let p = stored(&hub, &http, &format!("{PLACEMENTS}/rollout")).await?;
+        Ok((p["status"]["numberOfSelectedClusters"] == 130).then_some(p))
+    })
+    .await?;
     let groups: Vec<(i64, String, Vec<String>, i64)> = p["status"]["decisionGroups"]
         .as_array()
         .into_iter()
