@@ -2,11 +2,13 @@
 # Runs the whole test suite: every crate, every storage backend (memory, sled, a real etcd),
 # the reliability tests (model-based, crash-kill, watch stress) and the tidy checks.
 #
-# Needs two Debian packages a fresh machine lacks: protobuf-compiler (etcd-client's build
-# compiles etcd's .proto files) and etcd-server (the etcd suites start a real etcd). When they
+# Needs Debian packages a fresh machine may lack: protobuf-compiler (etcd-client's build
+# compiles etcd's .proto files), etcd-server (the etcd suites start a real etcd), prometheus
+# (its promtool checks /metrics and the alert rules) and systemd (systemd-analyze verifies the
+# units under deploy/). When they
 # are missing and this runs as root with apt-get, it installs them; otherwise it stops with the
 # command to run. OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite
-# for a quick local run (CI sets neither).
+# for a quick local run, OCM_SKIP_PROMTOOL=1 the promtool checks (CI sets none of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +28,12 @@ need protoc protobuf-compiler
 if [ "${OCM_SKIP_ETCD:-}" != 1 ]; then
   need etcd etcd-server
 fi
+# /metrics and the alert rules are checked by the real promtool (Debian's prometheus package).
+if [ "${OCM_SKIP_PROMTOOL:-}" != 1 ]; then
+  need promtool prometheus
+fi
+# The systemd units under deploy/ are checked by systemd-analyze verify.
+need systemd-analyze systemd
 # The kubectl suite drives the real kubectl (1.32; not a Debian package, so not installed here).
 if [ "${OCM_SKIP_KUBECTL:-}" != 1 ] && ! command -v kubectl >/dev/null 2>&1; then
   echo "test.sh: kubectl not found: install kubectl 1.32, or set OCM_SKIP_KUBECTL=1 to skip the kubectl suite" >&2

@@ -33,12 +33,26 @@ pub struct Options {
     /// The certificate lifetime to ask for (`--client-cert-expiration-seconds`; the hub's
     /// maximum when `None`).
     pub cert_expiration: Option<Duration>,
+    /// Where the agent's work is counted (`--metrics-listen`); none in the fleet simulator.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Whether it runs the work agent (applies its cluster's ManifestWorks); the fleet
+    /// simulator's lease-only agents do not.
+    pub work: bool,
+    /// How often every work is reconciled without an event (`--work-resync-seconds`).
+    pub work_resync: Duration,
 }
 
 impl Options {
     /// Defaults (OCM's) for a data dir.
     pub fn new(data_dir: DataDir) -> Options {
-        Options { data_dir, healthcheck_period: Duration::from_secs(60), cert_expiration: None }
+        Options {
+            data_dir,
+            healthcheck_period: Duration::from_secs(60),
+            cert_expiration: None,
+            metrics: None,
+            work: true,
+            work_resync: crate::work::RESYNC,
+        }
     }
 }
 
@@ -69,7 +83,7 @@ pub enum Progress {
     Waiting { what: String, seconds: u64 },
 }
 
-fn now() -> Time {
+pub(crate) fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
@@ -232,6 +246,24 @@ impl Shared {
     fn client(&self) -> kube::Client {
         self.client.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
+
+    /// Runs `work` (`operation` with the hub) and counts it in the metrics, if any.
+    async fn counted<T>(
+        &self,
+        operation: &str,
+        work: impl std::future::Future<Output = Result<T, AgentError>>,
+    ) -> Result<T, AgentError> {
+        let started = std::time::Instant::now();
+        let out = work.await;
+        if let Some(m) = &self.opts.metrics {
+            m.observe(operation, started.elapsed(), out.is_ok());
+            m.certificate(
+                self.not_before.load(Ordering::Relaxed),
+                self.not_after.load(Ordering::Relaxed),
+            );
+        }
+        out
+    }
 }
 
 /// Runs a joined agent from its data dir until `shutdown` resolves.
@@ -272,12 +304,34 @@ pub async fn run(
         failing_since: AtomicI64::new(0),
         rotated: Default::default(),
     });
+    if let Some(m) = &shared.opts.metrics {
+        m.certificate(nb, na);
+    }
     tracing::info!(cluster = %shared.id.cluster_name, hub = %shared.id.hub, "agent running");
     tokio::select! {
         () = shutdown => Ok(()),
         () = lease_loop(Arc::clone(&shared)) => Ok(()),
         () = status_loop(Arc::clone(&shared)) => Ok(()),
         () = rotation_loop(Arc::clone(&shared)) => Ok(()),
+        () = work_loop(Arc::clone(&shared)) => Ok(()),
+    }
+}
+
+/// The work agent over the hub's REST API, when enabled; restarted if its watch ever ends.
+async fn work_loop(shared: Arc<Shared>) {
+    if !shared.opts.work {
+        return std::future::pending().await;
+    }
+    loop {
+        let agent = crate::work::WorkAgent::new(
+            shared.client(),
+            &shared.id.hub,
+            &shared.id.cluster_name,
+            Arc::clone(&shared.cluster),
+            shared.opts.work_resync,
+        );
+        agent.run().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
@@ -285,7 +339,7 @@ pub async fn run(
 async fn lease_loop(shared: Arc<Shared>) {
     use rand::Rng as _;
     loop {
-        if let Err(e) = renew_lease(&shared).await {
+        if let Err(e) = shared.counted("lease", renew_lease(&shared)).await {
             tracing::warn!(error = %e, "lease renewal failed; retrying");
         }
         let base = shared.lease_seconds.load(Ordering::Relaxed).max(1) as f64;
@@ -316,7 +370,7 @@ async fn renew_lease(shared: &Shared) -> Result<(), AgentError> {
 async fn status_loop(shared: Arc<Shared>) {
     loop {
         let period = shared.opts.healthcheck_period;
-        let next = match report_status(&shared).await {
+        let next = match shared.counted("status", report_status(&shared)).await {
             // A write that lost a race with the hub's own status write is made again at once.
             Err(e) if matches!(&e, AgentError::Hub(kube::Error::Api(s)) if s.code == 409) => {
                 Duration::from_millis(100)
@@ -462,7 +516,7 @@ async fn rotation_loop(shared: Arc<Shared>) {
             tokio::time::sleep(Duration::from_secs(left.unsigned_abs().min(10))).await;
             continue;
         }
-        let outcome = rotate(&shared).await;
+        let outcome = shared.counted("rotation", rotate(&shared)).await;
         let c = match &outcome {
             Ok(()) => condition(
                 api::v1::CONDITION_CLUSTER_CERTIFICATE_ROTATED,

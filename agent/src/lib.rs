@@ -6,5 +6,7 @@ pub mod agent;
 pub mod cluster;
 pub mod error;
 pub mod hub;
+pub mod metrics;
 pub mod registration;
 pub mod state;
+pub mod work;

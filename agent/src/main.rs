@@ -21,6 +21,23 @@ use ocm_agent::state::DataDir;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log verbosity, as klog's -v: 0-3 info, 4 debug, 5 trace (RUST_LOG overrides it).
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=10))]
+    v: u8,
+    /// Log format: text (klog's) or json (Kubernetes' JSON keys), on stderr.
+    #[arg(long, global = true, default_value = "text")]
+    logging_format: ocm_proto::logfmt::Format,
+}
+
+/// Installs the logger: Kubernetes' text or JSON lines on stderr at `-v` verbosity.
+fn init_logging(format: ocm_proto::logfmt::Format, v: u8) {
+    let directives = std::env::var("RUST_LOG").ok();
+    let subscriber = ocm_proto::logfmt::subscriber(format, v, directives.as_deref());
+    // try_init also forwards the `log` facade's records (sled, rustls) to the subscriber.
+    if tracing_subscriber::util::SubscriberInitExt::try_init(subscriber).is_err() {
+        eprintln!("a logger was already installed");
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -38,6 +55,13 @@ struct Common {
     /// hub's maximum).
     #[arg(long, value_parser = clap::value_parser!(u64).range(600..))]
     client_cert_expiration_seconds: Option<u64>,
+    /// Serve the agent's Prometheus metrics on this address (HTTP, `GET /metrics`).
+    #[arg(long)]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// How often every ManifestWork is applied again and its status read without a change
+    /// (drift correction, status feedback), in seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    work_resync_seconds: u64,
 }
 
 #[derive(Subcommand)]
@@ -77,6 +101,10 @@ fn usage_error(message: &str) -> ExitCode {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        // Without its subcommand clap would print the help; a usage error names what is missing.
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            return usage_error("a subcommand is missing (see --help)");
+        }
         Err(e) if e.use_stderr() => {
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("invalid arguments");
@@ -87,6 +115,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    let logging = (cli.logging_format, cli.v);
     let (join, common) = match cli.command {
         Command::Join { hub, token, cluster_name, ca_file, ca_hash, common } => {
             if !ocm_proto::validation::is_dns_label(&cluster_name) {
@@ -142,13 +171,7 @@ fn main() -> ExitCode {
             ));
         }
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(logging.0, logging.1);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -159,7 +182,16 @@ fn main() -> ExitCode {
     let mut opts = Options::new(DataDir::new(common.data_dir.clone()));
     opts.healthcheck_period = Duration::from_secs(common.cluster_healthcheck_period);
     opts.cert_expiration = common.client_cert_expiration_seconds.map(Duration::from_secs);
+    opts.work_resync = Duration::from_secs(common.work_resync_seconds);
     let result = runtime.block_on(async {
+        if let Some(addr) = common.metrics_listen {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                ocm_agent::error::AgentError::Invalid(format!("--metrics-listen {addr}: {e}"))
+            })?;
+            let metrics = Arc::new(ocm_agent::metrics::Metrics::new());
+            opts.metrics = Some(Arc::clone(&metrics));
+            tokio::spawn(ocm_agent::metrics::serve(listener, metrics));
+        }
         let cluster = Arc::new(KubeCluster::connect(common.cluster_kubeconfig.as_deref()).await?);
         if let Some(req) = &join {
             let terminal = std::io::stderr().is_terminal();

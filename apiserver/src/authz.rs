@@ -49,6 +49,9 @@ pub const ANONYMOUS_USER: &str = "system:anonymous";
 pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 /// The group bound to `cluster-admin` by default.
 pub const MASTERS_GROUP: &str = "system:masters";
+/// The group kube's `system:monitoring` ClusterRole is bound to: may read `/metrics` and the
+/// health endpoints.
+pub const MONITORING_GROUP: &str = "system:monitoring";
 /// The group OCM's bootstrap credentials carry.
 pub const OCM_BOOTSTRAP_GROUP: &str = "system:bootstrappers:managedcluster";
 /// The annotation that marks a default object the server keeps up to date.
@@ -785,7 +788,8 @@ pub fn forbidden_message(user: &UserInfo, attrs: &Attributes, reason: &str) -> S
 
 /// The RBAC objects a new hub creates: kube's `cluster-admin` (bound to `system:masters`),
 /// `system:discovery` and `system:basic-user` (bound to `system:authenticated`),
-/// `system:public-info-viewer` (bound to `system:authenticated` and `system:unauthenticated`), and
+/// `system:public-info-viewer` (bound to `system:authenticated` and `system:unauthenticated`),
+/// `system:monitoring` (`/metrics` and the health endpoints, bound to `system:monitoring`), and
 /// OCM's bootstrap ClusterRole `open-cluster-management:bootstrap` bound by
 /// `open-cluster-management:bootstrap:managedcluster` to `system:bootstrappers:managedcluster`
 /// (ocm.md §3.1). All carry kube's `kubernetes.io/bootstrapping: rbac-defaults` label and
@@ -839,6 +843,22 @@ pub fn default_objects() -> Vec<Value> {
             vec![urls(&["get"], &["/livez", "/readyz", "/healthz", "/version", "/version/"])],
         ),
         (
+            "system:monitoring",
+            vec![urls(
+                &["get"],
+                &[
+                    "/healthz",
+                    "/healthz/*",
+                    "/livez",
+                    "/livez/*",
+                    "/metrics",
+                    "/metrics/slis",
+                    "/readyz",
+                    "/readyz/*",
+                ],
+            )],
+        ),
+        (
             "open-cluster-management:bootstrap",
             vec![
                 rule(&["get"], &[""], &["configmaps"]),
@@ -860,7 +880,7 @@ pub fn default_objects() -> Vec<Value> {
             ],
         ),
     ];
-    let bindings: [(&str, &str, &[&str]); 5] = [
+    let bindings: [(&str, &str, &[&str]); 6] = [
         ("cluster-admin", "cluster-admin", &[MASTERS_GROUP]),
         ("system:discovery", "system:discovery", &[AUTHENTICATED_GROUP]),
         ("system:basic-user", "system:basic-user", &[AUTHENTICATED_GROUP]),
@@ -869,6 +889,7 @@ pub fn default_objects() -> Vec<Value> {
             "system:public-info-viewer",
             &[AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP],
         ),
+        ("system:monitoring", "system:monitoring", &[MONITORING_GROUP]),
         (
             "open-cluster-management:bootstrap:managedcluster",
             "open-cluster-management:bootstrap",
@@ -1942,7 +1963,7 @@ mod tests {
                 index.upsert(&obj);
             }
         }
-        assert_eq!(index.cluster_role_bindings.len(), 20_000 + 5);
+        assert_eq!(index.cluster_role_bindings.len(), 20_000 + 6);
 
         let agent = UserInfo::new(
             "system:open-cluster-management:c17:agent",
@@ -1979,10 +2000,10 @@ mod tests {
             index.remove("ClusterRoleBinding", "", &name);
             index.remove("RoleBinding", &format!("c{i}"), &format!("{name}:work"));
         }
-        assert_eq!(index.cluster_role_bindings.len(), 5);
+        assert_eq!(index.cluster_role_bindings.len(), 6);
         // (the one namespaced default: kube-public's cluster-info reader)
         assert_eq!(index.namespace_subjects.len(), 1);
-        assert_eq!(index.cluster_subjects.groups.len(), 4);
+        assert_eq!(index.cluster_subjects.groups.len(), 5);
         assert!(!allowed(&index, &agent, &mc("c17")));
     }
 }

@@ -213,6 +213,8 @@ struct KindState {
     history_start: u64,
     rev: u64,
     watchers: Vec<mpsc::Sender<Msg>>,
+    /// Watchers ended because their buffer was full, since start.
+    terminated: u64,
 }
 
 impl KindState {
@@ -222,6 +224,23 @@ impl KindState {
             self.history_start = old.rev;
         }
     }
+}
+
+/// What the cache holds of one kind, at one moment.
+#[derive(Debug, Clone)]
+pub struct KindStats<'a> {
+    /// The kind's storage prefix.
+    pub prefix: &'a str,
+    /// Objects in the snapshot.
+    pub objects: usize,
+    /// Events in the history ring.
+    pub history: usize,
+    /// Registered watchers.
+    pub watchers: usize,
+    /// Watchers ended for a full buffer since start.
+    pub terminated: u64,
+    /// The revision the kind is at.
+    pub rev: u64,
 }
 
 /// A watch registered with the cache: the events to replay first, then the live channel.
@@ -293,6 +312,24 @@ impl Cache {
     /// The revision the cache has applied every change up to.
     pub fn revision(&self) -> u64 {
         *self.rev.borrow()
+    }
+
+    /// What the cache holds per kind (for metrics), in no particular order.
+    pub fn stats(&self) -> Vec<KindStats<'_>> {
+        self.kinds
+            .iter()
+            .map(|(prefix, state)| {
+                let st = lock(state);
+                KindStats {
+                    prefix,
+                    objects: st.items.len(),
+                    history: st.history.len(),
+                    watchers: st.watchers.len(),
+                    terminated: st.terminated,
+                    rev: st.rev,
+                }
+            })
+            .collect()
     }
 
     /// The configuration.
@@ -475,7 +512,15 @@ impl Cache {
         }
         st.rev = event.rev;
         // A watcher whose buffer is full is ended: dropping its sender closes its stream.
-        st.watchers.retain(|tx| tx.try_send(Msg::Event(Arc::clone(&event))).is_ok());
+        let KindState { watchers, terminated, .. } = &mut *st;
+        watchers.retain(|tx| match tx.try_send(Msg::Event(Arc::clone(&event))) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                *terminated += 1;
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
     }
 
     async fn progress(self: Arc<Cache>) {
@@ -592,7 +637,7 @@ impl Cache {
 }
 
 /// The kind prefix of a key (`/registry/<group>/<plural>/`), or the key itself when malformed.
-fn kind_prefix(key: &str) -> &str {
+pub(crate) fn kind_prefix(key: &str) -> &str {
     let Some(rest) = key.strip_prefix(ROOT) else { return key };
     let mut slashes = rest.match_indices('/');
     match (slashes.next(), slashes.next()) {

@@ -28,7 +28,7 @@ pub enum CliError {
         detail: String,
     },
     /// The hub answered with an error or could not be reached.
-    #[error("the hub: {0}")]
+    #[error("the hub: {}", hub_message(.0))]
     Hub(#[from] kube::Error),
     /// What the user asked for is not possible.
     #[error("{0}")]
@@ -36,6 +36,16 @@ pub enum CliError {
     /// What the command needs is not on the hub (or not in a state it can act on).
     #[error("{0}")]
     HubState(String),
+}
+
+/// What the hub said: a Status's message and reason, or the client's error.
+fn hub_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            format!("{} ({})", status.message, status.reason)
+        }
+        e => e.to_string(),
+    }
 }
 
 /// A client for the hub whose data dir is `data_dir`.

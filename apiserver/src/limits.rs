@@ -29,6 +29,8 @@ pub struct Inflight {
     readonly: Arc<Semaphore>,
     mutating: Arc<Semaphore>,
     leases: Arc<Semaphore>,
+    /// The seats of the read-only and mutating pools.
+    capacity: [usize; 2],
     per_identity: usize,
     held: Held,
 }
@@ -85,13 +87,22 @@ impl Inflight {
         leases: usize,
         per_identity: usize,
     ) -> Inflight {
+        let capacity = [readonly.max(1), mutating.max(1)];
         Inflight {
-            readonly: Arc::new(Semaphore::new(readonly.max(1))),
-            mutating: Arc::new(Semaphore::new(mutating.max(1))),
+            readonly: Arc::new(Semaphore::new(capacity[0])),
+            mutating: Arc::new(Semaphore::new(capacity[1])),
             leases: Arc::new(Semaphore::new(leases.max(1))),
+            capacity,
             per_identity: per_identity.max(1),
             held: Arc::default(),
         }
+    }
+
+    /// Seats taken now in the read-only and the mutating pools (the Lease lane, which has its
+    /// own limit, is in neither: a heartbeat burst does not look like saturation).
+    pub fn in_use(&self) -> (usize, usize) {
+        let used = |pool: &Semaphore, cap: usize| cap.saturating_sub(pool.available_permits());
+        (used(&self.readonly, self.capacity[0]), used(&self.mutating, self.capacity[1]))
     }
 
     /// A seat for `user`'s request with HTTP `method` and attributes `attrs`;

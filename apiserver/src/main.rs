@@ -1,15 +1,16 @@
 //! `ocm-hub`: the command line of the hub (design §6). Only this file reads flags and installs
 //! the tracing subscriber.
 
+use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use ocm_apiserver::cli;
 use ocm_apiserver::scheme::Profile;
 use ocm_apiserver::server::{ServeConfig, StorageChoice, run};
+use ocm_apiserver::{cli, fleet};
 
 /// See the workspace `Cargo.toml` for why the hub does not use the system allocator.
 #[global_allocator]
@@ -24,6 +25,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log verbosity, as klog's -v: 0-3 info, 4 debug, 5 trace (RUST_LOG overrides it).
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=10))]
+    v: u8,
+    /// Log format: text (klog's) or json (Kubernetes' JSON keys), on stderr.
+    #[arg(long, global = true, default_value = "text")]
+    logging_format: ocm_proto::logfmt::Format,
+}
+
+/// Installs the logger: Kubernetes' text or JSON lines on stderr at `-v` verbosity.
+fn init_logging(format: ocm_proto::logfmt::Format, v: u8) {
+    let directives = std::env::var("RUST_LOG").ok();
+    let subscriber = ocm_proto::logfmt::subscriber(format, v, directives.as_deref());
+    // try_init also forwards the `log` facade's records (sled, rustls) to the subscriber.
+    if tracing_subscriber::util::SubscriberInitExt::try_init(subscriber).is_err() {
+        eprintln!("a logger was already installed");
+    }
 }
 
 #[derive(Subcommand)]
@@ -43,6 +61,97 @@ enum Command {
         #[arg(long, default_value = "./ocm-data")]
         data_dir: PathBuf,
     },
+    /// Reads the fleet: clusters, works, placements.
+    #[command(subcommand)]
+    Get(GetCommand),
+    /// Creates fleet objects.
+    #[command(subcommand)]
+    Create(CreateCommand),
+}
+
+#[derive(clap::Args)]
+struct Printing {
+    /// The hub's data directory (its admin.kubeconfig is used).
+    #[arg(long, default_value = "./ocm-data")]
+    data_dir: PathBuf,
+    /// Output format: wide, json or yaml (default: a table).
+    #[arg(short = 'o', long)]
+    output: Option<ocm_apiserver::fleet::Output>,
+}
+
+#[derive(Subcommand)]
+enum GetCommand {
+    /// The managed clusters: accepted, available, cluster set, CPU, memory, version.
+    Clusters {
+        #[command(flatten)]
+        printing: Printing,
+    },
+    /// The ManifestWorks of every cluster (or one): manifests, applied, available.
+    Works {
+        /// Only this cluster's works.
+        #[arg(long, value_parser = parse_cluster_name)]
+        cluster: Option<String>,
+        #[command(flatten)]
+        printing: Printing,
+    },
+    /// The placements of every namespace (or one): clusters selected, satisfied, groups.
+    Placements {
+        /// Only this namespace's placements.
+        #[arg(short = 'n', long, value_parser = parse_namespace)]
+        namespace: Option<String>,
+        #[command(flatten)]
+        printing: Printing,
+    },
+}
+
+#[derive(Subcommand)]
+enum CreateCommand {
+    /// Sends the objects of a manifest file to clusters as a ManifestWork.
+    Work {
+        /// The ManifestWork's name.
+        #[arg(value_parser = parse_object_name)]
+        name: String,
+        /// The manifest file (YAML documents, JSON, or a List; `-` reads stdin).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// The clusters to send it to.
+        #[arg(long, value_delimiter = ',', value_parser = parse_cluster_name,
+              required_unless_present = "placement", conflicts_with = "placement")]
+        clusters: Vec<String>,
+        /// A placement (NAMESPACE/NAME) whose decided clusters get it.
+        #[arg(long, value_parser = parse_placement)]
+        placement: Option<(String, String)>,
+        /// Replace the manifests of a work of that name that exists already.
+        #[arg(long)]
+        overwrite: bool,
+        /// Wait until every cluster's agent has applied it.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits (1h, 5m, 30s).
+        #[arg(long, default_value = "5m", value_parser = cli::parse_duration)]
+        timeout: Duration,
+        /// The hub's data directory (its admin.kubeconfig is used).
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+    },
+}
+
+fn parse_namespace(text: &str) -> Result<String, String> {
+    ocm_apiserver::object::check_dns_label(text)
+        .map(|()| text.to_owned())
+        .map_err(|e| format!("{text:?} is not a namespace name: {e}"))
+}
+
+fn parse_object_name(text: &str) -> Result<String, String> {
+    ocm_apiserver::object::check_dns_subdomain(text)
+        .map(|()| text.to_owned())
+        .map_err(|e| format!("{text:?} is not an object name: {e}"))
+}
+
+fn parse_placement(text: &str) -> Result<(String, String), String> {
+    let (ns, name) =
+        text.split_once('/').ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME"))?;
+    Ok((parse_cluster_name(ns)?, parse_object_name(name)?))
 }
 
 fn parse_cluster_name(text: &str) -> Result<String, String> {
@@ -197,6 +306,10 @@ fn usage_error(message: &str) -> ExitCode {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        // Without its subcommand clap would print the help; a usage error names what is missing.
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            return usage_error("a subcommand is missing (see --help)");
+        }
         Err(e) if e.use_stderr() => {
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("invalid arguments");
@@ -207,10 +320,29 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    let logging = (cli.logging_format, cli.v);
     let args = match cli.command {
         Command::Serve(args) => *args,
         Command::Token(command) => return token(command),
         Command::Accept { clusters, data_dir } => return accept(&clusters, &data_dir),
+        Command::Get(what) => return get(what),
+        Command::Create(CreateCommand::Work {
+            name,
+            file,
+            clusters,
+            placement,
+            overwrite,
+            wait,
+            timeout,
+            data_dir,
+        }) => {
+            let targets = match placement {
+                Some((namespace, name)) => fleet::Targets::Placement { namespace, name },
+                None => fleet::Targets::Clusters(clusters),
+            };
+            let work = WorkCommand { name, file, targets, overwrite, wait, timeout };
+            return create_work(work, &data_dir);
+        }
     };
     let kubeconfigs = [&args.authentication_kubeconfig, &args.authorization_kubeconfig];
     for source in kubeconfigs.into_iter().flatten() {
@@ -257,13 +389,7 @@ fn main() -> ExitCode {
         ProfileArg::Hub => Profile::Hub,
         ProfileArg::Cluster => Profile::Cluster,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(logging.0, logging.1);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -300,6 +426,98 @@ fn accept(clusters: &[String], data_dir: &Path) -> ExitCode {
             clusters.join(", "),
             data_dir.join("admin.kubeconfig").display()
         );
+        Ok(())
+    })
+}
+
+/// Runs a `get` command against the running hub.
+fn get(what: GetCommand) -> ExitCode {
+    client_command(async {
+        let printed = match what {
+            GetCommand::Clusters { printing } => {
+                let client = cli::client(&printing.data_dir).await?;
+                fleet::get_clusters(&client, output(&printing)).await?
+            }
+            GetCommand::Works { cluster, printing } => {
+                let client = cli::client(&printing.data_dir).await?;
+                fleet::get_works(&client, cluster.as_deref(), output(&printing)).await?
+            }
+            GetCommand::Placements { namespace, printing } => {
+                let client = cli::client(&printing.data_dir).await?;
+                fleet::get_placements(&client, namespace.as_deref(), output(&printing)).await?
+            }
+        };
+        if printed.is_empty() {
+            eprintln!("No resources found");
+        }
+        print!("{printed}");
+        Ok(())
+    })
+}
+
+fn output(printing: &Printing) -> fleet::Output {
+    printing.output.unwrap_or(fleet::Output::Table)
+}
+
+/// What `create work` was asked.
+struct WorkCommand {
+    name: String,
+    file: PathBuf,
+    targets: fleet::Targets,
+    overwrite: bool,
+    wait: bool,
+    timeout: Duration,
+}
+
+/// Runs `create work`: one line per cluster, then (with --wait) a progress line on terminals.
+fn create_work(work: WorkCommand, data_dir: &Path) -> ExitCode {
+    let text = if work.file.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(&work.file)
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => return usage_error(&format!("reading {}: {e}", work.file.display())),
+    };
+    let manifests = match fleet::read_manifests(&text) {
+        Ok(m) => m,
+        // One line: a YAML error's rendering may quote the source below it.
+        Err(e) => {
+            return usage_error(e.to_string().lines().next().unwrap_or("invalid manifest file"));
+        }
+    };
+    client_command(async move {
+        let client = cli::client(data_dir).await?;
+        let clusters = fleet::resolve_targets(&client, &work.targets).await?;
+        let generations = fleet::create_work(
+            &client,
+            &work.name,
+            &manifests,
+            &clusters,
+            work.overwrite,
+            |line| println!("{line}"),
+        )
+        .await?;
+        if work.wait {
+            let terminal = std::io::stderr().is_terminal();
+            fleet::wait_applied(&client, &work.name, &generations, work.timeout, |done, all| {
+                if terminal {
+                    eprint!("\r{done}/{all} applied");
+                }
+            })
+            .await
+            .inspect_err(|_| {
+                if terminal {
+                    eprintln!();
+                }
+            })?;
+            if terminal {
+                eprintln!();
+            }
+            println!("manifestwork {} applied on {} cluster(s)", work.name, clusters.len());
+        }
         Ok(())
     })
 }

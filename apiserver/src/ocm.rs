@@ -407,6 +407,63 @@ fn admit_binding(obj: &Value, who: &Requester) -> Result<(), ApiError> {
 /// The largest total size of a ManifestWork's manifests (OCM's webhook limit).
 pub const MAX_MANIFESTS_BYTES: usize = 500 * 1024;
 
+/// OCM's ManifestWork manifest checks (sdk-go's `ManifestValidator`): at least one manifest, at
+/// most 500 KiB of them, each naming its `apiVersion`, `kind` and `metadata.name` (never a
+/// `generateName`: the agent must know what it applied), and no object twice.
+fn manifest_rules(obj: &Value) -> Vec<FieldError> {
+    use ocm_proto::validation::FieldErrorKind;
+    let path = "spec.workload.manifests";
+    let manifests = obj.pointer("/spec/workload/manifests").and_then(Value::as_array);
+    let Some(manifests) = manifests.filter(|m| !m.is_empty()) else {
+        return vec![FieldError::required(path, "Workload manifests should not be empty")];
+    };
+    let size = serde_json::to_vec(manifests).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_MANIFESTS_BYTES {
+        return vec![FieldError::new(
+            FieldErrorKind::TooLong,
+            path,
+            None,
+            format!(
+                "the size of manifests is {size} bytes which exceeds the {MAX_MANIFESTS_BYTES} limit"
+            ),
+        )];
+    }
+    let mut errs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, m) in manifests.iter().enumerate() {
+        let at = |field: &str| format!("{path}[{i}].{field}");
+        let text = |p: &str| m.pointer(p).and_then(Value::as_str).unwrap_or("");
+        for (field, pointer) in [("apiVersion", "/apiVersion"), ("kind", "/kind")] {
+            if text(pointer).is_empty() {
+                errs.push(FieldError::required(
+                    at(field),
+                    format!("{field} must be set in manifest"),
+                ));
+            }
+        }
+        if text("/metadata/name").is_empty() {
+            errs.push(FieldError::required(at("metadata.name"), "name must be set in manifest"));
+        }
+        if !text("/metadata/generateName").is_empty() {
+            errs.push(FieldError::forbidden(
+                at("metadata.generateName"),
+                "generateName must not be set in manifest",
+            ));
+        }
+        let (api_version, kind) = (text("/apiVersion"), text("/kind"));
+        let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
+        if !seen.insert((api_version, kind, namespace, name)) {
+            errs.push(FieldError::new(
+                FieldErrorKind::Duplicate,
+                path.to_owned() + &format!("[{i}]"),
+                None,
+                format!("duplicate manifest for resource {namespace}/{name} with resource type {api_version}.{kind}"),
+            ));
+        }
+    }
+    errs
+}
+
 /// The checks OCM's validating webhooks make that the schema cannot express.
 fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -422,21 +479,7 @@ fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
                 ));
             }
         }
-        "ManifestWork" => {
-            if let Some(manifests) = obj.pointer("/spec/workload/manifests") {
-                let size = serde_json::to_vec(manifests).map(|v| v.len()).unwrap_or(0);
-                if size > MAX_MANIFESTS_BYTES {
-                    errs.push(FieldError::new(
-                        ocm_proto::validation::FieldErrorKind::TooLong,
-                        "spec.workload.manifests",
-                        None,
-                        format!(
-                            "the size of manifests is {size} bytes which exceeds the {MAX_MANIFESTS_BYTES} limit"
-                        ),
-                    ));
-                }
-            }
-        }
+        "ManifestWork" => errs.extend(manifest_rules(obj)),
         _ => {}
     }
     errs

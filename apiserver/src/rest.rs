@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt as _;
 use ocm_proto::selector::{FieldSelector, LabelSelector};
@@ -25,6 +25,7 @@ use crate::discovery::Discovery;
 use crate::encoding;
 use crate::error::ApiError;
 use crate::limits::Inflight;
+use crate::metrics::{Metrics, RequestLabels};
 use crate::object;
 use crate::openapi::OpenApi;
 use crate::registry::{
@@ -66,6 +67,8 @@ pub struct ApiState {
     pub delegate_authz: Option<Arc<crate::delegate::Delegate>>,
     /// The placement scheduler, for `placements/explain` (`None` without controllers).
     pub placement: Option<Arc<crate::placement::Scheduler>>,
+    /// The hub's metrics (`/metrics`).
+    pub metrics: Arc<Metrics>,
 }
 
 /// The router: every path goes through [`handle`].
@@ -312,15 +315,99 @@ const CLUSTER_INFO_PATH: &str = "/api/v1/namespaces/kube-public/configmaps/clust
 
 /// The one entry point of every request.
 pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Response {
+    let started = Instant::now();
+    // The query and the request's attributes, computed once for the metrics and the handler.
+    let q = Query::parse(req.uri().query());
+    let path = req.uri().path();
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    let attrs = attributes(req.method(), path, &segments, &q);
+    let labels = request_labels(&state, &req, &q, &attrs);
     let wanted = encoding::Wanted::of(req.headers());
-    let resp = match serve(&state, req).await {
+    let resp = match serve(&state, req, q, attrs).await {
         Ok(resp) => resp,
         Err(err) => error_response(&err),
     };
-    encoding::finish(resp, wanted).await
+    let resp = encoding::finish(resp, wanted).await;
+    let code = resp.status().as_u16();
+    if labels.verb == "WATCH" && resp.status() == StatusCode::OK {
+        // Served until the stream ends: counted now, timed (and long-running) until then.
+        let guard = state.metrics.long_running(labels, code);
+        let (parts, body) = resp.into_parts();
+        let body = body.into_data_stream().map(move |chunk| {
+            let _held = &guard;
+            chunk
+        });
+        return Response::from_parts(parts, Body::from_stream(body));
+    }
+    let size = axum::body::HttpBody::size_hint(resp.body()).exact();
+    state.metrics.observe_request(&labels, code, started.elapsed(), size);
+    resp
 }
 
-async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiError> {
+/// A request's metric labels, cleaned as kube-apiserver cleans them: resources this hub does not
+/// serve, subresources they lack and unknown methods are not named (bounded label values).
+fn request_labels(
+    state: &ApiState,
+    req: &Request,
+    q: &Query,
+    attrs: &authz::Attributes,
+) -> RequestLabels {
+    let method = match *req.method() {
+        Method::GET | Method::HEAD | Method::POST | Method::PUT | Method::PATCH => {
+            req.method().as_str()
+        }
+        Method::DELETE | Method::OPTIONS | Method::CONNECT => req.method().as_str(),
+        _ => "other",
+    };
+    let dry_run = if q.get("dryRun") == Some("All") { "All" } else { "" };
+    let mut labels = RequestLabels { verb: method.to_owned(), dry_run, ..RequestLabels::default() };
+    if !attrs.resource_request {
+        return labels;
+    }
+    let Some(rt) =
+        state.registry.scheme.lookup(&attrs.api_group, &attrs.api_version, &attrs.resource)
+    else {
+        return labels;
+    };
+    let apply = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch"));
+    labels.verb = match attrs.verb.as_str() {
+        "get" => "GET",
+        "list" => "LIST",
+        "watch" => "WATCH",
+        "create" => "POST",
+        "update" => "PUT",
+        "patch" if apply => "APPLY",
+        "patch" => "PATCH",
+        "delete" => "DELETE",
+        "deletecollection" => "DELETECOLLECTION",
+        _ => "other",
+    }
+    .to_owned();
+    labels.scope = if !attrs.name.is_empty() || attrs.verb == "create" {
+        "resource"
+    } else if !attrs.namespace.is_empty() {
+        "namespace"
+    } else {
+        "cluster"
+    };
+    if rt.subresources.iter().any(|sub| sub.name == attrs.subresource) {
+        labels.subresource = attrs.subresource.clone();
+    }
+    labels.group = attrs.api_group.clone();
+    labels.version = attrs.api_version.clone();
+    labels.resource = attrs.resource.clone();
+    labels
+}
+
+async fn serve(
+    state: &Arc<ApiState>,
+    mut req: Request,
+    q: Query,
+    attrs: authz::Attributes,
+) -> Result<Response, ApiError> {
     let path = req.uri().path().to_owned();
     match path.as_str() {
         "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => {
@@ -371,7 +458,6 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         Err(_) => return Err(ApiError::unauthorized()),
     };
     let identity = state.access.impersonate(user, req.headers())?;
-    let q = Query::parse(req.uri().query());
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
     // `//` would name nothing here, yet could name something else to a parser that skipped
@@ -379,7 +465,6 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
     if segments.iter().any(|s| s.is_empty()) {
         return Err(ApiError::path_not_found());
     }
-    let attrs = attributes(req.method(), &path, &segments, &q);
     let local = state.access.check(&identity, &attrs);
     if local.is_ok() && attrs.verb == "watch" {
         // Allowed by the hub's own RBAC: the watch is checked again when RBAC changes.
@@ -410,6 +495,7 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
             Some(doc) => Ok(json_response(StatusCode::OK, doc.clone())),
             None => Err(ApiError::path_not_found()),
         },
+        ["metrics"] => Ok(metrics_response(state).await),
         ["openapi", "v3"] => Ok(openapi_root(state, req.headers())),
         ["openapi", "v3", rest @ ..] => openapi_document(state, &rest.join("/"), &q),
         ["api", "v1"] => group_version(state, "", "v1"),
@@ -424,6 +510,16 @@ async fn serve(state: &Arc<ApiState>, mut req: Request) -> Result<Response, ApiE
         }
         _ => Err(ApiError::path_not_found()),
     }
+}
+
+/// `/metrics`: Prometheus' text format, version 0.0.4.
+async fn metrics_response(state: &ApiState) -> Response {
+    let body = state.metrics.render(&state.registry, state.inflight.in_use()).await;
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")
+        .body(Body::from(body))
+        .expect("static headers are valid")
 }
 
 fn discovery_root(state: &ApiState, headers: &HeaderMap, core: bool) -> Result<Response, ApiError> {
@@ -1415,9 +1511,10 @@ fn watch_stream(
         };
         let mut rev = sub.rev;
         let mut headers = true;
+        let sent = state.metrics.watch_events(&wr.target.rt, &wr.target.version);
         for ev in std::mem::take(&mut sub.initial) {
             match filter_event(&wr, &ev, &mut headers, false) {
-                Ok(Some(line)) => yield Ok(line),
+                Ok(Some(line)) => { sent.sent(line.len()); yield Ok(line) }
                 Ok(None) => {}
                 Err(e) => { yield Ok(error_line(&e)); return; }
             }
@@ -1446,7 +1543,7 @@ fn watch_stream(
                         if ev.rev <= rev { continue; }
                         rev = ev.rev;
                         match filter_event(&wr, &ev, &mut headers, true) {
-                            Ok(Some(line)) => yield Ok(line),
+                            Ok(Some(line)) => { sent.sent(line.len()); yield Ok(line) }
                             Ok(None) => {}
                             Err(e) => { yield Ok(error_line(&e)); return; }
                         }

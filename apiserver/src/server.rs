@@ -26,6 +26,7 @@ use crate::delegate::Delegate;
 use crate::discovery::Discovery;
 use crate::error::ApiError;
 use crate::limits::Inflight;
+use crate::metrics::Metrics;
 use crate::pki::{Pki, PkiError};
 use crate::registry::{Registry, WriteOptions};
 use crate::rest::ApiState;
@@ -209,8 +210,9 @@ pub async fn run(
         move |source| ServeError::Io { path, source }
     };
     std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
-    let storage = open_storage(&config).await?;
     let scheme = Arc::new(Scheme::new(config.profile));
+    let metrics = Arc::new(Metrics::new(scheme.types(), config.profile));
+    let storage = open_storage(&config).await?.observed(metrics.storage_observer());
     let background = Background::new();
     let registry = Registry::new(storage, scheme, config.cache, &background).await?;
     ensure_namespaces(&registry).await?;
@@ -270,10 +272,11 @@ pub async fn run(
             Arc::clone(&access),
             Arc::clone(&pki),
             config.registration.clone(),
+            Arc::clone(&metrics),
             &background,
         );
         if config.registration.enabled {
-            placement = crate::placement::start(&registry, &background);
+            placement = crate::placement::start(&registry, Arc::clone(&metrics), &background);
         }
         if first_start {
             let (token, secret) = crate::cli::bootstrap_token_secret(
@@ -306,6 +309,7 @@ pub async fn run(
         delegate_authn,
         delegate_authz,
         placement,
+        metrics,
     });
     let router = crate::rest::router(Arc::clone(&state));
     let endpoints = config.data_dir.join("endpoints.json");

@@ -19,4 +19,5 @@ pub mod fidelity;
 pub mod hub;
 pub mod kubectl;
 pub mod programs;
+pub mod prom;
 pub mod storage_suite;

@@ -35,3 +35,29 @@ fn built(name: &str, package: &str) -> anyhow::Result<PathBuf> {
         ),
     }
 }
+
+/// Fails unless every `--flag` of `args` is one `binary subcommand --help` lists (how the
+/// deployment files are checked against the binaries they run).
+pub fn check_flags(
+    binary: &std::path::Path,
+    subcommand: &[&str],
+    args: &[&str],
+) -> anyhow::Result<()> {
+    let help = std::process::Command::new(binary).args(subcommand).arg("--help").output()?;
+    let help = String::from_utf8_lossy(&help.stdout);
+    // The flags help lists, as whole words (`--listen` is not `--grpc-listen`).
+    let listed: std::collections::BTreeSet<&str> = help
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == ']')
+        .filter(|w| w.starts_with("--"))
+        .collect();
+    for arg in args.iter().filter(|a| a.starts_with("--")) {
+        let flag = arg.split('=').next().unwrap_or(arg);
+        anyhow::ensure!(
+            listed.contains(flag),
+            "{} {} does not accept {flag}",
+            binary.display(),
+            subcommand.join(" ")
+        );
+    }
+    Ok(())
+}

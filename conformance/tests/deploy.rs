@@ -132,17 +132,11 @@ fn the_deployment_uses_flags_the_hub_accepts() -> anyhow::Result<()> {
     let args: Vec<&str> =
         container["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
     ensure!(args.first() == Some(&"serve"), "{args:?}");
-    let help = std::process::Command::new(ocm_conformance::programs::ocm_hub()?)
-        .args(["serve", "--help"])
-        .output()?;
-    let help = String::from_utf8_lossy(&help.stdout);
-    for arg in &args[1..] {
-        let flag = arg.split('=').next().unwrap_or(arg);
-        ensure!(
-            help.contains(&format!("{flag} ")) || help.contains(&format!("{flag} <")),
-            "ocm-hub serve does not accept {flag}"
-        );
-    }
+    ocm_conformance::programs::check_flags(
+        &ocm_conformance::programs::ocm_hub()?,
+        &["serve"],
+        &args[1..],
+    )?;
     for needed in
         ["--requestheader-client-ca-file", "--tls-cert-file", "--authorization-kubeconfig"]
     {

@@ -449,7 +449,7 @@ async fn chunked_lists_follow_continue_tokens() -> anyhow::Result<()> {
         let work = json!({
             "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
             "metadata": {"name": format!("w-{ns}")},
-            "spec": {"workload": {"manifests": []}},
+            "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}}]}},
         });
         create(&hub, &http, &path, work).await?;
     }

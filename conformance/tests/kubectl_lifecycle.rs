@@ -256,7 +256,7 @@ async fn force_delete_warns_and_deletes() -> anyhow::Result<()> {
     create(&hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": "cluster1"}})).await?;
     let works = "/apis/work.open-cluster-management.io/v1/namespaces/cluster1/manifestworks";
     let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-                      "metadata": {"name": "w1"}, "spec": {"workload": {"manifests": []}}});
+                      "metadata": {"name": "w1"}, "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}}]}}});
     create(&hub, &http, works, work).await?;
     let r = k
         .run(&["delete", "manifestwork", "w1", "-n", "cluster1", "--grace-period=0", "--force"])
@@ -284,7 +284,7 @@ async fn delete_a_namespace_with_its_content() -> anyhow::Result<()> {
     create(&hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": "cluster1"}})).await?;
     let works = "/apis/work.open-cluster-management.io/v1/namespaces/cluster1/manifestworks";
     let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-                      "metadata": {"name": "w1"}, "spec": {"workload": {"manifests": []}}});
+                      "metadata": {"name": "w1"}, "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}}]}}});
     create(&hub, &http, works, work).await?;
     create(&hub, &http, &format!("{ns}/configmaps"), json!({"metadata": {"name": "cm"}})).await?;
     create(&hub, &http, &format!("{ns}/serviceaccounts"), json!({"metadata": {"name": "agent"}}))

@@ -210,6 +210,45 @@ async fn accept(hub: &TestHub, clusters: &[&str]) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// The agent's `--metrics-listen` exposition: renewals and status reports counted, the
+/// certificate's expiry ahead, and a clean `promtool check metrics`.
+async fn agent_metrics(http: &reqwest::Client, port: u16) -> anyhow::Result<()> {
+    use ocm_conformance::prom;
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = eventually("the agent's metrics count a renewal and a report", WAIT, || async {
+        let text = http.get(&url).send().await?.error_for_status()?.text().await?;
+        let s = prom::samples(&text)?;
+        let ok = |op| {
+            prom::sum(
+                &s,
+                "ocm_agent_hub_requests_total",
+                &[("operation", op), ("result", "success")],
+            )
+        };
+        Ok((ok("lease") >= 1.0 && ok("status") >= 1.0).then_some(text))
+    })
+    .await?;
+    let s = prom::samples(&text)?;
+    let expiry = prom::value(&s, "ocm_agent_certificate_expiration_timestamp_seconds", &[])?;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp() as f64;
+    ensure!(expiry > now, "certificate expiry {expiry} not after {now}");
+    ensure!(
+        prom::value(&s, "ocm_agent_hub_request_duration_seconds_count", &[("operation", "lease")])?
+            >= 1.0
+    );
+    ensure!(prom::value(&s, "ocm_agent_build_info", &[])? == 1.0);
+    ensure!(prom::value(&s, "process_resident_memory_bytes", &[])? > 0.0);
+    if !prom::skip_requested() {
+        prom::check_metrics(&text).await?;
+    }
+    let (code, _) = {
+        let r = http.get(format!("http://127.0.0.1:{port}/other")).send().await?;
+        (r.status().as_u16(), ())
+    };
+    ensure!(code == 404, "GET /other: {code}");
+    Ok(())
+}
+
 /// Joins `name` with a CA file and the given token, against `cluster`'s kubeconfig.
 fn join_args(hub: &TestHub, token: &str, name: &str, cluster: &TestHub, dir: &Path) -> Vec<String> {
     [
@@ -271,6 +310,8 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
         ]
         .map(str::to_owned),
     );
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    args.extend(["--metrics-listen".to_owned(), format!("127.0.0.1:{metrics_port}")]);
     let agent = Agent::spawn(&args, dir.path())?;
     // The agent registered and asks for the accept command.
     eventually("the agent prints the accept command", WAIT, || async {
@@ -311,6 +352,7 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
         "{out}"
     );
     let mc = until_available(&hub, &http, "c1").await.with_context(|| agent.output())?;
+    agent_metrics(&http, metrics_port).await?;
     ensure!(status_of(&mc, "HubAcceptedManagedCluster") == "True", "{mc}");
     ensure!(status_of(&mc, "ManagedClusterConditionClockSynced") == "True", "{mc}");
     ensure!(

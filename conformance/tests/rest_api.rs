@@ -2922,3 +2922,85 @@ fn own_labels(obj: &Value) -> Value {
     }
     labels
 }
+
+/// OCM's manifest checks (sdk-go's ManifestValidator), as 422s naming the manifest at fault,
+/// with nothing stored: no manifests, a manifest without a name or with a generateName, one
+/// object twice, and more than 500 KiB in all.
+#[tokio::test]
+async fn manifestwork_manifests_are_checked_as_ocm_does() -> anyhow::Result<()> {
+    let hub = TestHub::start(Backend::Memory).await?;
+    let http = hub.http()?;
+    let (code, _) = hub
+        .call(
+            &http,
+            Method::POST,
+            "/api/v1/namespaces",
+            Some(&json!({"metadata": {"name": "c1"}})),
+            &[],
+        )
+        .await?;
+    ensure!(code == 201);
+    let works = "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks";
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}});
+    let with = |manifests: Value| {
+        let mut w = work("bad");
+        w["spec"]["workload"]["manifests"] = manifests;
+        w
+    };
+    let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": "default"},
+                     "data": {"x": "y".repeat(520 * 1024)}});
+    let mut generated = cm("");
+    generated["metadata"] = json!({"generateName": "cm-", "namespace": "default"});
+    let cases = [
+        (
+            json!([]),
+            "spec.workload.manifests",
+            "FieldValueRequired",
+            "Workload manifests should not be empty",
+        ),
+        (
+            json!([cm("a"), cm("")]),
+            "spec.workload.manifests[1].metadata.name",
+            "FieldValueRequired",
+            "name must be set in manifest",
+        ),
+        (
+            json!([generated]),
+            "spec.workload.manifests[0].metadata.generateName",
+            "FieldValueForbidden",
+            "generateName must not be set in manifest",
+        ),
+        (
+            json!([cm("a"), cm("b"), cm("a")]),
+            "spec.workload.manifests[2]",
+            "FieldValueDuplicate",
+            "duplicate manifest for resource default/a with resource type v1.ConfigMap",
+        ),
+        (json!([big]), "spec.workload.manifests", "FieldValueTooLong", "exceeds the 512000 limit"),
+    ];
+    for (manifests, field, reason, message) in cases {
+        let (code, body) =
+            hub.call(&http, Method::POST, works, Some(&with(manifests)), &[]).await?;
+        ensure!(code == 422 && body["reason"] == "Invalid", "{field}: {code} {body}");
+        let causes = body["details"]["causes"].as_array().context("causes")?;
+        ensure!(
+            causes.iter().any(|c| c["field"] == field
+                && c["reason"] == reason
+                && c["message"].as_str().is_some_and(|m| m.contains(message))),
+            "{field}: {body}"
+        );
+    }
+    let (code, list) = hub.call(&http, Method::GET, works, None, &[]).await?;
+    ensure!(code == 200 && list["items"].as_array().is_some_and(Vec::is_empty), "{list}");
+    // The same object in two namespaces, or two kinds of one name, are different manifests.
+    let mut other_ns = cm("a");
+    other_ns["metadata"]["namespace"] = json!("kube-system");
+    let mut secret = cm("a");
+    secret["kind"] = json!("Secret");
+    let (code, body) = hub
+        .call(&http, Method::POST, works, Some(&with(json!([cm("a"), other_ns, secret]))), &[])
+        .await?;
+    ensure!(code == 201, "{code} {body}");
+    hub.stop().await;
+    Ok(())
+}

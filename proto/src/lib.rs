@@ -10,6 +10,7 @@
 pub mod api;
 pub mod cloudevents;
 pub mod crd;
+pub mod logfmt;
 pub mod quantity;
 pub mod schema;
 pub mod selector;

@@ -117,6 +117,43 @@ pub(crate) trait Store: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Storage {
     inner: Arc<dyn Store>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+/// The operations an [`Observer`] is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// [`Storage::create`] (and a guaranteed update's create).
+    Create,
+    /// [`Storage::get`] and [`Storage::try_get`] (and a guaranteed update's read).
+    Get,
+    /// [`Storage::list`].
+    List,
+    /// [`Storage::update`] (and a guaranteed update's write).
+    Update,
+    /// [`Storage::delete`] (and a guaranteed update's delete).
+    Delete,
+}
+
+impl Operation {
+    /// The lower-case name (`create`, `get`, ...), as kube-apiserver's storage metrics label
+    /// operations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "create",
+            Operation::Get => "get",
+            Operation::List => "list",
+            Operation::Update => "update",
+            Operation::Delete => "delete",
+        }
+    }
+}
+
+/// Told how long each storage operation took (for metrics). Called on the caller's task after
+/// the operation finished, successful or not; must not block.
+pub trait Observer: Send + Sync {
+    /// `op` on `key` (for lists: the prefix) took `elapsed`.
+    fn observe(&self, op: Operation, key: &str, elapsed: std::time::Duration);
 }
 
 impl std::fmt::Debug for Storage {
@@ -128,20 +165,43 @@ impl std::fmt::Debug for Storage {
 impl Storage {
     /// Opens (or creates) the store described by `engine`.
     pub async fn open(engine: Engine) -> Result<Storage> {
-        engine::open(engine).await.map(|inner| Storage { inner })
+        engine::open(engine).await.map(|inner| Storage { inner, observer: None })
+    }
+
+    /// The same store, with every operation reported to `observer` (replacing any earlier one).
+    pub fn observed(&self, observer: Arc<dyn Observer>) -> Storage {
+        Storage { inner: Arc::clone(&self.inner), observer: Some(observer) }
+    }
+
+    /// Runs `f` and reports its duration as `op` on `key`.
+    async fn timed<T>(
+        &self,
+        op: Operation,
+        key: &str,
+        f: impl std::future::Future<Output = T>,
+    ) -> T {
+        match &self.observer {
+            None => f.await,
+            Some(observer) => {
+                let start = std::time::Instant::now();
+                let out = f.await;
+                observer.observe(op, key, start.elapsed());
+                out
+            }
+        }
     }
 
     /// Creates `key`; [`Error::AlreadyExists`] if it is present.
     pub async fn create(&self, key: &str, value: impl Into<Bytes>) -> Result<KeyValue> {
         let value = value.into();
         check_write(key, &value)?;
-        self.inner.create(key, value).await
+        self.timed(Operation::Create, key, self.inner.create(key, value)).await
     }
 
     /// The current value of `key`; [`Error::NotFound`] if absent.
     pub async fn get(&self, key: &str) -> Result<KeyValue> {
         key::validate_key(key)?;
-        self.inner.get(key).await
+        self.timed(Operation::Get, key, self.inner.get(key)).await
     }
 
     /// The current value of `key`, or `None`.
@@ -175,7 +235,7 @@ impl Storage {
             limit: options.limit,
             revision: token.as_ref().map(|t| t.revision).or(options.revision),
         };
-        let page = self.inner.list(req).await?;
+        let page = self.timed(Operation::List, prefix, self.inner.list(req)).await?;
         let continue_token = match (page.more, page.items.last()) {
             (true, Some(last)) => {
                 Some(ContinueToken { revision: page.revision, last_key: last.key.clone() }.encode())
@@ -194,13 +254,13 @@ impl Storage {
     ) -> Result<KeyValue> {
         let value = value.into();
         check_write(key, &value)?;
-        self.inner.update(key, value, expected).await
+        self.timed(Operation::Update, key, self.inner.update(key, value, expected)).await
     }
 
     /// Deletes `key` if `pre` holds; returns the deleted value and the delete's revision.
     pub async fn delete(&self, key: &str, pre: &Preconditions) -> Result<Deleted> {
         key::validate_key(key)?;
-        self.inner.delete(key, *pre).await
+        self.timed(Operation::Delete, key, self.inner.delete(key, *pre)).await
     }
 
     /// The read–modify–CAS loop. `f` gets the current value (`None` if absent) and decides; it
@@ -239,18 +299,21 @@ impl Storage {
                 }
                 (Update::Put(value), None) => {
                     check_size(key, &value)?;
-                    self.inner.create(key, value).await.map(UpdateOutcome::Put)
+                    let put = self.inner.create(key, value);
+                    self.timed(Operation::Create, key, put).await.map(UpdateOutcome::Put)
                 }
                 (Update::Put(value), Some(kv)) => {
                     check_size(key, &value)?;
-                    self.inner.update(key, value, kv.mod_revision).await.map(UpdateOutcome::Put)
+                    let put = self.inner.update(key, value, kv.mod_revision);
+                    self.timed(Operation::Update, key, put).await.map(UpdateOutcome::Put)
                 }
                 (Update::Delete, Some(kv)) => {
                     let exact = Preconditions {
                         mod_revision: Some(kv.mod_revision),
                         create_revision: None,
                     };
-                    self.inner.delete(key, exact).await.map(UpdateOutcome::Deleted)
+                    let delete = self.inner.delete(key, exact);
+                    self.timed(Operation::Delete, key, delete).await.map(UpdateOutcome::Deleted)
                 }
             };
             match attempt {

@@ -122,14 +122,14 @@ pub fn compile(sources: &[String]) -> Result<Expressions, String> {
             ));
         }
         let program = Program::compile(source).map_err(|e| format!("compilation failed: {e}"))?;
-        let depth = depth(program.expression());
+        let (depth, has_struct) = shape(program.expression());
         if depth > MAX_DEPTH {
             return Err(format!(
                 "compilation failed: the expression nests {depth} deep; at most {MAX_DEPTH} \
                  levels are allowed"
             ));
         }
-        if has_struct(program.expression()) {
+        if has_struct {
             return Err(
                 "compilation failed: message literals (`Type{...}`) are not supported".into()
             );
@@ -250,6 +250,10 @@ impl Expressions {
     }
 }
 
+/// The function namespaces cel-rust 0.13 and kube-cel 0.8 register (`strings.quote`, ...).
+const NAMESPACES: [&str; 8] =
+    ["format", "ip", "jsonpatch", "lists", "math", "optional", "sets", "strings"];
+
 /// The first name `e` reads that nothing declares (cel-go refuses these when compiling; cel-rust
 /// only when it runs, so a typo would select nothing instead of saying so). `bound` holds the
 /// comprehension variables in scope.
@@ -273,10 +277,11 @@ fn undeclared<'e>(e: &'e IdedExpr, bound: &mut Vec<&'e str>) -> Option<&'e str> 
             (name != CLUSTER && !TYPES.contains(&name.as_str()) && !bound.contains(&name.as_str()))
                 .then_some(name.as_str())
         }
-        // `sets.contains(...)`, `math.greatest(...)`: the target names a function namespace.
+        // `sets.contains(...)`, `math.greatest(...)`: the target names a function namespace
+        // (one the libraries register; any other target is a name like any other).
         Expr::Call(c)
             if matches!(c.target.as_deref().map(|t| &t.expr),
-            Some(Expr::Ident(ns)) if ns != CLUSTER && !bound.contains(&ns.as_str())) =>
+            Some(Expr::Ident(ns)) if NAMESPACES.contains(&ns.as_str()) && !bound.contains(&ns.as_str())) =>
         {
             c.args.iter().find_map(|a| undeclared(a, bound))
         }
@@ -299,11 +304,6 @@ fn undeclared<'e>(e: &'e IdedExpr, bound: &mut Vec<&'e str>) -> Option<&'e str> 
     }
 }
 
-/// Whether `e` builds a message (`Type{field: ...}`), which cel-rust cannot evaluate.
-fn has_struct(e: &IdedExpr) -> bool {
-    matches!(e.expr, Expr::Struct(_)) || children(e).into_iter().any(has_struct)
-}
-
 /// An expression as messages name it: its first 80 characters.
 fn short(source: &str) -> std::borrow::Cow<'_, str> {
     clip(source, 80)
@@ -317,17 +317,20 @@ fn clip(text: &str, n: usize) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The depth of an expression tree, without recursion.
-fn depth(root: &IdedExpr) -> usize {
+/// The depth of an expression tree, and whether it builds a message (`Type{field: ...}`,
+/// which cel-rust cannot evaluate), in one walk without recursion.
+fn shape(root: &IdedExpr) -> (usize, bool) {
     let mut deepest = 0;
+    let mut has_struct = false;
     let mut stack = vec![(root, 1usize)];
     while let Some((e, d)) = stack.pop() {
         deepest = deepest.max(d);
+        has_struct |= matches!(e.expr, Expr::Struct(_));
         for child in children(e) {
             stack.push((child, d + 1));
         }
     }
-    deepest
+    (deepest, has_struct)
 }
 
 /// The direct subexpressions of `e`.
@@ -578,11 +581,15 @@ struct Estimator<'a, 'b> {
 }
 
 impl Estimator<'_, '_> {
-    /// The measured size of a path into the cluster (a missing field is an error, size 1).
-    fn measure(&self, path: &[&str]) -> Size {
+    /// The copies reading a path into the cluster makes (each step copies the value it
+    /// selects) and the size of what it reads, in one descent (a missing field is an error:
+    /// size 1, as is each step after it).
+    fn measure(&self, path: &[&str]) -> (u64, Size) {
         // The part converted is the part read: its copies are what the interpreter makes.
         let mut v = self.subject.selected();
-        for key in path {
+        let mut size = Size::of(v);
+        let mut copies = 0u64;
+        for (k, key) in path.iter().enumerate() {
             let next = match v {
                 serde_json::Value::Object(m) => m.get(*key),
                 serde_json::Value::Array(items) => {
@@ -590,21 +597,21 @@ impl Estimator<'_, '_> {
                 }
                 _ => None,
             };
-            match next {
-                Some(n) => v = n,
-                None => return Size::ONE,
-            }
+            let Some(n) = next else {
+                return (copies.saturating_add((path.len() - k) as u64), Size::ONE);
+            };
+            v = n;
+            size = Size::of(v);
+            copies = copies.saturating_add(size.weight);
         }
-        Size::of(v)
+        (copies, size)
     }
 
     /// (cost, result size) of `e`.
     fn walk<'e>(&self, e: &'e IdedExpr, scope: &mut Scope<'e>) -> Result<(u64, Size), String> {
         if let Some(path) = path(e, scope.get(CLUSTER).is_some()) {
-            // Each step of the path copies the value it selects.
-            let copies = (1..=path.len())
-                .fold(0u64, |a, k| a.saturating_add(self.measure(&path[..k]).weight));
-            return Ok((1u64.saturating_add(copies), self.measure(&path)));
+            let (copies, size) = self.measure(&path);
+            return Ok((1u64.saturating_add(copies), size));
         }
         Ok(match &e.expr {
             Expr::Ident(name) => (1, scope.get(name).unwrap_or(Size::ONE)),
@@ -912,8 +919,11 @@ mod bound_tests {
     #[test]
     fn namespaced_functions_are_not_undeclared_names() {
         assert_eq!(run("strings.quote('a') == '\"a\"'"), Ok(()));
+        // A target that names no registered namespace is a name like any other.
         let err = run("nosuch.fn(1) == 1").unwrap_err();
-        assert!(!err.contains("compilation failed"), "{err}");
+        assert!(err.contains("undeclared reference to 'nosuch'"), "{err}");
+        let err = run("managedcluster.scores('x').size() == 0").unwrap_err();
+        assert!(err.contains("undeclared reference to 'managedcluster'"), "{err}");
     }
 
     #[test]

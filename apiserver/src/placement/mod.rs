@@ -273,6 +273,8 @@ pub struct Scheduler {
     events: tokio::sync::mpsc::Sender<Value>,
     /// Makes event names unique within a nanosecond.
     event_seq: std::sync::atomic::AtomicU64,
+    /// The hub's metrics (scheduling pass durations).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -375,6 +377,9 @@ impl Scheduler {
         };
         let placement = stored_placement(&cached)?;
         let outcome = self.schedule(ns, &placement, true);
+        if let Some(why) = outcome.unavailable {
+            return Err(ApiError::unavailable(why));
+        }
         let rows: Vec<Value> = outcome
             .verdicts
             .iter()
@@ -445,7 +450,13 @@ impl Scheduler {
             return Ok(Action::Done);
         }
         let placement = stored_placement(&cached)?;
+        let started = std::time::Instant::now();
         let outcome = self.schedule(ns, &placement, false);
+        self.metrics.scheduling.observe(started.elapsed().as_secs_f64());
+        if let Some(why) = outcome.unavailable {
+            // Not the placement's fault: its decisions and status stay; retried with backoff.
+            return Err(ApiError::internal(why));
+        }
         let slices = schedule::slices(name, &outcome.groups);
         // Decisions first, then the status that names them (as OCM).
         let changes = self.bind(ns, name, &raw, &slices).await?;
@@ -735,7 +746,11 @@ fn cluster_facts(o: &CachedObject) -> Option<ClusterFacts> {
 }
 
 /// Starts the placement controller; the scheduler, for `placements/explain`.
-pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Scheduler>> {
+pub fn start(
+    registry: &Registry,
+    metrics: Arc<crate::metrics::Metrics>,
+    background: &Background,
+) -> Option<Arc<Scheduler>> {
     let kinds = Kinds::of(registry)?;
     let (events, mut queued) = tokio::sync::mpsc::channel::<Value>(EVENTS_QUEUED);
     {
@@ -757,6 +772,7 @@ pub fn start(registry: &Registry, background: &Background) -> Option<Arc<Schedul
         decisions: Mutex::default(),
         events,
         event_seq: std::sync::atomic::AtomicU64::new(0),
+        metrics,
     });
     let k = &s.kinds;
     let ns_name = |o: &CachedObject| {

@@ -192,9 +192,28 @@ pub struct Verdict {
     pub total: Option<i64>,
 }
 
+/// Why a pass selected nothing.
+#[derive(Debug)]
+enum Refusal {
+    /// `<plugin>:<message>`: the placement cannot be scheduled as written.
+    Misconfigured(String),
+    /// The pass could not run now (no thread to evaluate CEL on): nothing is to be written,
+    /// the pass is tried again.
+    Unavailable(String),
+}
+
+impl From<String> for Refusal {
+    fn from(m: String) -> Refusal {
+        Refusal::Misconfigured(m)
+    }
+}
+
 /// What the scheduler decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// Set when the pass could not run now (a resource of this process was missing, not the
+    /// placement at fault): the caller writes nothing and tries again; the rest is empty.
+    pub unavailable: Option<String>,
     /// `<plugin>:<message>` when the placement cannot be scheduled as written; the previous
     /// decisions are then kept.
     pub misconfigured: Option<String>,
@@ -643,7 +662,20 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
 
     let group_strategy = spec.decision_strategy.as_ref().and_then(|d| d.group_strategy.as_ref());
     let (selection, groups, misconfigured) = match select(spec, world, candidates, &mut tally) {
-        Err(m) => {
+        Err(Refusal::Unavailable(why)) => {
+            return Outcome {
+                unavailable: Some(why),
+                misconfigured: None,
+                satisfied: Satisfied { status: "Unknown", reason: "", message: String::new() },
+                groups: Vec::new(),
+                selected: 0,
+                requeue_after: None,
+                totals: Vec::new(),
+                verdicts: Vec::new(),
+                counts: BTreeMap::new(),
+            };
+        }
+        Err(Refusal::Misconfigured(m)) => {
             (None, vec![Group { index: 0, name: String::new(), clusters: Vec::new() }], Some(m))
         }
         Ok(sel) => match groups_of(group_strategy, &sel.selected) {
@@ -670,6 +702,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
         Duration::from_secs_f64(secs)
     });
     Outcome {
+        unavailable: None,
         misconfigured,
         satisfied,
         groups,
@@ -687,14 +720,14 @@ fn select<'c>(
     world: &World<'_>,
     candidates: Vec<&'c ClusterFacts>,
     tally: &mut Tally,
-) -> Result<Selection<'c>, String> {
+) -> Result<Selection<'c>, Refusal> {
     let explain = tally.explain;
     // Predicate (OCM returns before reading its selectors when there is nothing to filter).
     let passed = if candidates.is_empty() {
         Vec::new()
     } else if spec.predicates.iter().any(|p| cel_expressions(p).is_some()) {
         cel::on_cel_stack(|| predicate(spec, world, candidates, tally))
-            .map_err(|e| format!("Predicate:{e}"))??
+            .map_err(Refusal::Unavailable)??
     } else {
         predicate(spec, world, candidates, tally)?
     };

@@ -159,6 +159,8 @@ impl Csrs {
             self.auto_accept(&check.cluster).await?;
         }
         approve(&self.ctx, &name, csr, APPROVED_REASON, message).await?;
+        let reason = if renewal { "renewal" } else { "trusted_identity" };
+        self.ctx.metrics.csr_approvals.with_label_values(&[reason]).inc();
         Ok(Action::Done)
     }
 
@@ -217,6 +219,7 @@ impl Csrs {
         let signed = request_pem(csr)
             .map_err(crate::pki::SignError::Request)
             .and_then(|pem| self.ctx.pki.sign_client_request(&pem, not_after));
+        let result = if signed.is_ok() { "issued" } else { "failed" };
         let body = match signed {
             Ok(pem) => json!({
                 "metadata": {"resourceVersion": rv},
@@ -238,6 +241,7 @@ impl Csrs {
             Err(e) => return Err(ApiError::internal(e)),
         };
         self.ctx.patch(rt, "", name, body, Some("status")).await?;
+        self.ctx.metrics.csr_signings.with_label_values(&[result]).inc();
         Ok(Action::Done)
     }
 }

@@ -102,6 +102,7 @@ struct Ctx {
     access: Arc<Access>,
     pki: Arc<Pki>,
     config: RegistrationConfig,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The field manager of registration's writes.
@@ -182,13 +183,14 @@ pub fn start(
     access: Arc<Access>,
     pki: Arc<Pki>,
     config: RegistrationConfig,
+    metrics: Arc<crate::metrics::Metrics>,
     background: &Background,
 ) {
     if !config.enabled {
         return;
     }
     let Some(kinds) = Kinds::of(registry) else { return };
-    let ctx = Arc::new(Ctx { registry: registry.clone(), kinds, access, pki, config });
+    let ctx = Arc::new(Ctx { registry: registry.clone(), kinds, access, pki, config, metrics });
     csr::start(&ctx, background);
     cluster::start(&ctx, background);
     clusterset::start(&ctx, background);

@@ -281,7 +281,9 @@ async fn main() -> anyhow::Result<()> {
             // (its first status report), then only the simulator's renewals go on.
             let (stop, stopped) = tokio::sync::watch::channel(false);
             for d in &dirs {
-                let opts = Options::new(d.clone());
+                let mut opts = Options::new(d.clone());
+                // Lease and status only: the simulator measures registration and heartbeats.
+                opts.work = false;
                 let mut stopped = stopped.clone();
                 tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), async move {
                     let _ = stopped.wait_for(|s| *s).await;
@@ -371,5 +373,31 @@ async fn main() -> anyhow::Result<()> {
         }
         other => anyhow::bail!("--mode {other:?}: join or renew"),
     }
+    scrape(&client, args.agents).await?;
+    Ok(())
+}
+
+/// Times five scrapes of the hub's `/metrics` (whose fleet gauges read every cluster and
+/// Lease from the watch cache) and prints the median, the size and the series count.
+async fn scrape(client: &kube::Client, agents: usize) -> anyhow::Result<()> {
+    let mut times = Vec::new();
+    let mut text = String::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let req = http::Request::get("/metrics").body(Vec::new())?;
+        text = client.request_text(req).await?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    let series = text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count();
+    println!("| agents | /metrics median of 5 | min | max | size KiB | series |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {agents} | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} | {series} |",
+        times[2],
+        times[0],
+        times[4],
+        text.len() as f64 / 1024.0
+    );
     Ok(())
 }

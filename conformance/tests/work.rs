@@ -1,0 +1,404 @@
+//! ManifestWorks end to end over the hub's REST API (the `kube` transport): a real `klusterlet`
+//! joined to a hub applies its cluster's works to a `--profile cluster` instance through the
+//! `kube` crate, records them in an AppliedManifestWork, reports `Applied`/`Available` with
+//! `observedGeneration`, follows updates, deletes what a work drops, and on deletion removes
+//! what it owns (keeping what the delete option orphans) before the hub's object goes.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use ocm_apiserver::scheme::Profile;
+use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::programs;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+const WORKS: &str = "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks";
+const AMWS: &str = "/apis/work.open-cluster-management.io/v1/appliedmanifestworks";
+const FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";
+
+/// A hub that trusts one bootstrap identity (so the agent is approved and accepted at once), a
+/// managed cluster, and a klusterlet joined to the hub for it.
+async fn joined(
+    extra: &[&str],
+) -> anyhow::Result<(TestHub, TestHub, tokio::process::Child, tempfile::TempDir)> {
+    let (id, secret) = ("work01", "0123456789abcdef");
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.registration.enabled = true;
+        c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
+    })
+    .await?;
+    let token = ocm_apiserver::cli::bootstrap_token_object(
+        id,
+        secret,
+        "2099-01-01T00:00:00Z",
+        "work tests",
+    );
+    let (code, body) = hub
+        .call(
+            &hub.http()?,
+            Method::POST,
+            "/api/v1/namespaces/kube-system/secrets",
+            Some(&token),
+            &[],
+        )
+        .await?;
+    ensure!(code == 201, "{code} {body}");
+    let cluster = TestHub::start_with(Backend::Memory, |c| c.profile = Profile::Cluster).await?;
+    let dir = tempfile::tempdir()?;
+    let agent = tokio::process::Command::new(programs::klusterlet()?)
+        .args([
+            "join",
+            "--hub",
+            &hub.url,
+            "--token",
+            &format!("{id}.{secret}"),
+            "--cluster-name",
+            "c1",
+        ])
+        .arg("--ca-file")
+        .arg(hub.path().join("pki/ca.crt"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--cluster-kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(extra)
+        .env("RUST_LOG", std::env::var("OCM_AGENT_LOG").unwrap_or_else(|_| "warn".into()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let http = hub.http()?;
+    eventually("c1's namespace on the hub", WAIT, || async {
+        let (code, _) = hub.call(&http, Method::GET, "/api/v1/namespaces/c1", None, &[]).await?;
+        Ok((code == 200).then_some(()))
+    })
+    .await?;
+    Ok((hub, cluster, agent, dir))
+}
+
+async fn get(hub: &TestHub, path: &str) -> anyhow::Result<Option<Value>> {
+    let (code, body) = hub.call(&hub.http()?, Method::GET, path, None, &[]).await?;
+    match code {
+        200 => Ok(Some(body)),
+        404 => Ok(None),
+        _ => anyhow::bail!("GET {path}: {code} {body}"),
+    }
+}
+
+fn configmap(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default"}, "data": {"v": value}})
+}
+
+fn deployment(name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == kind)
+}
+
+/// Waits until the work is Applied and Available at its current generation.
+async fn applied(hub: &TestHub, name: &str) -> anyhow::Result<Value> {
+    eventually(&format!("work {name} applied"), WAIT, || async {
+        let Some(w) = get(hub, &format!("{WORKS}/{name}")).await? else { return Ok(None) };
+        let generation = w["metadata"]["generation"].as_i64();
+        let ok = |kind| {
+            condition(&w, kind).is_some_and(|c| {
+                c["status"] == "True" && c["observedGeneration"].as_i64() == generation
+            })
+        };
+        Ok((ok("Applied") && ok("Available")).then_some(w))
+    })
+    .await
+}
+
+fn path_of(dir: &Path) -> String {
+    dir.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_are_applied_updated_pruned_and_cleaned_up() -> anyhow::Result<()> {
+    let (hub, cluster, mut agent, dir) = joined(&[]).await?;
+    let _ = path_of(dir.path());
+    let http = hub.http()?;
+    let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "w1", "namespace": "c1"},
+        "spec": {"workload": {"manifests": [deployment("web"), configmap("cfg", "1")]}}});
+    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&work), &[]).await?;
+    ensure!(code == 201, "{code} {body}");
+
+    // Applied on the cluster, reported on the hub.
+    let w = applied(&hub, "w1").await?;
+    ensure!(
+        w["metadata"]["finalizers"].as_array().is_some_and(|f| f.contains(&json!(FINALIZER))),
+        "{w}"
+    );
+    let manifests =
+        w["status"]["resourceStatus"]["manifests"].as_array().context("resourceStatus")?;
+    ensure!(manifests.len() == 2, "{w}");
+    let meta0 = &manifests
+        .iter()
+        .find(|m| m["resourceMeta"]["ordinal"] == 0)
+        .context("ordinal 0")?["resourceMeta"];
+    ensure!(
+        meta0["group"] == "apps"
+            && meta0["resource"] == "deployments"
+            && meta0["kind"] == "Deployment"
+            && meta0["name"] == "web",
+        "{meta0}"
+    );
+    let cfg = get(&cluster, "/api/v1/namespaces/default/configmaps/cfg")
+        .await?
+        .context("cfg on the cluster")?;
+    ensure!(cfg["data"]["v"] == "1", "{cfg}");
+    ensure!(get(&cluster, "/apis/apps/v1/namespaces/default/deployments/web").await?.is_some());
+    // Recorded in the AppliedManifestWork, which owns them.
+    let amws = get(&cluster, AMWS).await?.context("AMWs")?;
+    let amw =
+        amws["items"].as_array().and_then(|i| i.first()).context("no AppliedManifestWork")?.clone();
+    let amw_name = amw["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    ensure!(
+        amw_name.ends_with("-w1")
+            && amw["spec"]["manifestWorkName"] == "w1"
+            && amw["spec"]["agentID"] == "c1",
+        "{amw}"
+    );
+    ensure!(amw["status"]["appliedResources"].as_array().map(Vec::len) == Some(2), "{amw}");
+    ensure!(cfg["metadata"]["ownerReferences"][0]["uid"] == amw["metadata"]["uid"], "{cfg}");
+    // Nothing on the hub's own API: works reach only their cluster.
+    ensure!(get(&hub, "/api/v1/namespaces/default/configmaps/cfg").await?.is_none());
+
+    // An update reaches the cluster, and Applied follows the new generation.
+    let patch =
+        json!({"spec": {"workload": {"manifests": [deployment("web"), configmap("cfg", "2")]}}});
+    let merge = [("content-type", "application/merge-patch+json")];
+    let (code, body) =
+        hub.call(&http, Method::PATCH, &format!("{WORKS}/w1"), Some(&patch), &merge).await?;
+    ensure!(code == 200, "{code} {body}");
+    let w = applied(&hub, "w1").await?;
+    ensure!(w["metadata"]["generation"] == 2, "{w}");
+    let cfg = get(&cluster, "/api/v1/namespaces/default/configmaps/cfg").await?.context("cfg")?;
+    ensure!(cfg["data"]["v"] == "2", "{cfg}");
+
+    // A manifest dropped from the work is deleted from the cluster.
+    let patch = json!({"spec": {"workload": {"manifests": [configmap("cfg", "2")]}}});
+    let (code, body) =
+        hub.call(&http, Method::PATCH, &format!("{WORKS}/w1"), Some(&patch), &merge).await?;
+    ensure!(code == 200, "{code} {body}");
+    eventually("the dropped Deployment deleted", WAIT, || async {
+        Ok(get(&cluster, "/apis/apps/v1/namespaces/default/deployments/web")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    applied(&hub, "w1").await?;
+
+    // An orphaning work's resources survive its deletion, without the owner.
+    let orphan = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "w2", "namespace": "c1"},
+        "spec": {"workload": {"manifests": [configmap("kept", "x")]},
+                 "deleteOption": {"propagationPolicy": "Orphan"}}});
+    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&orphan), &[]).await?;
+    ensure!(code == 201, "{code} {body}");
+    applied(&hub, "w2").await?;
+
+    // Deleting the works: the agent removes what it owns, then lets the hub's objects go.
+    for name in ["w1", "w2"] {
+        let (code, body) =
+            hub.call(&http, Method::DELETE, &format!("{WORKS}/{name}"), None, &[]).await?;
+        ensure!(code == 200, "{code} {body}");
+    }
+    eventually("both works gone from the hub", WAIT, || async {
+        Ok((get(&hub, &format!("{WORKS}/w1")).await?.is_none()
+            && get(&hub, &format!("{WORKS}/w2")).await?.is_none())
+        .then_some(()))
+    })
+    .await?;
+    ensure!(
+        get(&cluster, "/api/v1/namespaces/default/configmaps/cfg").await?.is_none(),
+        "the owned ConfigMap outlived its work"
+    );
+    let kept = get(&cluster, "/api/v1/namespaces/default/configmaps/kept")
+        .await?
+        .context("the orphaned ConfigMap was deleted")?;
+    ensure!(
+        kept["metadata"]
+            .get("ownerReferences")
+            .is_none_or(|o| o.as_array().is_some_and(Vec::is_empty)),
+        "{kept}"
+    );
+    let amws = get(&cluster, AMWS).await?.context("AMWs")?;
+    ensure!(amws["items"].as_array().is_some_and(Vec::is_empty), "{amws}");
+    let _ = agent.kill().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategies_feedback_and_drift_correction() -> anyhow::Result<()> {
+    let (hub, cluster, mut agent, _dir) = joined(&["--work-resync-seconds", "1"]).await?;
+    let (http, on_cluster) = (hub.http()?, cluster.http()?);
+    // An object the work will only read, made on the cluster first.
+    let (code, body) = cluster
+        .call(
+            &on_cluster,
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            Some(&configmap("ro", "cluster's")),
+            &[],
+        )
+        .await?;
+    ensure!(code == 201, "{code} {body}");
+    let id = |resource: &str, name: &str| {
+        json!({"group": if resource == "deployments" { "apps" } else { "" },
+        "resource": resource, "namespace": "default", "name": name})
+    };
+    let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+    "metadata": {"name": "w", "namespace": "c1"},
+    "spec": {
+        "workload": {"manifests": [configmap("plain", "1"), configmap("once", "1"),
+                                   configmap("ssa", "1"), configmap("ro", "work's"), deployment("web")]},
+        "manifestConfigs": [
+            {"resourceIdentifier": id("configmaps", "once"), "updateStrategy": {"type": "CreateOnly"}},
+            {"resourceIdentifier": id("configmaps", "ssa"),
+             "updateStrategy": {"type": "ServerSideApply", "serverSideApply": {"fieldManager": "work-agent-x", "force": true}}},
+            {"resourceIdentifier": id("configmaps", "ro"), "updateStrategy": {"type": "ReadOnly"}},
+            {"resourceIdentifier": id("deployments", "web"),
+             "feedbackRules": [{"type": "WellKnownStatus"},
+                               {"type": "JSONPaths", "jsonPaths": [{"name": "generation", "path": ".observedGeneration"}]}]},
+        ]}});
+    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&work), &[]).await?;
+    ensure!(code == 201, "{code} {body}");
+    applied(&hub, "w").await?;
+    let cm = |name: &'static str| {
+        let (cluster, on_cluster) = (&cluster, &on_cluster);
+        async move {
+            let (code, body) = cluster
+                .call(
+                    on_cluster,
+                    Method::GET,
+                    &format!("/api/v1/namespaces/default/configmaps/{name}"),
+                    None,
+                    &[],
+                )
+                .await?;
+            ensure!(code == 200, "{name}: {code} {body}");
+            Ok::<Value, anyhow::Error>(body)
+        }
+    };
+    // ReadOnly: left as the cluster has it, not owned.
+    let ro = cm("ro").await?;
+    ensure!(
+        ro["data"]["v"] == "cluster's" && ro["metadata"].get("ownerReferences").is_none(),
+        "{ro}"
+    );
+    // Server-side apply with the configured field manager.
+    let ssa = cm("ssa").await?;
+    let managers: Vec<&Value> = ssa["metadata"]["managedFields"]
+        .as_array()
+        .context("managedFields")?
+        .iter()
+        .map(|m| &m["manager"])
+        .collect();
+    ensure!(managers.contains(&&json!("work-agent-x")), "{ssa}");
+    let entry = ssa["metadata"]["managedFields"]
+        .as_array()
+        .context("managedFields")?
+        .iter()
+        .find(|m| m["manager"] == "work-agent-x")
+        .context("entry")?;
+    ensure!(entry["operation"] == "Apply", "{ssa}");
+
+    // Drift: a change made on the cluster is put back at the next resync.
+    let merge = [("content-type", "application/merge-patch+json")];
+    let tamper = json!({"data": {"v": "tampered"}});
+    for name in ["plain", "once"] {
+        let (code, body) = cluster
+            .call(
+                &on_cluster,
+                Method::PATCH,
+                &format!("/api/v1/namespaces/default/configmaps/{name}"),
+                Some(&tamper),
+                &merge,
+            )
+            .await?;
+        ensure!(code == 200, "{code} {body}");
+    }
+    eventually("the drift on plain corrected", WAIT, || async {
+        Ok((cm("plain").await?["data"]["v"] == "1").then_some(()))
+    })
+    .await?;
+    // CreateOnly is never changed after creation.
+    ensure!(cm("once").await?["data"]["v"] == "tampered");
+
+    // Status feedback follows the Deployment's status on the cluster.
+    let status = json!({"status": {"readyReplicas": 1, "replicas": 1, "availableReplicas": 1, "observedGeneration": 1}});
+    let (code, body) = cluster
+        .call(
+            &on_cluster,
+            Method::PATCH,
+            "/apis/apps/v1/namespaces/default/deployments/web/status",
+            Some(&status),
+            &merge,
+        )
+        .await?;
+    ensure!(code == 200, "{code} {body}");
+    let values = eventually("the Deployment's feedback on the hub", WAIT, || async {
+        let Some(w) = get(&hub, &format!("{WORKS}/w")).await? else { return Ok(None) };
+        let web = w["status"]["resourceStatus"]["manifests"]
+            .as_array()
+            .and_then(|ms| ms.iter().find(|m| m["resourceMeta"]["name"] == "web").cloned());
+        Ok(web
+            .and_then(|m| m["statusFeedback"]["values"].as_array().cloned())
+            .filter(|v| v.len() == 4))
+    })
+    .await?;
+    let value =
+        |name: &str| values.iter().find(|v| v["name"] == name).map(|v| v["fieldValue"].clone());
+    ensure!(value("ReadyReplicas") == Some(json!({"type": "Integer", "integer": 1})), "{values:?}");
+    ensure!(value("generation") == Some(json!({"type": "Integer", "integer": 1})), "{values:?}");
+
+    // Deleting the work leaves what it only read.
+    let (code, body) = hub.call(&http, Method::DELETE, &format!("{WORKS}/w"), None, &[]).await?;
+    ensure!(code == 200, "{code} {body}");
+    eventually("the work gone", WAIT, || async {
+        Ok(get(&hub, &format!("{WORKS}/w")).await?.is_none().then_some(()))
+    })
+    .await?;
+    ensure!(cm("ro").await?["data"]["v"] == "cluster's");
+    let (code, _) = cluster
+        .call(&on_cluster, Method::GET, "/api/v1/namespaces/default/configmaps/plain", None, &[])
+        .await?;
+    ensure!(code == 404, "the owned ConfigMap outlived its work");
+    // A ReadOnly manifest naming nothing is reported, not created.
+    let missing = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "m", "namespace": "c1"},
+        "spec": {"workload": {"manifests": [configmap("absent", "x")]},
+                 "manifestConfigs": [{"resourceIdentifier": id("configmaps", "absent"), "updateStrategy": {"type": "ReadOnly"}}]}});
+    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&missing), &[]).await?;
+    ensure!(code == 201, "{code} {body}");
+    let w = eventually("the ReadOnly failure reported", WAIT, || async {
+        let Some(w) = get(&hub, &format!("{WORKS}/m")).await? else { return Ok(None) };
+        Ok(condition(&w, "Applied").filter(|c| c["status"] == "False").is_some().then_some(w))
+    })
+    .await?;
+    ensure!(
+        condition(&w, "Applied").is_some_and(|c| c["reason"] == "AppliedManifestWorkFailed"),
+        "{w}"
+    );
+    let (code, _) = cluster
+        .call(&on_cluster, Method::GET, "/api/v1/namespaces/default/configmaps/absent", None, &[])
+        .await?;
+    ensure!(code == 404, "a ReadOnly manifest was created");
+    let _ = agent.kill().await;
+    Ok(())
+}
