@@ -40,6 +40,22 @@ pub struct Options {
     pub work: bool,
     /// How often every work is reconciled without an event (`--work-resync-seconds`).
     pub work_resync: Duration,
+    /// How works reach the agent (`--transport`).
+    pub transport: Transport,
+}
+
+/// How works reach the agent.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// OCM's CloudEvents over gRPC (the default).
+    Grpc {
+        /// The gRPC server (`--grpc-server`); `None`: the one the hub publishes.
+        server: Option<String>,
+        /// Resubscribe after this long without an event or heartbeat.
+        healthiness: Duration,
+    },
+    /// A list-watch of the hub's REST API.
+    Kube,
 }
 
 impl Options {
@@ -52,6 +68,7 @@ impl Options {
             metrics: None,
             work: true,
             work_resync: crate::work::RESYNC,
+            transport: Transport::Grpc { server: None, healthiness: Duration::from_secs(30) },
         }
     }
 }
@@ -317,22 +334,59 @@ pub async fn run(
     }
 }
 
-/// The work agent over the hub's REST API, when enabled; restarted if its watch ever ends.
+/// The work agent, when enabled, over the chosen transport; restarted if its source ever ends.
 async fn work_loop(shared: Arc<Shared>) {
     if !shared.opts.work {
         return std::future::pending().await;
     }
     loop {
+        let source = match &shared.opts.transport {
+            Transport::Kube => crate::work::Source::Kube(shared.client()),
+            Transport::Grpc { server, healthiness } => {
+                let url = match server {
+                    Some(url) => url.clone(),
+                    None => match published_grpc_server(&shared.client()).await {
+                        Ok(url) => url,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "no gRPC server known yet; retrying");
+                            tokio::time::sleep(Duration::from_secs(5)).await;
+                            continue;
+                        }
+                    },
+                };
+                crate::work::Source::Grpc(crate::transport::GrpcSource {
+                    endpoint: crate::grpc::Endpoint { url, ca_pem: shared.ca_pem.clone() },
+                    data_dir: shared.opts.data_dir.clone(),
+                    cluster: shared.id.cluster_name.clone(),
+                    healthiness: *healthiness,
+                })
+            }
+        };
         let agent = crate::work::WorkAgent::new(
-            shared.client(),
+            source,
             &shared.id.hub,
             &shared.id.cluster_name,
             Arc::clone(&shared.cluster),
             shared.opts.work_resync,
+            Some(shared.opts.data_dir.clone()),
         );
         agent.run().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The gRPC server the hub publishes in `kube-public/cluster-info` (`grpc-server`).
+async fn published_grpc_server(hub: &kube::Client) -> Result<String, AgentError> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let api: Api<ConfigMap> = Api::namespaced(hub.clone(), "kube-public");
+    let cm = api.get("cluster-info").await?;
+    cm.data
+        .and_then(|d| d.get(crate::grpc::CLUSTER_INFO_KEY).cloned())
+        .ok_or_else(|| {
+            AgentError::Invalid(
+                "the hub publishes no gRPC server in kube-public/cluster-info: pass --grpc-server or --transport kube".into(),
+            )
+        })
 }
 
 /// Renews the Lease every `leaseDurationSeconds` (jittered up to 25 % later, as OCM does).

@@ -41,6 +41,9 @@ pub enum AgentError {
     /// The hub answered with an error.
     #[error("the hub: {0}")]
     Hub(#[from] kube::Error),
+    /// The hub's gRPC server refused a call.
+    #[error("the hub's gRPC server refused the call ({code}): {message}")]
+    GrpcRefused { code: String, message: String },
     /// The managed cluster could not be reached or answered with an error.
     #[error("the managed cluster: {0}")]
     Cluster(String),

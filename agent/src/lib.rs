@@ -5,8 +5,10 @@
 pub mod agent;
 pub mod cluster;
 pub mod error;
+pub mod grpc;
 pub mod hub;
 pub mod metrics;
 pub mod registration;
 pub mod state;
+pub mod transport;
 pub mod work;

@@ -62,6 +62,24 @@ struct Common {
     /// (drift correction, status feedback), in seconds.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
     work_resync_seconds: u64,
+    /// How ManifestWorks reach the agent: `grpc` (OCM's CloudEvents stream) or `kube` (a
+    /// list-watch of the hub's REST API).
+    #[arg(long, value_enum, default_value = "grpc")]
+    transport: TransportArg,
+    /// The hub's gRPC server (https://HOST:PORT; default: the one the hub publishes in
+    /// `kube-public/cluster-info`).
+    #[arg(long)]
+    grpc_server: Option<String>,
+    /// Resubscribe when the gRPC stream brought nothing, not even a heartbeat, for this many
+    /// seconds (OCM's serverHealthinessTimeout).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    grpc_healthiness_seconds: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy)]
+enum TransportArg {
+    Grpc,
+    Kube,
 }
 
 #[derive(Subcommand)]
@@ -183,6 +201,13 @@ fn main() -> ExitCode {
     opts.healthcheck_period = Duration::from_secs(common.cluster_healthcheck_period);
     opts.cert_expiration = common.client_cert_expiration_seconds.map(Duration::from_secs);
     opts.work_resync = Duration::from_secs(common.work_resync_seconds);
+    opts.transport = match common.transport {
+        TransportArg::Grpc => ocm_agent::agent::Transport::Grpc {
+            server: common.grpc_server.clone(),
+            healthiness: Duration::from_secs(common.grpc_healthiness_seconds),
+        },
+        TransportArg::Kube => ocm_agent::agent::Transport::Kube,
+    };
     let result = runtime.block_on(async {
         if let Some(addr) = common.metrics_listen {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {

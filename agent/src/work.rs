@@ -12,9 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::runtime::watcher;
+use futures::FutureExt as _;
 use ocm_proto::api::meta::{
     CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Condition, condition, set_condition,
 };
@@ -27,10 +25,14 @@ use ocm_proto::api::work::v1::{
     UPDATE_STRATEGY_CREATE_ONLY, UPDATE_STRATEGY_READ_ONLY, UPDATE_STRATEGY_SERVER_SIDE_APPLY,
 };
 use ocm_proto::api::work::{FINALIZER_MANIFEST_WORK_CLEANUP as FINALIZER, GROUP};
+use tokio::sync::mpsc;
+
 use serde_json::{Value, json};
 
 use crate::cluster::{Applied, Cluster, Strategy};
 use crate::error::AgentError;
+use crate::state::DataDir;
+use crate::transport::{self, GrpcSource, Incoming, Link, Sink, load_journal, save_journal};
 
 /// How often every work is reconciled again without an event (drift correction and status
 /// feedback), by default.
@@ -240,79 +242,155 @@ fn observed(mut c: Condition, generation: Option<i64>) -> Condition {
 
 /// The work agent of one cluster.
 pub struct WorkAgent {
-    /// The hub's ManifestWorks in the cluster's namespace.
-    works: Api<DynamicObject>,
+    /// Where status and finalizer changes go.
+    sink: Sink,
+    /// Where the works come from.
+    source: Source,
     cluster: Arc<dyn Cluster>,
     cluster_name: String,
     hub_hash: String,
     resync: Duration,
+    /// Where the works held are journaled (none: not kept across restarts).
+    journal: Option<DataDir>,
+}
+
+/// Where a work agent's works come from.
+pub enum Source {
+    /// A REST list-watch of the cluster's namespace.
+    Kube(kube::Client),
+    /// A CloudEvents subscription.
+    Grpc(GrpcSource),
+}
+
+/// What a pass over a work left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The work stays.
+    Kept,
+    /// The work was cleaned up and let go.
+    Released,
 }
 
 impl WorkAgent {
-    /// The agent of `cluster_name` on the hub at `hub_url`, reached with `hub`, reconciling
-    /// every work at least every `resync`.
+    /// The agent of `cluster_name` on the hub at `hub_url`, with works from `source`,
+    /// reconciling every work at least every `resync` and journaling them in `journal`.
     pub fn new(
-        hub: kube::Client,
+        source: Source,
         hub_url: &str,
         cluster_name: &str,
         cluster: Arc<dyn Cluster>,
         resync: Duration,
+        journal: Option<DataDir>,
     ) -> WorkAgent {
-        let gvk = GroupVersionKind::gvk(GROUP, "v1", "ManifestWork");
-        let ar = ApiResource::from_gvk_with_plural(&gvk, "manifestworks");
+        let sink = match &source {
+            Source::Kube(hub) => Sink::kube(hub.clone(), cluster_name),
+            Source::Grpc(_) => {
+                Sink::Grpc(Link::new(cluster_name, &format!("{cluster_name}-work-agent")))
+            }
+        };
         WorkAgent {
-            works: Api::namespaced_with(hub, cluster_name, &ar),
+            sink,
+            source,
             cluster,
             cluster_name: cluster_name.to_owned(),
             hub_hash: hub_hash(hub_url),
             resync: resync.max(Duration::from_secs(1)),
+            journal,
         }
     }
 
-    /// Follows the works until the future is dropped: each event reconciles its work; every
-    /// resync period all of them are reconciled again.
+    /// Follows the works until the future is dropped: first the journaled ones (so drift is
+    /// corrected while the hub is away), then each change the source brings; every resync
+    /// period all of them are reconciled again.
     pub async fn run(self) {
-        let mut known: BTreeMap<String, ManifestWork> = BTreeMap::new();
-        let stream = watcher(self.works.clone(), watcher::Config::default());
-        let mut stream = std::pin::pin!(stream);
+        let mut known = self.journal.as_ref().map(load_journal).unwrap_or_default();
+        let (tx, mut rx) = mpsc::channel(256);
+        if let Sink::Grpc(link) = &self.sink {
+            link.hold(&known);
+        }
+        let source = match (&self.source, &self.sink) {
+            (Source::Kube(hub), _) => {
+                transport::kube_source(hub.clone(), self.cluster_name.clone(), tx).boxed()
+            }
+            (Source::Grpc(g), Sink::Grpc(link)) => {
+                transport::grpc_source(g.clone(), Arc::clone(link), tx).boxed()
+            }
+            (Source::Grpc(_), Sink::Kube(_)) => return,
+        };
+        let mut source = std::pin::pin!(source);
         let mut tick = tokio::time::interval(self.resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut journaled = serde_json::to_vec(&known.values().collect::<Vec<_>>()).ok();
         loop {
             tokio::select! {
-                event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
-                        let parsed = serde_json::to_value(&o).and_then(serde_json::from_value::<ManifestWork>);
-                        match parsed {
-                            Ok(work) => {
-                                self.reconcile_logged(&work).await;
-                                known.insert(work.metadata.name.clone().unwrap_or_default(), work);
-                            }
-                            Err(e) => tracing::warn!(work = ?o.metadata.name, error = %e, "not a ManifestWork"),
-                        }
-                    }
-                    Some(Ok(watcher::Event::Delete(o))) => {
-                        known.remove(&o.metadata.name.unwrap_or_default());
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "work watch interrupted; resuming");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
+                () = &mut source => return,
+                msg = rx.recv() => match msg {
+                    Some(msg) => self.take(msg, &mut known).await,
                     None => return,
                 },
                 _ = tick.tick() => {
-                    for work in known.values() {
-                        self.reconcile_logged(work).await;
+                    let names: Vec<String> = known.keys().cloned().collect();
+                    for name in names {
+                        self.pass(&name, &mut known).await;
                     }
                 }
             }
+            self.journal(&known, &mut journaled);
         }
     }
 
-    async fn reconcile_logged(&self, work: &ManifestWork) {
-        let name = work.metadata.name.as_deref().unwrap_or("");
+    /// Applies what the source said.
+    async fn take(&self, msg: Incoming, known: &mut BTreeMap<String, ManifestWork>) {
+        let name = match msg {
+            Incoming::Upsert(work) => {
+                let name = work.metadata.name.clone().unwrap_or_default();
+                let mut work = *work;
+                // Over gRPC the hub sends no status: the agent keeps what it reported.
+                if work.status.is_none() {
+                    work.status = known.get(&name).and_then(|w| w.status.clone());
+                }
+                known.insert(name.clone(), work);
+                name
+            }
+            Incoming::Deleting(uid) => {
+                let Some((name, work)) =
+                    known.iter_mut().find(|(_, w)| w.metadata.uid.as_deref() == Some(&uid))
+                else {
+                    return;
+                };
+                transport::mark_deleting(work);
+                name.clone()
+            }
+            Incoming::Gone(name) => {
+                known.remove(&name);
+                return;
+            }
+            Incoming::Relisted(names) => {
+                known.retain(|n, _| names.contains(n));
+                return;
+            }
+            Incoming::StatusHashes(hashes) => {
+                if let Sink::Grpc(link) = &self.sink {
+                    link.hub_hashes(&hashes);
+                }
+                let names: Vec<String> = known.keys().cloned().collect();
+                for name in names {
+                    self.pass(&name, known).await;
+                }
+                return;
+            }
+        };
+        self.pass(&name, known).await;
+    }
+
+    /// Reconciles the held work `name`, dropping it once released.
+    async fn pass(&self, name: &str, known: &mut BTreeMap<String, ManifestWork>) {
+        let Some(work) = known.get_mut(name) else { return };
         match self.reconcile(work).await {
-            Ok(()) => {}
+            Ok(Outcome::Kept) => {}
+            Ok(Outcome::Released) => {
+                known.remove(name);
+            }
             // Someone wrote the work since this state (its newer state is the next event), or
             // it is gone (a late event of a work already cleaned up).
             Err(AgentError::Hub(kube::Error::Api(s))) if s.code == 409 || s.code == 404 => {
@@ -320,6 +398,21 @@ impl WorkAgent {
             }
             Err(e) => {
                 tracing::warn!(work = %name, error = %e, "work not reconciled; retrying at the next pass")
+            }
+        }
+        if let Sink::Grpc(link) = &self.sink {
+            link.hold(known);
+        }
+    }
+
+    /// Writes the journal when the works held changed.
+    fn journal(&self, known: &BTreeMap<String, ManifestWork>, last: &mut Option<Vec<u8>>) {
+        let Some(dir) = &self.journal else { return };
+        let now = serde_json::to_vec(&known.values().collect::<Vec<_>>()).ok();
+        if now != *last {
+            match save_journal(dir, known) {
+                Ok(()) => *last = now,
+                Err(e) => tracing::warn!(error = %e, "the work journal was not written"),
             }
         }
     }
@@ -347,34 +440,21 @@ impl WorkAgent {
             .unwrap_or_default()
     }
 
-    /// Merge-patches the work's finalizers (at its resourceVersion `rv`, so a change made
-    /// meanwhile is a conflict).
-    async fn set_finalizers(
-        &self,
-        name: &str,
-        finalizers: &[&str],
-        rv: &Option<String>,
-    ) -> Result<(), AgentError> {
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}});
-        self.works.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        Ok(())
-    }
-
-    /// Reconciles one work whole.
-    pub async fn reconcile(&self, work: &ManifestWork) -> Result<(), AgentError> {
+    /// Reconciles one work whole (the status it reports is kept in `work`).
+    pub async fn reconcile(&self, work: &mut ManifestWork) -> Result<Outcome, AgentError> {
         let meta = &work.metadata;
         let name = meta.name.clone().unwrap_or_default();
         let finalizers: Vec<&str> = meta.finalizers.iter().flatten().map(String::as_str).collect();
         if meta.deletion_timestamp.is_some() {
             if finalizers.contains(&FINALIZER) {
-                self.clean_up(work, &name, &finalizers).await?;
+                self.clean_up(work, &name).await?;
+                return Ok(Outcome::Released);
             }
-            return Ok(());
+            return Ok(Outcome::Kept);
         }
-        if !finalizers.contains(&FINALIZER) {
-            let with: Vec<&str> = finalizers.iter().copied().chain([FINALIZER]).collect();
-            // The patch is an event of its own: the next pass applies.
-            return self.set_finalizers(&name, &with, &meta.resource_version).await;
+        // Over REST a new finalizer is an event of its own: the next pass applies.
+        if !self.sink.ensure_finalizer(work).await? {
+            return Ok(Outcome::Kept);
         }
         let (amw_ref, amw) =
             self.cluster.apply(&self.applied_work(&name), None, &Strategy::Update).await?;
@@ -537,11 +617,8 @@ impl WorkAgent {
             ),
             resource_status: Some(ManifestResourceStatus { manifests }),
         };
-        if work.status.as_ref() != Some(&new_status) {
-            let patch = json!({"status": new_status});
-            self.works.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        }
-        Ok(())
+        self.sink.report(work, new_status).await?;
+        Ok(Outcome::Kept)
     }
 
     /// Applies one manifest as its work's configuration says: its resource resolved, its
@@ -563,31 +640,14 @@ impl WorkAgent {
     }
 
     /// A deleted work: `Deleting`, its owned resources removed (unless orphaned), its
-    /// AppliedManifestWork removed, then the finalizer, letting the hub's object go.
-    async fn clean_up(
-        &self,
-        work: &ManifestWork,
-        name: &str,
-        finalizers: &[&str],
-    ) -> Result<(), AgentError> {
-        let mut rv = work.metadata.resource_version.clone();
-        let conditions = work.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
-        let deleting = with_conditions(
-            conditions.clone(),
-            [condition(
-                "Deleting",
-                CONDITION_TRUE,
-                "WorkDeleting",
-                "ManifestWork is being deleted",
-            )],
-        );
-        if deleting != conditions {
-            let patch = json!({"status": {"conditions": deleting}});
+    /// AppliedManifestWork removed, then the hub's object let go.
+    async fn clean_up(&self, work: &mut ManifestWork, name: &str) -> Result<(), AgentError> {
+        let mut status = work.status.clone().unwrap_or_default();
+        let before = status.conditions.clone();
+        status.conditions = with_conditions(before.clone(), [transport::deleting_condition()]);
+        if status.conditions != before {
             // Best effort: the cleanup goes on if the status cannot be written.
-            let params = PatchParams::default();
-            if let Ok(o) = self.works.patch_status(name, &params, &Patch::Merge(&patch)).await {
-                rv = o.metadata.resource_version;
-            }
+            let _ = self.sink.report(work, status).await;
         }
         let amw_manifest = self.applied_work(name);
         if let Some(amw) = self.cluster.get(&amw_manifest).await? {
@@ -612,8 +672,7 @@ impl WorkAgent {
             };
             self.cluster.delete(&amw_ref).await?;
         }
-        let rest: Vec<&str> = finalizers.iter().copied().filter(|f| *f != FINALIZER).collect();
-        self.set_finalizers(name, &rest, &rv).await
+        self.sink.release(work).await
     }
 }
 

@@ -926,7 +926,8 @@ pub fn default_objects() -> Vec<Value> {
         }));
     }
     // kubeadm's `kubeadm:bootstrap-signer-clusterinfo`: anyone may read the hub's public
-    // `cluster-info` (its URL and CA) to check the CA against a pin before joining.
+    // `cluster-info` (its URL and CA) to check the CA against a pin before joining; joined
+    // agents read its gRPC server there too.
     let clusterinfo = "ocm:bootstrap-signer-clusterinfo";
     let mut meta = metadata(clusterinfo);
     meta["namespace"] = json!("kube-public");
@@ -942,7 +943,8 @@ pub fn default_objects() -> Vec<Value> {
         "kind": "RoleBinding",
         "metadata": meta,
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": clusterinfo},
-        "subjects": [{"kind": "User", "apiGroup": RBAC_GROUP, "name": ANONYMOUS_USER}],
+        "subjects": [{"kind": "User", "apiGroup": RBAC_GROUP, "name": ANONYMOUS_USER},
+                     {"kind": "Group", "apiGroup": RBAC_GROUP, "name": AUTHENTICATED_GROUP}],
     }));
     out
 }

@@ -18,6 +18,7 @@ pub mod encoding;
 pub mod error;
 pub mod events;
 pub mod fleet;
+pub mod grpc;
 pub mod jsonpath;
 pub mod limits;
 pub mod merge;

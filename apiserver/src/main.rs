@@ -220,10 +220,14 @@ struct ServeArgs {
     /// HTTPS listen address (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
-    /// gRPC listen address (the CloudEvents server arrives with its issue; the address is
-    /// checked now so scripts keep working).
+    /// gRPC listen address of the CloudEvents server agents stream works over (port 0 picks a
+    /// free port; the hub profile only).
     #[arg(long, default_value = "127.0.0.1:8090")]
     grpc_listen: SocketAddr,
+    /// Seconds between the heartbeats every gRPC subscriber gets (OCM's default, at least 1).
+    #[arg(long, default_value_t = 10,
+          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=3600))]
+    grpc_heartbeat_seconds: u64,
     /// Storage backend.
     #[arg(long, value_enum, default_value = "sled")]
     storage: StorageArg,
@@ -365,9 +369,10 @@ fn main() -> ExitCode {
         }
         StorageArg::Etcd => StorageChoice::Etcd(args.etcd_endpoints),
     };
-    let _ = args.grpc_listen;
     let mut config = ServeConfig::new(args.data_dir);
     config.listen = args.listen;
+    config.grpc_listen = Some(args.grpc_listen);
+    config.grpc_heartbeat = std::time::Duration::from_secs(args.grpc_heartbeat_seconds);
     config.storage = storage;
     config.sled_cache_bytes = args.sled_cache_mb << 20;
     config.max_requests_inflight = args.max_requests_inflight;
@@ -398,7 +403,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(run(config, shutdown_signal(), |running| {
-        tracing::info!(https = %running.https, "ready");
+        tracing::info!(https = %running.https, grpc = ?running.grpc, "ready");
         if let Some(join) = &running.join_command {
             println!(
                 "The hub is ready. To join a cluster, run this where the cluster's kubeconfig is \

@@ -13,7 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use ocm_storage::{Engine, EtcdOptions, SledOptions, Storage};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
@@ -52,6 +52,11 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// HTTPS listen address (port 0 picks one).
     pub listen: SocketAddr,
+    /// gRPC (CloudEvents) listen address, hub profile only (port 0 picks one; `None`: no
+    /// gRPC listener).
+    pub grpc_listen: Option<SocketAddr>,
+    /// How often every gRPC subscriber gets a heartbeat.
+    pub grpc_heartbeat: Duration,
     /// The store.
     pub storage: StorageChoice,
     /// sled's page cache, in bytes (`--sled-cache-mb`). Reads are served by the watch cache,
@@ -105,6 +110,8 @@ impl ServeConfig {
         ServeConfig {
             data_dir: data_dir.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            grpc_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8090))),
+            grpc_heartbeat: crate::grpc::DEFAULT_HEARTBEAT,
             storage: StorageChoice::Sled,
             sled_cache_bytes: DEFAULT_SLED_CACHE_MB << 20,
             profile: Profile::Hub,
@@ -167,6 +174,8 @@ pub enum ServeError {
 pub struct Running {
     /// The HTTPS address it listens on.
     pub https: SocketAddr,
+    /// The gRPC address it listens on, if any.
+    pub grpc: Option<SocketAddr>,
     /// On a hub's first start: the command that joins a cluster to it (with a bootstrap token
     /// valid for [`FIRST_TOKEN_TTL`]).
     pub join_command: Option<String>,
@@ -228,11 +237,20 @@ pub async fn run(
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr =
         listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
-    let reach = if addr.ip().is_unspecified() {
-        SocketAddr::from(([127, 0, 0, 1], addr.port()))
-    } else {
-        addr
+    let grpc_listener = match config.grpc_listen.filter(|_| config.profile == Profile::Hub) {
+        Some(at) => Some(
+            TcpListener::bind(at).await.map_err(|source| ServeError::Bind { addr: at, source })?,
+        ),
+        None => None,
     };
+    let grpc_addr = match &grpc_listener {
+        Some(l) => Some(l.local_addr().map_err(|source| ServeError::Bind { addr, source })?),
+        None => None,
+    };
+    let reachable = |a: SocketAddr| {
+        if a.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], a.port())) } else { a }
+    };
+    let reach = reachable(addr);
     let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
     let pki = Arc::new(Pki::load_or_create(&config.data_dir, &[addr.ip().to_string()])?);
     let server_url = format!("https://{reach}");
@@ -266,7 +284,8 @@ pub async fn run(
     let mut join_command = None;
     let mut placement = None;
     if config.profile == Profile::Hub {
-        publish_cluster_info(&registry, &server_url, &pki.ca_pem).await?;
+        let grpc_url = grpc_addr.map(|a| format!("https://{}", reachable(a)));
+        publish_cluster_info(&registry, &server_url, grpc_url.as_deref(), &pki.ca_pem).await?;
         crate::registration::start(
             &registry,
             Arc::clone(&access),
@@ -312,14 +331,29 @@ pub async fn run(
         metrics,
     });
     let router = crate::rest::router(Arc::clone(&state));
+    let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let mut endpoints_body = json!({"https": server_url});
+    if let Some(grpc_listener) = grpc_listener {
+        let grpc = crate::grpc::Grpc::start(Arc::clone(&state), config.grpc_heartbeat, &background);
+        if let Some(a) = grpc_addr {
+            endpoints_body["grpc"] = json!(format!("https://{}", reachable(a)));
+        }
+        background.spawn(crate::grpc::serve(
+            grpc,
+            grpc_listener,
+            acceptor.clone(),
+            Arc::clone(&tls),
+            Arc::clone(&connections),
+            background.clone(),
+        ));
+    }
     let endpoints = config.data_dir.join("endpoints.json");
-    let body = json!({"https": server_url}).to_string();
+    let body = endpoints_body.to_string();
     std::fs::write(&endpoints, body).map_err(io(&endpoints))?;
     state.ready.store(true, Ordering::Release);
     tracing::info!(%server_url, "serving");
-    on_ready(Running { https: addr, join_command });
+    on_ready(Running { https: addr, grpc: grpc_addr, join_command });
 
-    let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let timeouts = config.timeouts;
     tokio::pin!(shutdown);
     loop {
@@ -334,7 +368,6 @@ pub async fn run(
                 }
             },
         };
-        let _ = tcp.set_nodelay(true);
         let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
             // Over the connection cap: closed at once rather than queued.
             tracing::debug!(%peer, "too many connections");
@@ -345,19 +378,9 @@ pub async fn run(
         let tls_state = Arc::clone(&tls);
         background.spawn(async move {
             let _slot = slot;
-            let stream =
-                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
-            // The handshake proved the client holds the key of the certificate it sent; what
-            // the certificate authenticates is decided here, once per connection.
-            let who: PeerInfo =
-                Arc::new(tls_state.classify(stream.get_ref().1.peer_certificates()));
+            let Some((stream, who)) = handshake(&acceptor, &tls_state, tcp, peer).await else {
+                return;
+            };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
             let requests = Arc::new(Requests::default());
             let io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
@@ -383,6 +406,29 @@ pub async fn run(
     // reference to it is dropped as `run` returns).
     background.stop().await;
     Ok(())
+}
+
+/// The TLS handshake of an accepted connection (within [`TLS_HANDSHAKE_TIMEOUT`]) and what its
+/// client certificate authenticates, decided once per connection (the handshake proved the
+/// client holds the key of the certificate it sent).
+pub(crate) async fn handshake(
+    acceptor: &TlsAcceptor,
+    tls: &Tls,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> Option<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, PeerInfo)> {
+    let _ = tcp.set_nodelay(true);
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => {
+            let who = Arc::new(tls.classify(stream.get_ref().1.peer_certificates()));
+            Some((stream, who))
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 /// A client that has not finished its TLS handshake by then is dropped.
@@ -472,10 +518,12 @@ async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
 
 /// Publishes `kube-public/cluster-info` as kubeadm does: a kubeconfig with the hub's URL and
 /// CA, readable anonymously, so a joining agent can fetch the CA and check it against the pin
-/// it was given (`--ca-hash`) before it sends its token anywhere.
+/// it was given (`--ca-hash`) before it sends its token anywhere; and, under `grpc-server`, the
+/// gRPC server agents stream their works from.
 async fn publish_cluster_info(
     registry: &Registry,
     server: &str,
+    grpc: Option<&str>,
     ca_pem: &str,
 ) -> Result<(), ApiError> {
     use base64::Engine as _;
@@ -488,15 +536,23 @@ async fn publish_cluster_info(
         }}],
         "contexts": [], "users": [],
     });
-    let obj = json!({
+    let mut obj = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": CLUSTER_INFO, "namespace": "kube-public"},
         "data": {"kubeconfig": kubeconfig.to_string()},
     });
+    if let Some(url) = grpc {
+        obj["data"][GRPC_SERVER_KEY] = json!(url);
+    }
     match registry.cache.get(&rt.prefix, &rt.key("kube-public", CLUSTER_INFO)).ok().flatten() {
         Some(cur) if cur.value().get("data") == obj.get("data") => Ok(()),
         Some(_) => {
-            let patch = crate::registry::Patch::Merge(json!({"data": obj["data"]}));
+            let mut data = obj["data"].clone();
+            if grpc.is_none() {
+                // A hub restarted without gRPC stops naming its old server.
+                data[GRPC_SERVER_KEY] = Value::Null;
+            }
+            let patch = crate::registry::Patch::Merge(json!({"data": data}));
             registry
                 .patch(&rt, "kube-public", CLUSTER_INFO, &patch, None, &WriteOptions::default())
                 .await
@@ -508,3 +564,5 @@ async fn publish_cluster_info(
 
 /// The ConfigMap in `kube-public` that carries the hub's URL and CA for joining agents.
 pub const CLUSTER_INFO: &str = "cluster-info";
+/// Its key naming the hub's gRPC server.
+pub const GRPC_SERVER_KEY: &str = "grpc-server";

@@ -42,6 +42,8 @@ impl Backend {
 pub struct TestHub {
     /// `https://127.0.0.1:PORT`.
     pub url: String,
+    /// The gRPC server, `https://127.0.0.1:PORT` (hub profile).
+    pub grpc_url: Option<String>,
     /// The join command a hub prints on its first start.
     pub join_command: Option<String>,
     /// The data dir (PKI, kubeconfig, database): a temporary dir owned by the hub's task, so it
@@ -84,6 +86,7 @@ impl TestHub {
         let dir = tempfile::tempdir()?;
         let mut config = ServeConfig::new(dir.path());
         config.listen = "127.0.0.1:0".parse()?;
+        config.grpc_listen = Some("127.0.0.1:0".parse()?);
         config.registration.enabled = false;
         let etcd = match backend {
             Backend::Memory => {
@@ -101,13 +104,16 @@ impl TestHub {
         let dir = Arc::new(dir);
         let path = dir.path().to_path_buf();
         let (stop, task, ready_rx) = spawn_hub(config.clone(), Arc::clone(&dir));
-        let (addr, join_command) = tokio::time::timeout(Duration::from_secs(30), ready_rx)
+        let (addr, grpc, join_command) = tokio::time::timeout(Duration::from_secs(30), ready_rx)
             .await
             .context("the hub did not become ready in 30 s")?
             .context("the hub failed to start")?;
         config.listen = addr;
+        // A restart keeps both addresses, so connected agents find it again.
+        config.grpc_listen = grpc;
         Ok(TestHub {
             url: format!("https://{addr}"),
+            grpc_url: grpc.map(|a| format!("https://{a}")),
             join_command,
             dir: path,
             owned_dir: dir,
@@ -325,7 +331,8 @@ impl Drop for TestHub {
     }
 }
 
-type Ready = oneshot::Receiver<(std::net::SocketAddr, Option<String>)>;
+type Ready =
+    oneshot::Receiver<(std::net::SocketAddr, Option<std::net::SocketAddr>, Option<String>)>;
 
 /// Runs a hub on a task that keeps `dir` until the hub has stopped.
 fn spawn_hub(
@@ -340,7 +347,7 @@ fn spawn_hub(
             let _ = stop_rx.await;
         };
         if let Err(e) = run(config, shutdown, move |r| {
-            let _ = ready_tx.send((r.https, r.join_command));
+            let _ = ready_tx.send((r.https, r.grpc, r.join_command));
         })
         .await
         {

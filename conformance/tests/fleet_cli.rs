@@ -412,6 +412,8 @@ async fn serve_logs_kubernetes_json_lines() -> anyhow::Result<()> {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
             "--storage",
             "memory",
             "--logging-format",

@@ -1,4 +1,4 @@
-//! ManifestWorks end to end over the hub's REST API (the `kube` transport): a real `klusterlet`
+//! ManifestWorks end to end over both transports (gRPC CloudEvents and REST): a real `klusterlet`
 //! joined to a hub applies its cluster's works to a `--profile cluster` instance through the
 //! `kube` crate, records them in an AppliedManifestWork, reports `Applied`/`Available` with
 //! `observedGeneration`, follows updates, deletes what a work drops, and on deletion removes
@@ -125,9 +125,36 @@ fn path_of(dir: &Path) -> String {
     dir.display().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn works_are_applied_updated_pruned_and_cleaned_up() -> anyhow::Result<()> {
-    let (hub, cluster, mut agent, dir) = joined(&[]).await?;
+/// Each scenario runs on both transports: OCM's CloudEvents over gRPC (the default, the server
+/// found through `cluster-info`) and a list-watch of the hub's REST API.
+macro_rules! both_transports {
+    ($($scenario:ident),* $(,)?) => {
+        mod grpc {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() -> anyhow::Result<()> {
+                    super::$scenario("grpc").await
+                }
+            )*
+        }
+        mod kube {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() -> anyhow::Result<()> {
+                    super::$scenario("kube").await
+                }
+            )*
+        }
+    };
+}
+
+both_transports!(
+    works_are_applied_updated_pruned_and_cleaned_up,
+    strategies_feedback_and_drift_correction
+);
+
+async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> anyhow::Result<()> {
+    let (hub, cluster, mut agent, dir) = joined(&["--transport", transport]).await?;
     let _ = path_of(dir.path());
     let http = hub.http()?;
     let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
@@ -243,9 +270,9 @@ async fn works_are_applied_updated_pruned_and_cleaned_up() -> anyhow::Result<()>
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strategies_feedback_and_drift_correction() -> anyhow::Result<()> {
-    let (hub, cluster, mut agent, _dir) = joined(&["--work-resync-seconds", "1"]).await?;
+async fn strategies_feedback_and_drift_correction(transport: &str) -> anyhow::Result<()> {
+    let (hub, cluster, mut agent, _dir) =
+        joined(&["--work-resync-seconds", "1", "--transport", transport]).await?;
     let (http, on_cluster) = (hub.http()?, cluster.http()?);
     // An object the work will only read, made on the cluster first.
     let (code, body) = cluster

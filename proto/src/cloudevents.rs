@@ -7,10 +7,14 @@ use std::fmt;
 /// An attribute's value.
 pub use v1::cloud_event_attribute_value::Attr;
 
-/// `io.cloudevents.v1`, generated from `proto/io/cloudevents/v1/cloudevent.proto`.
+/// `io.cloudevents.v1`, generated from `proto/io/cloudevents/v1/cloudevent.proto` by
+/// tonic-prost-build (messages, client and server traits, no transport; `binary_data` as
+/// `Bytes`). The generated file is committed so a build needs no `protoc`;
+/// `generated_code_is_current` regenerates it and compares (`OCM_REGENERATE=1` rewrites it).
 #[allow(unreachable_pub, missing_docs, clippy::all)]
+#[rustfmt::skip]
 pub mod v1 {
-    tonic::include_proto!("io.cloudevents.v1");
+    include!("gen/io.cloudevents.v1.rs");
 }
 
 /// The CloudEvents `specversion` OCM sends.
@@ -91,11 +95,12 @@ impl v1::CloudEvent {
         }
     }
 
-    /// Sets the data to JSON `bytes`, with its content type.
-    pub fn set_json(&mut self, bytes: Vec<u8>) -> &mut v1::CloudEvent {
+    /// Sets the data to JSON `bytes`, with its content type. The bytes are shared, not copied,
+    /// when one event goes to many subscribers.
+    pub fn set_json(&mut self, bytes: impl Into<bytes::Bytes>) -> &mut v1::CloudEvent {
         let ct = v1::CloudEventAttributeValue { attr: Some(Attr::CeString(JSON.into())) };
         self.attributes.insert(CONTENT_TYPE.into(), ct);
-        self.data = Some(v1::cloud_event::Data::BinaryData(bytes));
+        self.data = Some(v1::cloud_event::Data::BinaryData(bytes.into()));
         self
     }
 
@@ -107,6 +112,13 @@ impl v1::CloudEvent {
             v1::cloud_event::Data::ProtoData(_) => None,
         }
     }
+}
+
+/// OCM's `statushash`: the lowercase hex SHA-256 of a status's JSON.
+pub fn status_hash(status: &impl serde::Serialize) -> String {
+    use sha2::Digest as _;
+    let bytes = serde_json::to_vec(status).unwrap_or_default();
+    sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Which half of a resource an event carries.
@@ -204,6 +216,17 @@ impl fmt::Display for EventType {
     }
 }
 
+/// How src/gen/ is generated: the one place its options are written.
+#[cfg(test)]
+fn generate(out_dir: &std::path::Path) -> std::io::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proto");
+    tonic_prost_build::configure()
+        .build_transport(false)
+        .bytes(".io.cloudevents.v1.CloudEvent.binary_data")
+        .out_dir(out_dir)
+        .compile_protos(&[root.join("io/cloudevents/v1/cloudevent.proto")], &[root])
+}
+
 #[cfg(test)]
 mod tests {
     use super::v1::{
@@ -211,6 +234,28 @@ mod tests {
     };
     use super::*;
     use prost::Message as _;
+
+    /// The committed generated code is what tonic-prost-build makes of the .proto today (with
+    /// the real `protoc`, `$PROTOC` or on the PATH).
+    #[test]
+    fn generated_code_is_current() {
+        let dir = tempfile::tempdir().unwrap();
+        super::generate(dir.path()).unwrap_or_else(|e| {
+            panic!("generating with protoc: {e} (apt-get install -y protobuf-compiler)")
+        });
+        let fresh = std::fs::read_to_string(dir.path().join("io.cloudevents.v1.rs")).unwrap();
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/gen/io.cloudevents.v1.rs");
+        if std::env::var_os("OCM_REGENERATE").is_some() {
+            std::fs::write(&path, &fresh).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            committed == fresh,
+            "{} is stale: run OCM_REGENERATE=1 cargo test -p ocm-proto generated_code_is_current",
+            path.display()
+        );
+    }
 
     #[test]
     fn event_types_parse_from_the_right() {
@@ -287,7 +332,7 @@ mod tests {
                 ),
             ]
             .into(),
-            data: Some(cloud_event::Data::BinaryData(b"{}".to_vec())),
+            data: Some(cloud_event::Data::BinaryData(bytes::Bytes::from_static(b"{}"))),
         };
         let bytes = event.encode_to_vec();
         assert_eq!(CloudEvent::decode(bytes.as_slice()).unwrap(), event);

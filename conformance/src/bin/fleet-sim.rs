@@ -110,7 +110,8 @@ fn hub_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 async fn start_hub(bin: &Path, agents: usize) -> anyhow::Result<Hub> {
     let dir = tempfile::tempdir()?;
     let child = std::process::Command::new(bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--storage", "sled"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
+        .args(["--storage", "sled"])
         .arg("--data-dir")
         .arg(dir.path())
         .arg(format!("--auto-approve-identities=system:bootstrap:{TOKEN_ID}"))

@@ -1,0 +1,222 @@
+//! The subscribers of the gRPC server and what reaches them: each Subscribe stream has a
+//! bounded buffer, keyed by cluster and data type; an event goes to the subscribers of its
+//! cluster and data type without waiting for any of them. A subscriber whose buffer is full is
+//! dropped (its stream ends with `Unavailable`, and the agent resubscribes and resyncs), so a
+//! stuck agent never stalls the others. Heartbeats go to every subscriber from one timer.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ocm_proto::cloudevents::v1::CloudEvent;
+use tokio::sync::mpsc;
+
+/// Events a subscriber may have waiting (OCM's broker buffers 100).
+pub const SUBSCRIBER_BUFFER: usize = 100;
+
+type Key = (String, &'static str);
+
+struct Subscriber {
+    id: u64,
+    tx: mpsc::Sender<CloudEvent>,
+    dropped: Arc<AtomicBool>,
+}
+
+/// Every Subscribe stream of one hub.
+#[derive(Default)]
+pub struct Broker {
+    subs: Mutex<HashMap<Key, Vec<Subscriber>>>,
+    next: AtomicU64,
+    /// Subscribers dropped for a full buffer, since start.
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker").field("subscribers", &self.count()).finish_non_exhaustive()
+    }
+}
+
+/// One registered subscriber: its events, and the registration, removed when dropped.
+pub struct Subscription {
+    /// Events for this subscriber; closed when it is dropped for a full buffer.
+    pub events: mpsc::Receiver<CloudEvent>,
+    /// Set when the broker dropped this subscriber.
+    pub dropped: Arc<AtomicBool>,
+    guard: Registration,
+}
+
+impl Subscription {
+    /// The subscriber's id.
+    pub fn id(&self) -> u64 {
+        self.guard.id
+    }
+}
+
+struct Registration {
+    broker: Arc<Broker>,
+    key: Key,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.broker.remove(&self.key, self.id);
+    }
+}
+
+impl Broker {
+    /// Registers a subscriber of `data_type` for `cluster`.
+    pub fn subscribe(self: &Arc<Broker>, cluster: &str, data_type: &'static str) -> Subscription {
+        let (tx, events) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let key = (cluster.to_owned(), data_type);
+        self.lock().entry(key.clone()).or_default().push(Subscriber {
+            id,
+            tx,
+            dropped: Arc::clone(&dropped),
+        });
+        Subscription { events, dropped, guard: Registration { broker: Arc::clone(self), key, id } }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<Subscriber>>> {
+        self.subs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn remove(&self, key: &Key, id: u64) {
+        let mut subs = self.lock();
+        if let Some(list) = subs.get_mut(key) {
+            list.retain(|s| s.id != id);
+            if list.is_empty() {
+                subs.remove(key);
+            }
+        }
+    }
+
+    /// Whether anyone subscribes to `data_type` for `cluster` (so an event is worth encoding).
+    pub fn has(&self, cluster: &str, data_type: &'static str) -> bool {
+        self.lock().contains_key(&(cluster.to_owned(), data_type))
+    }
+
+    /// Subscribers registered.
+    pub fn count(&self) -> usize {
+        self.lock().values().map(Vec::len).sum()
+    }
+
+    /// Subscribers dropped for a full buffer since start.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Sends `event` to the subscribers of `data_type` for `cluster` (or only to subscriber
+    /// `only`); a full buffer drops its subscriber.
+    pub fn deliver(
+        &self,
+        cluster: &str,
+        data_type: &'static str,
+        event: &CloudEvent,
+        only: Option<u64>,
+    ) {
+        let mut subs = self.lock();
+        let key = (cluster.to_owned(), data_type);
+        let Some(list) = subs.get_mut(&key) else { return };
+        list.retain(|s| {
+            if only.is_some_and(|id| id != s.id) {
+                return true;
+            }
+            self.offer(s, event.clone())
+        });
+        if list.is_empty() {
+            subs.remove(&key);
+        }
+    }
+
+    /// Offers an event to one subscriber; false when it has to go.
+    fn offer(&self, s: &Subscriber, event: CloudEvent) -> bool {
+        match s.tx.try_send(event) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                s.dropped.store(true, Ordering::Release);
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Drops every subscriber of `data_type` (the hub lost track of what it sent them: they
+    /// resubscribe and resync).
+    pub fn drop_all(&self, data_type: &'static str) {
+        let mut subs = self.lock();
+        subs.retain(|(_, dt), list| {
+            if *dt == data_type {
+                for s in list.iter() {
+                    s.dropped.store(true, Ordering::Release);
+                }
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Sends a heartbeat to every subscriber every `every`, until dropped.
+    pub async fn heartbeats(self: Arc<Broker>, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let beat = heartbeat();
+            let mut subs = self.lock();
+            subs.retain(|_, list| {
+                list.retain(|s| self.offer(s, beat.clone()));
+                !list.is_empty()
+            });
+        }
+    }
+}
+
+/// A heartbeat (ocm.md §8.2): a random id, no data.
+pub fn heartbeat() -> CloudEvent {
+    CloudEvent {
+        id: uuid::Uuid::new_v4().to_string(),
+        source: super::routes::SOURCE.to_owned(),
+        spec_version: ocm_proto::cloudevents::SPEC_VERSION.to_owned(),
+        r#type: ocm_proto::cloudevents::HEARTBEAT.to_owned(),
+        ..CloudEvent::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_subscriber_is_dropped_and_the_others_still_receive() {
+        let broker = Arc::new(Broker::default());
+        let dt = ocm_proto::cloudevents::data_type::LEASES;
+        let mut quick = broker.subscribe("c1", dt);
+        let stuck = broker.subscribe("c1", dt);
+        let other = broker.subscribe("c2", dt);
+        for _ in 0..SUBSCRIBER_BUFFER {
+            broker.deliver("c1", dt, &heartbeat(), None);
+            assert!(quick.events.recv().await.is_some());
+        }
+        assert!(!stuck.dropped.load(Ordering::Acquire));
+        broker.deliver("c1", dt, &heartbeat(), None);
+        assert!(stuck.dropped.load(Ordering::Acquire), "the stuck one is dropped");
+        assert!(quick.events.recv().await.is_some(), "the quick one still gets it");
+        assert_eq!(broker.count(), 2);
+        assert_eq!(broker.dropped(), 1);
+        assert!(broker.has("c2", dt) && !broker.has("c3", dt));
+        drop(other);
+        assert!(!broker.has("c2", dt), "a dropped stream unregisters");
+        broker.deliver("c1", dt, &heartbeat(), Some(u64::MAX));
+        assert!(quick.events.try_recv().is_err(), "`only` names another subscriber");
+        broker.drop_all(dt);
+        assert!(quick.dropped.load(Ordering::Acquire) && broker.count() == 0);
+    }
+}

@@ -1,0 +1,512 @@
+//! The hub's gRPC server: OCM's CloudEvents protocol (ocm.md §8) on the gRPC listener, over the
+//! same TLS and PKI as HTTPS. Callers authenticate as on REST (client certificate, then a bearer
+//! token) and are authorized by the hub's RBAC as ocm.md §8.7 maps events to verbs, so an
+//! agent may do over gRPC exactly what it may do over REST. `Subscribe` streams a cluster's
+//! objects of one data type (`broker.rs`); `Publish` writes what agents report through the
+//! registry, with the agent as the requester.
+
+pub mod broker;
+pub mod routes;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::Stream;
+use ocm_proto::api::meta::CONDITION_TRUE;
+use ocm_proto::api::work::FINALIZER_MANIFEST_WORK_CLEANUP;
+use ocm_proto::api::work::v1::ManifestWorkStatus;
+use ocm_proto::cloudevents::v1::cloud_event_service_server::{
+    CloudEventService, CloudEventServiceServer,
+};
+use ocm_proto::cloudevents::v1::{CloudEvent, PublishRequest, SubscriptionRequest};
+use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, ext, status_hash};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tonic::{Request, Response, Status};
+
+use crate::authz::Attributes;
+use crate::background::Background;
+use crate::cache::{EventType as Change, Msg, Start};
+use crate::error::ApiError;
+use crate::registry::{Patch, Requester, WriteOptions};
+use crate::rest::{ApiState, Identity};
+use crate::tls::PeerInfo;
+use broker::Broker;
+use routes::{Route, Routes};
+
+/// How often every subscriber gets a heartbeat by default (OCM's `--broker-heartbeat-interval`).
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+/// The response header naming a subscription (OCM's clients require it).
+pub const SUBSCRIPTION_ID: &str = "subscription-id";
+/// Largest message the server reads (OCM's `max receive`, 4 MiB).
+pub const MAX_RECEIVE_BYTES: usize = 4 << 20;
+
+/// The CloudEvents service of one hub.
+#[derive(Debug, Clone)]
+pub struct Grpc {
+    state: Arc<ApiState>,
+    routes: Arc<Routes>,
+    broker: Arc<Broker>,
+}
+
+/// The status an agent reports for a work (OCM's `ManifestBundleStatus`; its spec echo is
+/// ignored).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BundleStatus {
+    #[serde(flatten)]
+    status: ManifestWorkStatus,
+}
+
+/// One entry of a spec resync request.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Held {
+    #[serde(rename = "resourceID")]
+    resource_id: String,
+    #[serde(default)]
+    resource_version: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResyncRequest {
+    #[serde(default)]
+    resource_versions: Vec<Held>,
+}
+
+/// A handler's failure as OCM's server reports it: `FailedPrecondition` carrying the
+/// Kubernetes `Status` as JSON (a denial stays `PermissionDenied`).
+fn failed(e: ApiError) -> Status {
+    if e.code == 403 {
+        return Status::permission_denied(e.message.clone());
+    }
+    Status::failed_precondition(e.to_status().to_string())
+}
+
+impl Grpc {
+    /// The service over a hub's state; starts the fan-out of every data type and the
+    /// heartbeats (every `heartbeat`) under `background`.
+    pub fn start(state: Arc<ApiState>, heartbeat: Duration, background: &Background) -> Grpc {
+        let routes = Arc::new(Routes::new(&state.registry.scheme));
+        let broker = Arc::new(Broker::default());
+        let grpc = Grpc { state, routes, broker };
+        for route in grpc.routes.all().iter().filter(|r| r.subscribe) {
+            background.spawn(grpc.clone().fan_out(Arc::clone(route)));
+        }
+        background.spawn(Arc::clone(&grpc.broker).heartbeats(heartbeat));
+        grpc
+    }
+
+    /// The tonic service.
+    pub fn service(&self) -> CloudEventServiceServer<Grpc> {
+        CloudEventServiceServer::new(self.clone()).max_decoding_message_size(MAX_RECEIVE_BYTES)
+    }
+
+    /// The subscribers.
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// The caller, as REST would authenticate it: the connection's client certificate, then
+    /// `authorization: Bearer`.
+    fn authenticate<T>(&self, req: &Request<T>) -> Result<Identity, Status> {
+        let peer: PeerInfo = req
+            .extensions()
+            .get::<PeerInfo>()
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("no connection identity"))?;
+        let mut headers = req.metadata().clone().into_headers();
+        self.state
+            .authn
+            .authenticate(&peer, &mut headers)
+            .map_err(|_| Status::unauthenticated("the request is not authenticated"))
+    }
+
+    fn authorize(&self, user: &Identity, attrs: &Attributes) -> Result<(), Status> {
+        self.state.access.check(user, attrs).map_err(|e| Status::permission_denied(e.message))
+    }
+
+    fn options(&self, user: &Identity, route: &Route) -> WriteOptions {
+        WriteOptions {
+            field_manager: if route.bundles { "work-agent" } else { "registration-agent" }.into(),
+            requester: Some(Requester {
+                user: Arc::clone(user),
+                access: Arc::clone(&self.state.access),
+            }),
+            api_version: route.rt.api_version(&route.version),
+            ..WriteOptions::default()
+        }
+    }
+
+    /// Follows one data type's kind in the watch cache and sends each change to the
+    /// subscribers of its cluster. Falling behind the cache drops them all (they resync).
+    async fn fan_out(self, route: Arc<Route>) {
+        let cache = &self.state.registry.cache;
+        loop {
+            match cache.subscribe(&route.rt.prefix, Start::After(cache.revision())) {
+                Ok(mut sub) => {
+                    while let Some(msg) = sub.live.recv().await {
+                        if let Msg::Event(ev) = msg {
+                            self.forward(&route, &ev);
+                        }
+                    }
+                    self.broker.drop_all(route.data_type);
+                }
+                Err(e) => tracing::warn!(error = %e, "gRPC fan-out could not follow the cache"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The event a change makes for its subscribers, if any: works only when their spec,
+    /// labels or annotations changed or their deletion began (not for status reports).
+    fn forward(&self, route: &Route, ev: &crate::cache::CacheEvent) {
+        let cluster = route.cluster_of(&ev.object);
+        if cluster.is_empty() || !self.broker.has(cluster, route.data_type) {
+            return;
+        }
+        let obj = ev.object.value();
+        let action = match (ev.kind, &ev.prev) {
+            (Change::Deleted, _) => Action::DeleteRequest,
+            (Change::Added, _) | (Change::Modified, None) => Action::CreateRequest,
+            (Change::Modified, Some(prev)) => {
+                let prev = prev.value();
+                let meta = |o: &Value, f: &str| o.pointer(&format!("/metadata/{f}")).cloned();
+                let changed = |f: &str| meta(&obj, f) != meta(&prev, f);
+                if route.bundles
+                    && !changed("generation")
+                    && !changed("labels")
+                    && !changed("annotations")
+                    && !changed("deletionTimestamp")
+                {
+                    return;
+                }
+                Action::UpdateRequest
+            }
+        };
+        match route.encode(&obj, cluster, action, ev.kind == Change::Deleted) {
+            Ok(event) => self.broker.deliver(cluster, route.data_type, &event, None),
+            Err(e) => tracing::warn!(error = %e, key = %ev.object.key, "not sent over gRPC"),
+        }
+    }
+
+    /// Answers a spec resync request (ocm.md §8.5) to the subscribers of `cluster`: every
+    /// object that is deleting, newer than the agent's or unknown to it, and a deletion for
+    /// every object the agent holds that the hub does not.
+    fn resync(&self, route: &Route, cluster: &str, held: &[Held]) -> Result<(), ApiError> {
+        let mut unseen: std::collections::HashMap<&str, i64> =
+            held.iter().map(|h| (h.resource_id.as_str(), h.resource_version)).collect();
+        for obj in route.objects(&self.state.registry, cluster) {
+            let agent = unseen.remove(&*obj.uid);
+            let value = obj.value();
+            let hub = route.version_of(&value);
+            if obj.deleting || hub == 0 || agent.is_none_or(|a| hub > a) {
+                let event = route.encode(&value, cluster, Action::ResyncResponse, false)?;
+                self.broker.deliver(cluster, route.data_type, &event, None);
+            }
+        }
+        for id in unseen.keys() {
+            let event = route.encode_gone(id, cluster, Action::ResyncResponse);
+            self.broker.deliver(cluster, route.data_type, &event, None);
+        }
+        Ok(())
+    }
+
+    /// A work's status from its agent (ocm.md §8.6): `Deleted` releases the work (the
+    /// finalizer goes); a report about an older generation is ignored; otherwise the
+    /// finalizer is ensured and the status written.
+    async fn bundle_status(
+        &self,
+        user: &Identity,
+        route: &Route,
+        cluster: &str,
+        event: &CloudEvent,
+    ) -> Result<(), Status> {
+        let uid = event
+            .string(ext::RESOURCE_ID)
+            .ok_or_else(|| Status::invalid_argument("the event has no resourceid"))?;
+        let reported = i64::from(event.integer(ext::RESOURCE_VERSION).unwrap_or(0));
+        let body: BundleStatus = serde_json::from_slice(event.bytes().unwrap_or(b"{}"))
+            .map_err(|e| Status::invalid_argument(format!("the status does not parse: {e}")))?;
+        let registry = &self.state.registry;
+        let rt = &route.rt;
+        let Some(work) = registry.cached_list(rt, cluster).into_iter().find(|o| &*o.uid == uid)
+        else {
+            return Err(failed(ApiError::not_found(crate::registry::subject(rt, uid))));
+        };
+        let (_, name) = work.namespace_name();
+        let name = name.to_owned();
+        let attrs = Attributes::resource("update", &rt.group, &rt.plural, cluster, &name);
+        self.authorize(user, &Attributes { subresource: "status".into(), ..attrs.clone() })?;
+        let opts = self.options(user, route);
+        let current = work.value();
+        let finalizers: Vec<String> = current
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let has = finalizers.iter().any(|f| f == FINALIZER_MANIFEST_WORK_CLEANUP);
+        let deleted = body
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Deleted" && c.status == CONDITION_TRUE);
+        let rv = crate::object::meta_str(&current, "resourceVersion").to_owned();
+        if deleted {
+            if has {
+                self.authorize(user, &attrs)?;
+                let rest: Vec<&String> =
+                    finalizers.iter().filter(|f| *f != FINALIZER_MANIFEST_WORK_CLEANUP).collect();
+                let patch =
+                    Patch::Merge(json!({"metadata": {"finalizers": rest, "resourceVersion": rv}}));
+                registry.patch(rt, cluster, &name, &patch, None, &opts).await.map_err(failed)?;
+            }
+            return Ok(());
+        }
+        let generation = route.version_of(&current);
+        if generation > reported {
+            tracing::debug!(work = %name, generation, reported, "status of an older generation");
+            return Ok(());
+        }
+        if !has && !work.deleting {
+            self.authorize(user, &attrs)?;
+            let mut with = finalizers.clone();
+            with.push(FINALIZER_MANIFEST_WORK_CLEANUP.to_owned());
+            let patch =
+                Patch::Merge(json!({"metadata": {"finalizers": with, "resourceVersion": rv}}));
+            registry.patch(rt, cluster, &name, &patch, None, &opts).await.map_err(failed)?;
+        }
+        let stored: ManifestWorkStatus = current
+            .get("status")
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .unwrap_or_default();
+        if stored != body.status {
+            let patch = Patch::Merge(json!({"status": body.status}));
+            let sub = rt.subresource("status");
+            registry.patch(rt, cluster, &name, &patch, sub, &opts).await.map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    /// An object an agent creates or updates (its spec or status): it must belong to the
+    /// event's cluster, and the agent needs the verb on it.
+    async fn object(
+        &self,
+        user: &Identity,
+        route: &Route,
+        cluster: &str,
+        t: &EventType,
+        event: &CloudEvent,
+    ) -> Result<(), Status> {
+        let mut obj: Value = serde_json::from_slice(event.bytes().unwrap_or(b"null"))
+            .map_err(|e| Status::invalid_argument(format!("the data is not JSON: {e}")))?;
+        if !obj.is_object() {
+            return Err(Status::invalid_argument("the data must be a JSON object"));
+        }
+        if route.cluster_in(&obj) != cluster {
+            return Err(Status::permission_denied(format!(
+                "the object does not belong to cluster {cluster:?}"
+            )));
+        }
+        let rt = &route.rt;
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("apiVersion".into(), json!(rt.api_version(&route.version)));
+            m.insert("kind".into(), json!(rt.kind));
+        }
+        let name = crate::object::meta_str(&obj, "name").to_owned();
+        let namespace = route.namespace(cluster);
+        let (verb, sub) = match (t.subresource, t.action) {
+            (Subresource::Spec, Action::CreateRequest) => ("create", None),
+            (Subresource::Spec, Action::UpdateRequest) => ("update", None),
+            (Subresource::Status, Action::UpdateRequest) if rt.has_status() => {
+                ("update", rt.subresource("status"))
+            }
+            _ => return Err(Status::invalid_argument(format!("{t} is not supported"))),
+        };
+        let mut attrs = Attributes::resource(verb, &rt.group, &rt.plural, &namespace, &name);
+        if let Some(s) = sub {
+            attrs.subresource = s.name.into();
+        }
+        if verb == "create" {
+            attrs.name.clear();
+        }
+        self.authorize(user, &attrs)?;
+        let storage = rt.storage_api_version();
+        let obj = rt.strategy.version_to_storage(obj, &storage).map_err(failed)?;
+        let opts = self.options(user, route);
+        let registry = &self.state.registry;
+        if verb == "create" {
+            registry.create(rt, &namespace, obj, &opts).await.map_err(failed)?;
+        } else {
+            registry.update(rt, &namespace, &name, obj, sub, &opts).await.map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<CloudEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl CloudEventService for Grpc {
+    async fn publish(&self, req: Request<PublishRequest>) -> Result<Response<()>, Status> {
+        let user = self.authenticate(&req)?;
+        let event = req.into_inner().event.ok_or_else(|| Status::invalid_argument("no event"))?;
+        let t =
+            EventType::parse(&event.r#type).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let dt = t.data_type();
+        let route = self
+            .routes
+            .get(&dt)
+            .ok_or_else(|| Status::invalid_argument(format!("unsupported data type {dt:?}")))?;
+        let cluster = event
+            .string(ext::CLUSTER_NAME)
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| Status::permission_denied("the event names no cluster"))?
+            .to_owned();
+        match (t.subresource, t.action) {
+            (Subresource::Spec, Action::ResyncRequest) => {
+                let rt = &route.rt;
+                let ns = route.namespace(&cluster);
+                let name = if route.owner == routes::Owner::Name { cluster.as_str() } else { "" };
+                self.authorize(
+                    &user,
+                    &Attributes::resource("list", &rt.group, &rt.plural, &ns, name),
+                )?;
+                let req: ResyncRequest = serde_json::from_slice(event.bytes().unwrap_or(b"{}"))
+                    .map_err(|e| {
+                        Status::invalid_argument(format!("the resync request does not parse: {e}"))
+                    })?;
+                self.resync(route, &cluster, &req.resource_versions).map_err(failed)?;
+            }
+            (Subresource::Status, Action::UpdateRequest) if route.bundles => {
+                self.bundle_status(&user, route, &cluster, &event).await?;
+            }
+            _ if route.bundles => {
+                return Err(Status::invalid_argument(format!("{t} is not supported")));
+            }
+            _ => self.object(&user, route, &cluster, &t, &event).await?,
+        }
+        Ok(Response::new(()))
+    }
+
+    type SubscribeStream = EventStream;
+
+    async fn subscribe(
+        &self,
+        req: Request<SubscriptionRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let user = self.authenticate(&req)?;
+        let sr = req.into_inner();
+        if sr.cluster_name.is_empty() {
+            return Err(Status::invalid_argument("the subscription names no cluster"));
+        }
+        let route = self.routes.get(&sr.data_type).filter(|r| r.subscribe).ok_or_else(|| {
+            Status::invalid_argument(format!("unsupported data type {:?}", sr.data_type))
+        })?;
+        let rt = &route.rt;
+        let cluster = sr.cluster_name.as_str();
+        let ns = route.namespace(cluster);
+        let name = if route.owner == routes::Owner::Name { cluster } else { "" };
+        self.authorize(&user, &Attributes::resource("watch", &rt.group, &rt.plural, &ns, name))?;
+        let sub = self.broker.subscribe(cluster, route.data_type);
+        if route.bundles {
+            // The hub asks for the statuses it lacks (OCM's sources do on connect): the agent
+            // answers with every work whose status hash differs.
+            let hashes: Vec<Value> = route
+                .objects(&self.state.registry, cluster)
+                .iter()
+                .map(|o| {
+                    let status: ManifestWorkStatus = o
+                        .value()
+                        .get("status")
+                        .and_then(|s| serde_json::from_value(s.clone()).ok())
+                        .unwrap_or_default();
+                    json!({"resourceID": &*o.uid, "statusHash": status_hash(&status)})
+                })
+                .collect();
+            let mut ask =
+                routes::new_event(&route.event_type(Subresource::Status, Action::ResyncRequest));
+            ask.set(ext::CLUSTER_NAME, Attr::CeString(cluster.to_owned()))
+                .set_json(json!({"statusHashes": hashes}).to_string());
+            self.broker.deliver(cluster, route.data_type, &ask, Some(sub.id()));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        tracing::debug!(cluster, data_type = route.data_type, user = %user.name, "subscribed");
+        let stream = async_stream::stream! {
+            let mut sub = sub;
+            while let Some(event) = sub.events.recv().await {
+                yield Ok(event);
+            }
+            if sub.dropped.load(Ordering::Acquire) {
+                yield Err(Status::unavailable("the subscriber fell behind: subscribe again and resync"));
+            }
+        };
+        let mut resp = Response::new(Box::pin(stream) as EventStream);
+        if let Ok(v) = id.parse() {
+            resp.metadata_mut().insert(SUBSCRIPTION_ID, v);
+        }
+        Ok(resp)
+    }
+}
+
+/// Accepts gRPC connections on `listener` until the hub stops: the same TLS as HTTPS (the
+/// connection cap shared with it), HTTP/2 only, every request carrying its connection's
+/// identity to the service.
+pub async fn serve(
+    grpc: Grpc,
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    tls: Arc<crate::tls::Tls>,
+    connections: Arc<tokio::sync::Semaphore>,
+    background: Background,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceExt as _;
+
+    let service = grpc.service();
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "gRPC accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
+            tracing::debug!(%peer, "too many connections");
+            continue;
+        };
+        let (acceptor, tls, service) = (acceptor.clone(), Arc::clone(&tls), service.clone());
+        background.spawn(async move {
+            let _slot = slot;
+            let Some((stream, who)) = crate::server::handshake(&acceptor, &tls, tcp, peer).await
+            else {
+                return;
+            };
+            let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(Arc::clone(&who));
+                service.clone().oneshot(req)
+            });
+            let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            http2
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(crate::server::MAX_CONCURRENT_STREAMS)
+                .max_header_list_size(crate::server::MAX_HEADER_LIST_BYTES)
+                .max_pending_accept_reset_streams(20)
+                .max_local_error_reset_streams(1024)
+                // OCM's server pings every 30 s and gives up after 10 s.
+                .keep_alive_interval(Duration::from_secs(30))
+                .keep_alive_timeout(Duration::from_secs(10));
+            if let Err(e) =
+                http2.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)).await
+            {
+                tracing::debug!(%peer, error = %e, "gRPC connection ended");
+            }
+        });
+    }
+}
