@@ -345,7 +345,7 @@ async fn work_loop(shared: Arc<Shared>) {
             Transport::Grpc { server, healthiness } => {
                 let url = match server {
                     Some(url) => url.clone(),
-                    None => match published_grpc_server(&shared.client()).await {
+                    None => match grpc_server(&shared).await {
                         Ok(url) => url,
                         Err(e) => {
                             tracing::warn!(error = %e, "no gRPC server known yet; retrying");
@@ -372,6 +372,24 @@ async fn work_loop(shared: Arc<Shared>) {
         );
         agent.run().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The file of the data dir remembering the gRPC server the hub published.
+const GRPC_SERVER_FILE: &str = "grpc-server";
+
+/// The gRPC server the hub publishes, remembered in the data dir so that an agent restarted
+/// while the hub is away still knows it (and works from its journal meanwhile).
+async fn grpc_server(shared: &Shared) -> Result<String, AgentError> {
+    let dir = &shared.opts.data_dir;
+    match published_grpc_server(&shared.client()).await {
+        Ok(url) => {
+            if dir.read(GRPC_SERVER_FILE)?.as_deref() != Some(url.as_str()) {
+                dir.write(GRPC_SERVER_FILE, url.as_bytes(), false)?;
+            }
+            Ok(url)
+        }
+        Err(e) => dir.read(GRPC_SERVER_FILE)?.ok_or(e),
     }
 }
 

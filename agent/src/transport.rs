@@ -422,7 +422,7 @@ pub async fn grpc_source(source: GrpcSource, link: Arc<Link>, tx: mpsc::Sender<I
             }
         }
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(30));
+        backoff = (backoff * 2).min(Duration::from_secs(10));
     }
 }
 

@@ -127,7 +127,17 @@ impl TestHub {
     /// Stops the hub and starts it again on the same data dir and address (a restart: sled
     /// and etcd keep what was written; memory starts empty).
     pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.pause().await;
+        self.resume().await
+    }
+
+    /// Stops the hub (its clients find nothing listening) until [`TestHub::resume`].
+    pub async fn pause(&mut self) {
         self.shutdown().await;
+    }
+
+    /// Starts a paused hub again on the same data dir and addresses.
+    pub async fn resume(&mut self) -> anyhow::Result<()> {
         let (stop, task, ready_rx) = spawn_hub(self.config.clone(), Arc::clone(&self.owned_dir));
         tokio::time::timeout(Duration::from_secs(30), ready_rx)
             .await

@@ -25,8 +25,16 @@ const FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanu
 async fn joined(
     extra: &[&str],
 ) -> anyhow::Result<(TestHub, TestHub, tokio::process::Child, tempfile::TempDir)> {
+    joined_on(Backend::Memory, extra).await
+}
+
+/// [`joined`] with the hub on `backend` (sled when it must survive restarts).
+async fn joined_on(
+    backend: Backend,
+    extra: &[&str],
+) -> anyhow::Result<(TestHub, TestHub, tokio::process::Child, tempfile::TempDir)> {
     let (id, secret) = ("work01", "0123456789abcdef");
-    let hub = TestHub::start_with(Backend::Memory, |c| {
+    let hub = TestHub::start_with(backend, |c| {
         c.registration.enabled = true;
         c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
     })
@@ -150,8 +158,127 @@ macro_rules! both_transports {
 
 both_transports!(
     works_are_applied_updated_pruned_and_cleaned_up,
-    strategies_feedback_and_drift_correction
+    strategies_feedback_and_drift_correction,
+    restarts_and_a_hub_away_lose_nothing,
 );
+
+/// Starts `klusterlet run` again on a joined agent's data dir.
+fn rerun(dir: &Path, cluster: &TestHub, extra: &[&str]) -> anyhow::Result<tokio::process::Child> {
+    Ok(tokio::process::Command::new(programs::klusterlet()?)
+        .arg("run")
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--cluster-kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(extra)
+        .env("RUST_LOG", std::env::var("OCM_AGENT_LOG").unwrap_or_else(|_| "warn".into()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?)
+}
+
+/// Sets the ConfigMap of work `name` to `value` (a new generation).
+async fn set_value(hub: &TestHub, name: &str, value: &str) -> anyhow::Result<()> {
+    let patch = json!({"spec": {"workload": {"manifests": [configmap("cfg", value)]}}});
+    let merge = [("content-type", "application/merge-patch+json")];
+    let path = format!("{WORKS}/{name}");
+    let (code, body) = hub.call(&hub.http()?, Method::PATCH, &path, Some(&patch), &merge).await?;
+    ensure!(code == 200, "{code} {body}");
+    Ok(())
+}
+
+/// `cfg` on the cluster, once it holds `value`.
+async fn cfg_holds(cluster: &TestHub, value: &str) -> anyhow::Result<Value> {
+    eventually(&format!("cfg = {value} on the cluster"), WAIT, || async {
+        Ok(get(cluster, "/api/v1/namespaces/default/configmaps/cfg")
+            .await?
+            .filter(|c| c["data"]["v"] == value))
+    })
+    .await
+}
+
+/// Changes `cfg` on the cluster behind the agent's back.
+async fn tamper(cluster: &TestHub) -> anyhow::Result<()> {
+    let merge = [("content-type", "application/merge-patch+json")];
+    let (code, body) = cluster
+        .call(
+            &cluster.http()?,
+            Method::PATCH,
+            "/api/v1/namespaces/default/configmaps/cfg",
+            Some(&json!({"data": {"v": "tampered"}})),
+            &merge,
+        )
+        .await?;
+    ensure!(code == 200, "{code} {body}");
+    Ok(())
+}
+
+/// The hub restarted under a connected agent, the hub away for a while, the agent restarted
+/// (also while the hub is away): nothing applied is lost, drift is corrected from the agent's
+/// journal meanwhile, changes made meanwhile arrive afterwards, and nothing is applied twice.
+async fn restarts_and_a_hub_away_lose_nothing(transport: &str) -> anyhow::Result<()> {
+    let flags = ["--work-resync-seconds", "1", "--transport", transport];
+    let (mut hub, cluster, mut agent, dir) = joined_on(Backend::Sled, &flags).await?;
+    let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "w1", "namespace": "c1"},
+        "spec": {"workload": {"manifests": [configmap("cfg", "1")]}}});
+    let (code, body) = hub.call(&hub.http()?, Method::POST, WORKS, Some(&work), &[]).await?;
+    ensure!(code == 201, "{code} {body}");
+    applied(&hub, "w1").await?;
+    let before = cfg_holds(&cluster, "1").await?;
+
+    // The hub restarts under the connected agent: the object is not written again (no second
+    // apply), and the next change still arrives.
+    hub.restart().await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let same = cfg_holds(&cluster, "1").await?;
+    ensure!(
+        same["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+            && same["metadata"]["uid"] == before["metadata"]["uid"],
+        "cfg was written again after the hub restarted: {before} then {same}"
+    );
+    set_value(&hub, "w1", "2").await?;
+    cfg_holds(&cluster, "2").await?;
+    let w = applied(&hub, "w1").await?;
+    ensure!(w["metadata"]["generation"] == 2, "{w}");
+
+    // The hub away: what was applied stays, and drift is still corrected.
+    hub.pause().await;
+    tamper(&cluster).await?;
+    cfg_holds(&cluster, "2").await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cfg_holds(&cluster, "2").await?;
+    hub.resume().await?;
+
+    // The agent away: a change made meanwhile reaches the cluster once it is back.
+    agent.kill().await?;
+    set_value(&hub, "w1", "3").await?;
+    let mut agent = rerun(dir.path(), &cluster, &flags)?;
+    cfg_holds(&cluster, "3").await?;
+    let w = applied(&hub, "w1").await?;
+    ensure!(w["metadata"]["generation"] == 3, "{w}");
+
+    // The agent restarted while the hub is away works from its journal.
+    agent.kill().await?;
+    hub.pause().await;
+    let mut agent = rerun(dir.path(), &cluster, &flags)?;
+    tamper(&cluster).await?;
+    cfg_holds(&cluster, "3").await?;
+    hub.resume().await?;
+    // Deleting the work once the hub is back removes what it applied.
+    let (code, body) =
+        hub.call(&hub.http()?, Method::DELETE, &format!("{WORKS}/w1"), None, &[]).await?;
+    ensure!(code == 200, "{code} {body}");
+    eventually("w1 gone from the hub and cfg from the cluster", WAIT, || async {
+        Ok((get(&hub, &format!("{WORKS}/w1")).await?.is_none()
+            && get(&cluster, "/api/v1/namespaces/default/configmaps/cfg").await?.is_none())
+        .then_some(()))
+    })
+    .await?;
+    let _ = agent.kill().await;
+    Ok(())
+}
 
 async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> anyhow::Result<()> {
     let (hub, cluster, mut agent, dir) = joined(&["--transport", transport]).await?;
