@@ -1,0 +1,267 @@
+//! The hub's CloudEvents gRPC server as an agent meets it, through the agent's own client over
+//! real mTLS: the `subscription-id` header and heartbeats; works reaching only their cluster's
+//! subscribers; RBAC keeping cluster `a-x`'s agent from subscribing to or publishing for cluster
+//! `a` (by the event's cluster, and by the object the event carries); the resync protocol;
+//! status reports of an older generation ignored; Publish of a Kubernetes kind (a Lease); and
+//! callers without credentials refused.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use ocm_agent::grpc::{self, Client, Endpoint};
+use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_proto::cloudevents::v1::CloudEvent;
+use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn hub() -> anyhow::Result<TestHub> {
+    TestHub::start_with(Backend::Memory, |c| {
+        c.registration.enabled = true;
+        c.grpc_heartbeat = Duration::from_millis(300);
+    })
+    .await
+}
+
+/// Accepts clusters `names` (their namespaces and agent RBAC made by the hub).
+async fn accepted(hub: &TestHub, names: &[&str]) -> anyhow::Result<()> {
+    let http = hub.http()?;
+    for name in names {
+        let mc = json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": name}, "spec": {"hubAcceptsClient": true}});
+        let (code, body) = hub
+            .call(
+                &http,
+                Method::POST,
+                "/apis/cluster.open-cluster-management.io/v1/managedclusters",
+                Some(&mc),
+                &[],
+            )
+            .await?;
+        ensure!(code == 201, "{code} {body}");
+        let lease =
+            format!("/apis/coordination.k8s.io/v1/namespaces/{name}/leases/managed-cluster-lease");
+        eventually(&format!("{name} accepted"), WAIT, || async {
+            let (code, _) = hub.call(&http, Method::GET, &lease, None, &[]).await?;
+            Ok((code == 200).then_some(()))
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// A connected client for cluster `cluster`'s agent (its certificate as the hub issues it).
+async fn agent(hub: &TestHub, cluster: &str) -> anyhow::Result<Client> {
+    let user = format!("system:open-cluster-management:{cluster}:agent1");
+    let group = format!("system:open-cluster-management:{cluster}");
+    let (crt, key) = hub.certificate_for(&user, Some(&group))?;
+    Ok(endpoint(hub)?.connect(&crt, &key).await?)
+}
+
+fn endpoint(hub: &TestHub) -> anyhow::Result<Endpoint> {
+    Ok(Endpoint {
+        url: hub.grpc_url.clone().context("the hub serves no gRPC")?,
+        ca_pem: std::fs::read_to_string(hub.path().join("pki/ca.crt"))?,
+    })
+}
+
+fn event(t: &str, cluster: &str) -> anyhow::Result<CloudEvent> {
+    let mut e = CloudEvent::new("id-1", "agent1", &EventType::parse(t)?);
+    e.set(ext::CLUSTER_NAME, Attr::CeString(cluster.into()));
+    Ok(e)
+}
+
+/// The next event that is not a heartbeat.
+async fn next(stream: &mut tonic::Streaming<CloudEvent>) -> anyhow::Result<CloudEvent> {
+    loop {
+        let e = tokio::time::timeout(WAIT, stream.message())
+            .await
+            .context("no event in time")??
+            .context("the stream ended")?;
+        if e.r#type != HEARTBEAT {
+            return Ok(e);
+        }
+    }
+}
+
+fn refused(r: Result<impl std::fmt::Debug, ocm_agent::error::AgentError>, code: &str) -> bool {
+    matches!(r, Err(ocm_agent::error::AgentError::GrpcRefused { code: c, .. }) if c == code)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> {
+    let hub = hub().await?;
+    accepted(&hub, &["a", "a-x"]).await?;
+    let (a, ax) = (agent(&hub, "a").await?, agent(&hub, "a-x").await?);
+    let bundles = data_type::MANIFEST_BUNDLES;
+
+    // a-x may not subscribe for a; each may for itself.
+    ensure!(refused(grpc::subscribe(&ax, "a", bundles).await, "PermissionDenied"));
+    let mut stream_a = grpc::subscribe(&a, "a", bundles).await?;
+    let mut stream_ax = grpc::subscribe(&ax, "a-x", bundles).await?;
+    // The hub first asks for the statuses it lacks (none yet); then an idle stream gets
+    // heartbeats.
+    for stream in [&mut stream_a, &mut stream_ax] {
+        let ask = tokio::time::timeout(WAIT, stream.message()).await??.context("ended")?;
+        ensure!(ask.r#type == format!("{bundles}.status.resync_request"), "{ask:?}");
+        let hashes: Value = serde_json::from_slice(ask.bytes().context("data")?)?;
+        ensure!(hashes == json!({"statusHashes": []}), "{hashes}");
+    }
+    let beat = tokio::time::timeout(WAIT, stream_ax.message()).await??.context("ended")?;
+    ensure!(beat.r#type == HEARTBEAT && beat.data.is_none(), "{beat:?}");
+
+    // A work in a reaches a's stream only, as a ManifestBundle.
+    let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "w", "namespace": "a", "labels": {"team": "x"}},
+        "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}}]},
+            "deleteOption": {"propagationPolicy": "Orphan"}}});
+    let works = "/apis/work.open-cluster-management.io/v1/namespaces/a/manifestworks";
+    let (code, created) = hub.call(&hub.http()?, Method::POST, works, Some(&work), &[]).await?;
+    ensure!(code == 201, "{code} {created}");
+    let uid = created["metadata"]["uid"].as_str().context("uid")?.to_owned();
+    let e = next(&mut stream_a).await?;
+    ensure!(e.r#type == format!("{bundles}.spec.create_request"), "{e:?}");
+    ensure!(e.string(ext::RESOURCE_ID) == Some(uid.as_str()) && e.source == "kube");
+    ensure!(e.integer(ext::RESOURCE_VERSION) == Some(1), "{e:?}");
+    let data: Value = serde_json::from_slice(e.bytes().context("data")?)?;
+    ensure!(data["manifests"][0]["kind"] == "ConfigMap", "{data}");
+    ensure!(data["deleteOption"]["propagationPolicy"] == "Orphan", "{data}");
+    let meta: Value = serde_json::from_str(e.string(ext::METADATA).context("metadata")?)?;
+    ensure!(meta["name"] == "w" && meta["labels"]["team"] == "x", "{meta}");
+    let nothing = tokio::time::timeout(Duration::from_secs(1), next(&mut stream_ax)).await;
+    ensure!(nothing.is_err(), "a's work reached a-x: {nothing:?}");
+
+    // a-x may not publish for a: not by naming a, not by naming a's work from its own cluster.
+    let status = json!({"conditions": [{"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
+        "message": "done", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]});
+    let report = |cluster: &str, version: i32| -> anyhow::Result<CloudEvent> {
+        let mut e = event(&format!("{bundles}.status.update_request"), cluster)?;
+        e.set(ext::RESOURCE_ID, Attr::CeString(uid.clone()))
+            .set(ext::RESOURCE_VERSION, Attr::CeInteger(version))
+            .set_json(status.to_string());
+        Ok(e)
+    };
+    ensure!(refused(grpc::publish(&ax, report("a", 1)?).await, "PermissionDenied"));
+    ensure!(refused(grpc::publish(&ax, report("a-x", 1)?).await, "FailedPrecondition"));
+    let lease = |ns: &str| -> anyhow::Result<CloudEvent> {
+        let mut e = event(&format!("{}.spec.update_request", data_type::LEASES), "a-x")?;
+        e.set_json(
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "managed-cluster-lease", "namespace": ns},
+                "spec": {"renewTime": "2026-01-01T00:00:00.000000Z"}})
+            .to_string(),
+        );
+        Ok(e)
+    };
+    ensure!(refused(grpc::publish(&ax, lease("a")?).await, "PermissionDenied"));
+
+    // a's own report lands (with the finalizer the hub adds); an older generation's does not.
+    grpc::publish(&a, report("a", 1)?).await?;
+    let path = format!("{works}/w");
+    let stored = eventually("the status on the hub", WAIT, || async {
+        let (_, w) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
+        Ok(w["status"]["conditions"][0]["type"].as_str().is_some().then_some(w))
+    })
+    .await?;
+    ensure!(
+        stored["metadata"]["finalizers"]
+            == json!(["cluster.open-cluster-management.io/manifest-work-cleanup"]),
+        "{stored}"
+    );
+    let patch = json!({"spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm2", "namespace": "default"}}]}}});
+    let merge = [("content-type", "application/merge-patch+json")];
+    let (code, body) = hub.call(&hub.http()?, Method::PATCH, &path, Some(&patch), &merge).await?;
+    ensure!(code == 200 && body["metadata"]["generation"] == 2, "{code} {body}");
+    let e = next(&mut stream_a).await?;
+    ensure!(e.r#type == format!("{bundles}.spec.update_request"), "{e:?}");
+    ensure!(e.integer(ext::RESOURCE_VERSION) == Some(2), "{e:?}");
+    let mut stale = status.clone();
+    stale["conditions"][0]["message"] = json!("stale");
+    let mut old = report("a", 1)?;
+    old.set_json(stale.to_string());
+    grpc::publish(&a, old).await?;
+    let (_, w) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
+    ensure!(w["status"]["conditions"][0]["message"] == "done", "a stale report landed: {w}");
+
+    // Spec resync: the hub sends what is newer than the agent holds, and deletes what it lacks.
+    let mut resync = event(&format!("{bundles}.spec.resync_request"), "a")?;
+    resync.set_json(
+        json!({"resourceVersions": [{"resourceID": uid, "resourceVersion": 1},
+                                    {"resourceID": "gone", "resourceVersion": 3}]})
+        .to_string(),
+    );
+    grpc::publish(&a, resync).await?;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let e = next(&mut stream_a).await?;
+        ensure!(e.r#type == format!("{bundles}.spec.resync_response"), "{e:?}");
+        seen.push((
+            e.string(ext::RESOURCE_ID).unwrap_or("").to_owned(),
+            e.get(ext::DELETION_TIMESTAMP).is_some(),
+        ));
+    }
+    let mut want = vec![("gone".to_owned(), true), (uid.clone(), false)];
+    seen.sort();
+    want.sort();
+    ensure!(seen == want, "{seen:?}");
+
+    // A Kubernetes kind over Publish: a's agent renews its Lease.
+    let lease_path = "/apis/coordination.k8s.io/v1/namespaces/a/leases/managed-cluster-lease";
+    let (_, current) = hub.call(&hub.http()?, Method::GET, lease_path, None, &[]).await?;
+    let mut renewed = current.clone();
+    renewed["spec"]["renewTime"] = json!("2030-01-01T00:00:00.000000Z");
+    let mut e = event(&format!("{}.spec.update_request", data_type::LEASES), "a")?;
+    e.set_json(renewed.to_string());
+    grpc::publish(&a, e).await?;
+    let (_, after) = hub.call(&hub.http()?, Method::GET, lease_path, None, &[]).await?;
+    ensure!(after["spec"]["renewTime"] == "2030-01-01T00:00:00.000000Z", "{after}");
+
+    // The release: a `Deleted` report lets a deleted work go.
+    let (code, body) = hub.call(&hub.http()?, Method::DELETE, &path, None, &[]).await?;
+    ensure!(code == 200, "{code} {body}");
+    let e = next(&mut stream_a).await?;
+    ensure!(e.get(ext::DELETION_TIMESTAMP).is_some() && e.data.is_none(), "{e:?}");
+    let mut deleted = report("a", 2)?;
+    deleted.set_json(
+        json!({"conditions": [{"type": "Deleted", "status": "True", "reason": "ManifestsDeleted",
+            "message": "gone", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+        .to_string(),
+    );
+    grpc::publish(&a, deleted).await?;
+    eventually("the work released", WAIT, || async {
+        let (code, _) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
+        Ok((code == 404).then_some(()))
+    })
+    .await?;
+
+    // Bad requests are the protocol's errors.
+    ensure!(refused(grpc::subscribe(&a, "", bundles).await, "InvalidArgument"));
+    ensure!(refused(grpc::subscribe(&a, "a", "no.such.v1.things").await, "InvalidArgument"));
+    let mut nameless = event(&format!("{bundles}.status.update_request"), "")?;
+    nameless.set_json("{}");
+    ensure!(refused(grpc::publish(&a, nameless).await, "PermissionDenied"));
+    let bad_type = CloudEvent {
+        r#type: "nonsense".into(),
+        ..event(&format!("{bundles}.status.update_request"), "a")?
+    };
+    ensure!(refused(grpc::publish(&a, bad_type).await, "InvalidArgument"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_without_credentials_is_refused() -> anyhow::Result<()> {
+    let hub = hub().await?;
+    accepted(&hub, &["a"]).await?;
+    // A certificate from another CA: the TLS handshake succeeds, the hub authenticates nobody.
+    let other = tempfile::tempdir()?;
+    let pki = ocm_apiserver::pki::Pki::load_or_create(other.path(), &["127.0.0.1".into()])?;
+    let (crt, key) = pki.issue_client("system:open-cluster-management:a:agent1", None, 1)?;
+    let client = endpoint(&hub)?.connect(&crt, &key).await?;
+    let r = grpc::subscribe(&client, "a", data_type::MANIFEST_BUNDLES).await;
+    ensure!(refused(r, "Unauthenticated"), "a foreign certificate was let in");
+    Ok(())
+}
