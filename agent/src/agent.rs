@@ -384,12 +384,29 @@ async fn grpc_server(shared: &Shared) -> Result<String, AgentError> {
     let dir = &shared.opts.data_dir;
     match published_grpc_server(&shared.client()).await {
         Ok(url) => {
+            let url = reachable_as(&url, &shared.id.hub);
             if dir.read(GRPC_SERVER_FILE)?.as_deref() != Some(url.as_str()) {
                 dir.write(GRPC_SERVER_FILE, url.as_bytes(), false)?;
             }
             Ok(url)
         }
         Err(e) => dir.read(GRPC_SERVER_FILE)?.ok_or(e),
+    }
+}
+
+/// A published gRPC URL on a loopback host (a hub listening on every address publishes
+/// 127.0.0.1) with the host of the hub URL the agent was given instead, when that one is not
+/// loopback: the gRPC port on the host the agent reaches the hub at.
+fn reachable_as(grpc: &str, hub: &str) -> String {
+    let (Ok(g), Ok(h)) = (grpc.parse::<http::Uri>(), hub.parse::<http::Uri>()) else {
+        return grpc.to_owned();
+    };
+    let loopback = |host: &str| host == "localhost" || host.starts_with("127.") || host == "[::1]";
+    match (g.host(), h.host(), g.port_u16()) {
+        (Some(gh), Some(hh), Some(port)) if loopback(gh) && !loopback(hh) => {
+            format!("https://{hh}:{port}")
+        }
+        _ => grpc.to_owned(),
     }
 }
 
@@ -649,4 +666,18 @@ async fn rotate(shared: &Shared) -> Result<(), AgentError> {
     shared.not_after.store(na, Ordering::Relaxed);
     tracing::info!(csr = %name, "certificate rotated");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loopback_grpc_server_is_reached_at_the_hubs_host() {
+        let hub = "https://hub.example.com:6443";
+        assert_eq!(reachable_as("https://127.0.0.1:8090", hub), "https://hub.example.com:8090");
+        assert_eq!(reachable_as("https://10.0.0.5:8090", hub), "https://10.0.0.5:8090");
+        let local = "https://127.0.0.1:6443";
+        assert_eq!(reachable_as("https://127.0.0.1:8090", local), "https://127.0.0.1:8090");
+    }
 }
