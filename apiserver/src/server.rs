@@ -465,7 +465,7 @@ impl Default for Timeouts {
 /// (reliability.md §5.3): bounded streams, header list, reset-stream limits against rapid-reset
 /// and MadeYouReset floods, keepalive pings that find dead peers; for HTTP/1 an idle limit
 /// here and a head limit against slowloris in [`crate::conn`].
-fn http_builder(timeouts: Timeouts) -> auto::Builder<TokioExecutor> {
+pub(crate) fn http_builder(timeouts: Timeouts) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()

@@ -57,28 +57,18 @@ async fn joined_on(
     ensure!(code == 201, "{code} {body}");
     let cluster = TestHub::start_with(Backend::Memory, |c| c.profile = Profile::Cluster).await?;
     let dir = tempfile::tempdir()?;
-    let agent = tokio::process::Command::new(programs::klusterlet()?)
-        .args([
-            "join",
-            "--hub",
-            &hub.url,
-            "--token",
-            &format!("{id}.{secret}"),
-            "--cluster-name",
-            "c1",
-        ])
-        .arg("--ca-file")
-        .arg(hub.path().join("pki/ca.crt"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("--cluster-kubeconfig")
-        .arg(cluster.kubeconfig())
-        .args(extra)
-        .env("RUST_LOG", std::env::var("OCM_AGENT_LOG").unwrap_or_else(|_| "warn".into()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
+    let join = [
+        "join",
+        "--hub",
+        &hub.url,
+        "--token",
+        &format!("{id}.{secret}"),
+        "--cluster-name",
+        "c1",
+        "--ca-file",
+        &hub.path().join("pki/ca.crt").display().to_string(),
+    ];
+    let agent = klusterlet(&join, dir.path(), &cluster, extra)?;
     let http = hub.http()?;
     eventually("c1's namespace on the hub", WAIT, || async {
         let (code, _) = hub.call(&http, Method::GET, "/api/v1/namespaces/c1", None, &[]).await?;
@@ -162,10 +152,15 @@ both_transports!(
     restarts_and_a_hub_away_lose_nothing,
 );
 
-/// Starts `klusterlet run` again on a joined agent's data dir.
-fn rerun(dir: &Path, cluster: &TestHub, extra: &[&str]) -> anyhow::Result<tokio::process::Child> {
+/// Starts `klusterlet ARGS` on data dir `dir` for `cluster`, with the `extra` flags.
+fn klusterlet(
+    args: &[&str],
+    dir: &Path,
+    cluster: &TestHub,
+    extra: &[&str],
+) -> anyhow::Result<tokio::process::Child> {
     Ok(tokio::process::Command::new(programs::klusterlet()?)
-        .arg("run")
+        .args(args)
         .arg("--data-dir")
         .arg(dir)
         .arg("--cluster-kubeconfig")
@@ -176,6 +171,11 @@ fn rerun(dir: &Path, cluster: &TestHub, extra: &[&str]) -> anyhow::Result<tokio:
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()?)
+}
+
+/// Starts `klusterlet run` again on a joined agent's data dir.
+fn rerun(dir: &Path, cluster: &TestHub, extra: &[&str]) -> anyhow::Result<tokio::process::Child> {
+    klusterlet(&["run"], dir, cluster, extra)
 }
 
 /// Sets the ConfigMap of work `name` to `value` (a new generation).

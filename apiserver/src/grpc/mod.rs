@@ -463,7 +463,7 @@ pub async fn serve(
     connections: Arc<tokio::sync::Semaphore>,
     background: Background,
 ) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::rt::TokioIo;
     use hyper_util::service::TowerToHyperService;
     use tower::ServiceExt as _;
 
@@ -492,18 +492,12 @@ pub async fn serve(
                 req.extensions_mut().insert(Arc::clone(&who));
                 service.clone().oneshot(req)
             });
-            let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-            http2
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(crate::server::MAX_CONCURRENT_STREAMS)
-                .max_header_list_size(crate::server::MAX_HEADER_LIST_BYTES)
-                .max_pending_accept_reset_streams(20)
-                .max_local_error_reset_streams(1024)
-                // OCM's server pings every 30 s and gives up after 10 s.
-                .keep_alive_interval(Duration::from_secs(30))
-                .keep_alive_timeout(Duration::from_secs(10));
-            if let Err(e) =
-                http2.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)).await
+            // HTTPS's HTTP/2 limits and keepalive pings, HTTP/2 only.
+            let http = crate::server::http_builder(crate::server::Timeouts::default());
+            if let Err(e) = http
+                .http2_only()
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc))
+                .await
             {
                 tracing::debug!(%peer, error = %e, "gRPC connection ended");
             }
