@@ -959,8 +959,13 @@ impl Registry {
                 return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &[err]));
             }
         }
+        // The stored object without its resourceVersion (which `next` no longer carries):
+        // compared with it, a write that changes nothing touches nothing, so it moves no
+        // managedFields time and is not written.
+        let mut old_plain = old.clone();
+        meta_mut(&mut old_plain).remove("resourceVersion");
         if !tracked {
-            track_update(rt, old, &mut next, sub, opts)?;
+            track_update(rt, &old_plain, &mut next, sub, opts)?;
         }
         let mut errs = Vec::new();
         validate_meta(rt, &next, &mut errs);
@@ -971,8 +976,6 @@ impl Registry {
         if rt.strategy.tracks_generation() && spec_part(&next) != spec_part(old) {
             meta_mut(&mut next).insert("generation".into(), json!(object::generation(old) + 1));
         }
-        let mut old_plain = old.clone();
-        meta_mut(&mut old_plain).remove("resourceVersion");
         if next == old_plain {
             return Ok((None, warnings));
         }

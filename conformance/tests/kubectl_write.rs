@@ -345,7 +345,9 @@ async fn patch_merge_and_json_change_the_spec() -> anyhow::Result<()> {
     let obj = stored(&hub, &http, &p1).await?;
     ensure!(obj["spec"]["numberOfClusters"] == 4 && obj["spec"]["clusterSets"] == json!(["c"]));
     ensure!(obj["metadata"]["generation"] == 2, "{obj}");
-    // A merge patch that changes nothing.
+    // A merge patch that changes nothing, a second later (so a write would move the
+    // managedFields time): nothing is written.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let out = k
         .ok(&[
             "patch",
