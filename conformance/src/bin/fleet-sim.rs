@@ -7,6 +7,12 @@
 //! - `renew`: N joined agents report their status once (as on start: `Available`), then renew
 //!   their Leases every P seconds for D seconds; renewal
 //!   latency (p50/p99/max), renewals per second, the hub's CPU and RSS, and RSS per agent.
+//! - `works`: N joined agents each hold a gRPC Subscribe stream of their ManifestWorks (the
+//!   agent library's client, each agent's own certificate and connection) and answer every work
+//!   they receive with an `Applied` status; one-ConfigMap works are created at 100, 500 and
+//!   1,000 per second (create → received p50/p99, create → `Applied` on the hub p99), then
+//!   5 × N as fast as possible (time until all are `Applied`); the hub's RSS per subscribed
+//!   agent.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,7 +35,8 @@ struct Args {
     /// Agents.
     #[arg(long, default_value_t = 1000)]
     agents: usize,
-    /// `join` (time until all are Available) or `renew` (join, then lease renewals).
+    /// `join` (time until all are Available), `renew` (join, then lease renewals) or `works`
+    /// (join, subscribe over gRPC, then ManifestWork delivery).
     #[arg(long, default_value = "join")]
     mode: String,
     /// Seconds between one agent's renewals (renew mode).
@@ -372,7 +379,15 @@ async fn main() -> anyhow::Result<()> {
                 (rss.saturating_sub(rss_base)) as f64 / args.agents as f64,
             );
         }
-        other => anyhow::bail!("--mode {other:?}: join or renew"),
+        "works" => {
+            let mut dirs = Vec::new();
+            for start in (0..args.agents).step_by(args.wave.max(1)) {
+                let end = (start + args.wave).min(args.agents);
+                dirs.extend(join_agents(&hub, &token, &ca, start..end, root.path(), false).await?);
+            }
+            works::run(&hub, &client, &ca, &dirs, pid).await?;
+        }
+        other => anyhow::bail!("--mode {other:?}: join, renew or works"),
     }
     scrape(&client, args.agents).await?;
     Ok(())
@@ -401,4 +416,244 @@ async fn scrape(client: &kube::Client, agents: usize) -> anyhow::Result<()> {
         text.len() as f64 / 1024.0
     );
     Ok(())
+}
+
+/// The `works` mode: simulated gRPC work agents and ManifestWork delivery.
+mod works {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::{Duration, Instant};
+
+    use anyhow::Context as _;
+    use futures::StreamExt as _;
+    use hdrhistogram::Histogram;
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::runtime::watcher;
+    use ocm_agent::grpc::{self, Endpoint};
+    use ocm_agent::state::DataDir;
+    use ocm_proto::cloudevents::v1::CloudEvent;
+    use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ext};
+    use serde_json::{Value, json};
+
+    use super::{Hub, hub_usage};
+
+    type Times = Arc<Mutex<HashMap<String, Instant>>>;
+
+    fn record(times: &Times, name: &str) {
+        times
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_insert_with(Instant::now);
+    }
+
+    /// One simulated work agent: every spec event is recorded as received and answered with
+    /// an `Applied` status.
+    async fn agent(endpoint: Endpoint, dir: DataDir, received: Times) -> anyhow::Result<()> {
+        let id = dir.identity()?.context("identity")?;
+        let (cert, key) = dir.credentials()?.context("credentials")?;
+        let client = endpoint.connect(&cert, &key).await?;
+        let mut stream =
+            grpc::subscribe(&client, &id.cluster_name, data_type::MANIFEST_BUNDLES).await?;
+        tokio::spawn(async move {
+            while let Ok(Some(e)) = stream.message().await {
+                let Ok(t) = EventType::parse(&e.r#type) else { continue };
+                if t.subresource != Subresource::Spec || e.get(ext::DELETION_TIMESTAMP).is_some() {
+                    continue;
+                }
+                let meta: Value = e
+                    .string(ext::METADATA)
+                    .and_then(|m| serde_json::from_str(m).ok())
+                    .unwrap_or_default();
+                let name = meta["name"].as_str().unwrap_or_default().to_owned();
+                record(&received, &name);
+                let generation = e.integer(ext::RESOURCE_VERSION).unwrap_or(0);
+                let Ok(t) = EventType::parse(&format!(
+                    "{}.status.update_request",
+                    data_type::MANIFEST_BUNDLES
+                )) else {
+                    continue;
+                };
+                let mut report = CloudEvent::new(format!("{name}-applied"), "sim", &t);
+                let status = json!({"conditions": [{"type": "Applied", "status": "True",
+                    "reason": "AppliedManifestWorkComplete", "message": "Apply manifest work complete",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": generation}]});
+                report
+                    .set(ext::CLUSTER_NAME, Attr::CeString(id.cluster_name.clone()))
+                    .set(
+                        ext::RESOURCE_ID,
+                        Attr::CeString(e.string(ext::RESOURCE_ID).unwrap_or_default().to_owned()),
+                    )
+                    .set(ext::RESOURCE_VERSION, Attr::CeInteger(generation))
+                    .set_json(status.to_string());
+                let client = client.clone();
+                tokio::spawn(async move { grpc::publish(&client, report).await });
+            }
+        });
+        let _ = Action::UpdateRequest;
+        Ok(())
+    }
+
+    fn work(name: &str, cluster: &str) -> anyhow::Result<DynamicObject> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": name, "namespace": cluster},
+            "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}}]}}}))?)
+    }
+
+    fn api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+        let gvk = kube::api::GroupVersionKind::gvk(
+            "work.open-cluster-management.io",
+            "v1",
+            "ManifestWork",
+        );
+        let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "manifestworks");
+        Api::namespaced_with(client.clone(), ns, &ar)
+    }
+
+    /// Follows every work on the hub and records when each first shows `Applied`.
+    fn follow_applied(client: &kube::Client, applied: Times) {
+        let gvk = kube::api::GroupVersionKind::gvk(
+            "work.open-cluster-management.io",
+            "v1",
+            "ManifestWork",
+        );
+        let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "manifestworks");
+        let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        tokio::spawn(async move {
+            let mut s = std::pin::pin!(watcher(all, watcher::Config::default()));
+            while let Some(e) = s.next().await {
+                if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e {
+                    let done =
+                        o.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(
+                            |c| c.iter().any(|c| c["type"] == "Applied" && c["status"] == "True"),
+                        );
+                    if done {
+                        record(&applied, o.metadata.name.as_deref().unwrap_or_default());
+                    }
+                }
+            }
+        });
+    }
+
+    /// Creates `count` works at `rate` per second (`prefix-<i>`, round robin over `clusters`);
+    /// returns when each create was sent.
+    async fn create(
+        client: &kube::Client,
+        clusters: &[String],
+        prefix: &str,
+        count: usize,
+        rate: Option<f64>,
+    ) -> anyhow::Result<HashMap<String, Instant>> {
+        let begin = tokio::time::Instant::now();
+        let mut tasks = Vec::new();
+        for i in 0..count {
+            if let Some(rate) = rate {
+                tokio::time::sleep_until(begin + Duration::from_secs_f64(i as f64 / rate)).await;
+            }
+            let cluster = &clusters[i % clusters.len()];
+            let name = format!("{prefix}-{i}");
+            let (api, obj) = (api(client, cluster), work(&name, cluster)?);
+            tasks.push(tokio::spawn(async move {
+                let sent = Instant::now();
+                api.create(&PostParams::default(), &obj).await.map(|_| (name, sent))
+            }));
+        }
+        let mut sent = HashMap::new();
+        for t in tasks {
+            let (name, at) = t.await??;
+            sent.insert(name, at);
+        }
+        Ok(sent)
+    }
+
+    /// Waits until every name in `sent` is in `times`, then the latencies' histogram (µs).
+    async fn latencies(
+        sent: &HashMap<String, Instant>,
+        times: &Times,
+    ) -> anyhow::Result<Histogram<u64>> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            {
+                let t = times.lock().unwrap_or_else(PoisonError::into_inner);
+                if sent.keys().all(|k| t.contains_key(k)) {
+                    let mut h = Histogram::<u64>::new(3)?;
+                    for (k, at) in sent {
+                        h.record((t[k].saturating_duration_since(*at).as_micros() as u64).max(1))?;
+                    }
+                    return Ok(h);
+                }
+            }
+            anyhow::ensure!(Instant::now() < deadline, "not every work arrived within 120 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub(super) async fn run(
+        hub: &Hub,
+        client: &kube::Client,
+        ca: &str,
+        dirs: &[DataDir],
+        pid: u32,
+    ) -> anyhow::Result<()> {
+        let endpoints: Value =
+            serde_json::from_str(&std::fs::read_to_string(hub.dir.path().join("endpoints.json"))?)?;
+        let url = endpoints["grpc"].as_str().context("no gRPC endpoint")?.to_owned();
+        let endpoint = Endpoint { url, ca_pem: ca.to_owned() };
+        let (received, applied): (Times, Times) = Default::default();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (_, rss0) = hub_usage(pid)?;
+        let mut clusters = Vec::new();
+        let mut tasks = Vec::new();
+        for d in dirs {
+            clusters.push(d.identity()?.context("identity")?.cluster_name);
+            tasks.push(tokio::spawn(agent(endpoint.clone(), d.clone(), Arc::clone(&received))));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (_, rss1) = hub_usage(pid)?;
+        follow_applied(client, Arc::clone(&applied));
+        println!(
+            "| agents | creates/s | works | create → received p50 ms | p99 ms | create → Applied on the hub p99 ms |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|");
+        for rate in [100.0, 500.0, 1000.0] {
+            let count = (rate * 5.0) as usize;
+            let sent = create(client, &clusters, &format!("r{rate}"), count, Some(rate)).await?;
+            let got = latencies(&sent, &received).await?;
+            let done = latencies(&sent, &applied).await?;
+            let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+            println!(
+                "| {} | {rate:.0} | {count} | {:.1} | {:.1} | {:.1} |",
+                dirs.len(),
+                ms(&got, 0.5),
+                ms(&got, 0.99),
+                ms(&done, 0.99)
+            );
+        }
+        let burst = 5 * dirs.len();
+        let start = Instant::now();
+        let sent = create(client, &clusters, "burst", burst, None).await?;
+        latencies(&sent, &applied).await?;
+        let all = start.elapsed();
+        let (_, rss2) = hub_usage(pid)?;
+        println!();
+        println!(
+            "| agents | burst works | all Applied | hub RSS before subscribing MiB | after | per subscribed agent KiB | after the works MiB |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| {} | {burst} | {:.2} s | {:.0} | {:.0} | {:.1} | {:.0} |",
+            dirs.len(),
+            all.as_secs_f64(),
+            rss0 as f64 / 1024.0,
+            rss1 as f64 / 1024.0,
+            rss1.saturating_sub(rss0) as f64 / dirs.len() as f64,
+            rss2 as f64 / 1024.0
+        );
+        Ok(())
+    }
 }
