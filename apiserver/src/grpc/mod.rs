@@ -142,22 +142,34 @@ impl Grpc {
     }
 
     /// Follows one data type's kind in the watch cache and sends each change to the
-    /// subscribers of its cluster. Falling behind the cache drops them all (they resync).
+    /// subscribers of its cluster. After falling behind the cache it resumes from the last
+    /// change it sent (the cache's history holds it); only when that is gone are the
+    /// subscribers dropped (they resubscribe and resync).
     async fn fan_out(self, route: Arc<Route>) {
         let cache = &self.state.registry.cache;
+        let mut last = cache.revision();
         loop {
-            match cache.subscribe(&route.rt.prefix, Start::After(cache.revision())) {
+            match cache.subscribe(&route.rt.prefix, Start::After(last)) {
                 Ok(mut sub) => {
+                    for ev in &sub.initial {
+                        self.forward(&route, ev);
+                        last = ev.rev;
+                    }
                     while let Some(msg) = sub.live.recv().await {
                         if let Msg::Event(ev) = msg {
                             self.forward(&route, &ev);
+                            last = ev.rev;
                         }
                     }
-                    self.broker.drop_all(route.data_type);
+                    tracing::debug!(data_type = route.data_type, last, "gRPC fan-out resumes");
                 }
-                Err(e) => tracing::warn!(error = %e, "gRPC fan-out could not follow the cache"),
+                Err(e) => {
+                    tracing::warn!(error = %e, data_type = route.data_type, "gRPC fan-out lost its place; subscribers resync");
+                    self.broker.drop_all(route.data_type);
+                    last = cache.revision();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

@@ -547,6 +547,9 @@ mod works {
         rate: Option<f64>,
     ) -> anyhow::Result<HashMap<String, Instant>> {
         let begin = tokio::time::Instant::now();
+        // At most 64 creates in flight (the admin client opens a connection per request in
+        // flight, and the hub caps connections).
+        let seats = Arc::new(tokio::sync::Semaphore::new(64));
         let mut tasks = Vec::new();
         for i in 0..count {
             if let Some(rate) = rate {
@@ -555,7 +558,9 @@ mod works {
             let cluster = &clusters[i % clusters.len()];
             let name = format!("{prefix}-{i}");
             let (api, obj) = (api(client, cluster), work(&name, cluster)?);
+            let seat = Arc::clone(&seats).acquire_owned().await?;
             tasks.push(tokio::spawn(async move {
+                let _seat = seat;
                 let sent = Instant::now();
                 api.create(&PostParams::default(), &obj).await.map(|_| (name, sent))
             }));
