@@ -145,6 +145,10 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
         Ok(e)
     };
     ensure!(refused(grpc::publish(&ax, report("a", 1)?).await, "PermissionDenied"));
+    // Not even whether a uid exists in a's namespace.
+    let mut probe = report("a", 1)?;
+    probe.set(ext::RESOURCE_ID, Attr::CeString("no-such-uid".into()));
+    ensure!(refused(grpc::publish(&ax, probe).await, "PermissionDenied"));
     ensure!(refused(grpc::publish(&ax, report("a-x", 1)?).await, "FailedPrecondition"));
     let lease = |ns: &str| -> anyhow::Result<CloudEvent> {
         let mut e = event(&format!("{}.spec.update_request", data_type::LEASES), "a-x")?;

@@ -245,6 +245,10 @@ impl Grpc {
             .map_err(|e| Status::invalid_argument(format!("the status does not parse: {e}")))?;
         let registry = &self.state.registry;
         let rt = &route.rt;
+        // The namespace first, so a caller learns nothing of another cluster's works (not even
+        // whether a uid exists there); then the work itself.
+        let in_namespace = Attributes::resource("update", &rt.group, &rt.plural, cluster, "");
+        self.authorize(user, &Attributes { subresource: "status".into(), ..in_namespace })?;
         let Some(work) = registry.cached_list(rt, cluster).into_iter().find(|o| &*o.uid == uid)
         else {
             return Err(failed(ApiError::not_found(crate::registry::subject(rt, uid))));
