@@ -68,14 +68,15 @@ pub fn load_journal(dir: &DataDir) -> BTreeMap<String, ManifestWork> {
     works.into_iter().map(|w| (w.metadata.name.clone().unwrap_or_default(), w)).collect()
 }
 
-/// Writes the journal (atomically; the previous one stays whole until the rename).
-pub fn save_journal(
-    dir: &DataDir,
-    works: &BTreeMap<String, ManifestWork>,
-) -> Result<(), AgentError> {
-    let list: Vec<&ManifestWork> = works.values().collect();
-    let text = serde_json::to_vec(&list).map_err(|e| AgentError::Invalid(e.to_string()))?;
-    dir.write(JOURNAL, &text, false)
+/// The journal's bytes for `works`.
+pub fn journal_bytes(works: &BTreeMap<String, ManifestWork>) -> Vec<u8> {
+    serde_json::to_vec(&works.values().collect::<Vec<_>>()).unwrap_or_default()
+}
+
+/// Writes the journal (atomically; the previous one stays whole until the rename). It holds
+/// every manifest, Secrets included, so only the agent's user may read it.
+pub fn save_journal(dir: &DataDir, bytes: &[u8]) -> Result<(), AgentError> {
+    dir.write(JOURNAL, bytes, true)
 }
 
 /// Where status and finalizer changes go.
@@ -175,6 +176,11 @@ impl Link {
         grpc::publish(&client, event).await?;
         self.acked.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, hash);
         Ok(())
+    }
+
+    /// Forgets what was reported for a work let go.
+    pub fn forget(&self, uid: &str) {
+        self.acked.lock().unwrap_or_else(PoisonError::into_inner).remove(uid);
     }
 
     /// The hub's status hashes: a work whose hash differs is reported again at its next pass.
@@ -412,14 +418,20 @@ fn hashes_of(event: &CloudEvent) -> Vec<(String, String)> {
 /// resync with the generations it holds, and forwards what arrives; reconnects with backoff
 /// when the stream ends, fails or falls silent.
 pub async fn grpc_source(source: GrpcSource, link: Arc<Link>, tx: mpsc::Sender<Incoming>) {
-    let mut backoff = Duration::from_millis(500);
+    const FIRST: Duration = Duration::from_millis(500);
+    let mut backoff = FIRST;
     loop {
-        match follow(&source, &link, &tx).await {
+        let subscribed = std::sync::atomic::AtomicBool::new(false);
+        match follow(&source, &link, &tx, &subscribed).await {
             Ok(()) => return,
             Err(e) => {
                 link.set_client(None);
                 tracing::info!(error = %e, "work stream interrupted; reconnecting");
             }
+        }
+        // A stream that was up starts the backoff over.
+        if subscribed.load(Ordering::Relaxed) {
+            backoff = FIRST;
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(10));
@@ -430,6 +442,7 @@ async fn follow(
     source: &GrpcSource,
     link: &Arc<Link>,
     tx: &mpsc::Sender<Incoming>,
+    subscribed: &std::sync::atomic::AtomicBool,
 ) -> Result<(), AgentError> {
     let (cert, key) = source.data_dir.credentials()?.ok_or_else(|| {
         AgentError::Invalid("the agent holds no certificate: run `klusterlet join`".into())
@@ -437,6 +450,7 @@ async fn follow(
     let client = source.endpoint.connect(&cert, &key).await?;
     let mut stream = grpc::subscribe(&client, &source.cluster, data_type::MANIFEST_BUNDLES).await?;
     link.set_client(Some(client.clone()));
+    subscribed.store(true, Ordering::Relaxed);
     // Spec resync: everything newer than what the agent holds, and what it holds that is gone.
     let held: Vec<Value> = link
         .held

@@ -320,7 +320,7 @@ impl WorkAgent {
         let mut source = std::pin::pin!(source);
         let mut tick = tokio::time::interval(self.resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut journaled = serde_json::to_vec(&known.values().collect::<Vec<_>>()).ok();
+        let mut journaled = transport::journal_bytes(&known);
         loop {
             tokio::select! {
                 () = &mut source => return,
@@ -345,9 +345,18 @@ impl WorkAgent {
             Incoming::Upsert(work) => {
                 let name = work.metadata.name.clone().unwrap_or_default();
                 let mut work = *work;
-                // Over gRPC the hub sends no status: the agent keeps what it reported.
-                if work.status.is_none() {
-                    work.status = known.get(&name).and_then(|w| w.status.clone());
+                if let Some(held) = known.get(&name).filter(|h| h.metadata.uid == work.metadata.uid)
+                {
+                    // A late event of an older generation (a resync answer and a live event
+                    // may cross) never rolls the cluster back.
+                    if work.metadata.generation < held.metadata.generation {
+                        return;
+                    }
+                    // Over gRPC the hub sends no status: the agent keeps what it reported
+                    // (for this uid only; a work made again under the name starts afresh).
+                    if work.status.is_none() {
+                        work.status = held.status.clone();
+                    }
                 }
                 known.insert(name.clone(), work);
                 name
@@ -389,7 +398,9 @@ impl WorkAgent {
         match self.reconcile(work).await {
             Ok(Outcome::Kept) => {}
             Ok(Outcome::Released) => {
-                known.remove(name);
+                if let (Some(w), Sink::Grpc(link)) = (known.remove(name), &self.sink) {
+                    link.forget(w.metadata.uid.as_deref().unwrap_or_default());
+                }
             }
             // Someone wrote the work since this state (its newer state is the next event), or
             // it is gone (a late event of a work already cleaned up).
@@ -405,12 +416,12 @@ impl WorkAgent {
         }
     }
 
-    /// Writes the journal when the works held changed.
-    fn journal(&self, known: &BTreeMap<String, ManifestWork>, last: &mut Option<Vec<u8>>) {
+    /// Writes the journal when the works held changed (serialized once per pass).
+    fn journal(&self, known: &BTreeMap<String, ManifestWork>, last: &mut Vec<u8>) {
         let Some(dir) = &self.journal else { return };
-        let now = serde_json::to_vec(&known.values().collect::<Vec<_>>()).ok();
+        let now = transport::journal_bytes(known);
         if now != *last {
-            match save_journal(dir, known) {
+            match save_journal(dir, &now) {
                 Ok(()) => *last = now,
                 Err(e) => tracing::warn!(error = %e, "the work journal was not written"),
             }

@@ -242,7 +242,19 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     })
     .await?;
 
-    // Bad requests are the protocol's errors.
+    // A repeated `Deleted` for a work already gone is fine (nothing is left to release).
+    let mut again = report("a", 2)?;
+    again.set_json(
+        json!({"conditions": [{"type": "Deleted", "status": "True", "reason": "ManifestsDeleted",
+            "message": "gone", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+        .to_string(),
+    );
+    grpc::publish(&a, again).await?;
+
+    // Bad requests are the protocol's errors: a report must say which generation it is about.
+    let mut versionless = report("a", 1)?;
+    versionless.attributes.remove("ce-resourceversion");
+    ensure!(refused(grpc::publish(&a, versionless).await, "InvalidArgument"));
     ensure!(refused(grpc::subscribe(&a, "", bundles).await, "InvalidArgument"));
     ensure!(refused(grpc::subscribe(&a, "a", "no.such.v1.things").await, "InvalidArgument"));
     let mut nameless = event(&format!("{bundles}.status.update_request"), "")?;

@@ -240,9 +240,17 @@ impl Grpc {
         let uid = event
             .string(ext::RESOURCE_ID)
             .ok_or_else(|| Status::invalid_argument("the event has no resourceid"))?;
-        let reported = i64::from(event.integer(ext::RESOURCE_VERSION).unwrap_or(0));
+        let reported =
+            i64::from(event.integer(ext::RESOURCE_VERSION).ok_or_else(|| {
+                Status::invalid_argument("the event has no integer resourceversion")
+            })?);
         let body: BundleStatus = serde_json::from_slice(event.bytes().unwrap_or(b"{}"))
             .map_err(|e| Status::invalid_argument(format!("the status does not parse: {e}")))?;
+        let deleted = body
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Deleted" && c.status == CONDITION_TRUE);
         let registry = &self.state.registry;
         let rt = &route.rt;
         // The namespace first, so a caller learns nothing of another cluster's works (not even
@@ -251,6 +259,10 @@ impl Grpc {
         self.authorize(user, &Attributes { subresource: "status".into(), ..in_namespace })?;
         let Some(work) = registry.cached_list(rt, cluster).into_iter().find(|o| &*o.uid == uid)
         else {
+            // A work already gone has nothing left to release.
+            if deleted {
+                return Ok(());
+            }
             return Err(failed(ApiError::not_found(crate::registry::subject(rt, uid))));
         };
         let (_, name) = work.namespace_name();
@@ -265,11 +277,6 @@ impl Grpc {
             .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
         let has = finalizers.iter().any(|f| f == FINALIZER_MANIFEST_WORK_CLEANUP);
-        let deleted = body
-            .status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Deleted" && c.status == CONDITION_TRUE);
         let rv = crate::object::meta_str(&current, "resourceVersion").to_owned();
         if deleted {
             if has {
@@ -397,7 +404,10 @@ impl CloudEventService for Grpc {
                     })?;
                 self.resync(route, &cluster, &req.resource_versions).map_err(failed)?;
             }
-            (Subresource::Status, Action::UpdateRequest) if route.bundles => {
+            // OCM's agents answer a status resync request with resync responses.
+            (Subresource::Status, Action::UpdateRequest | Action::ResyncResponse)
+                if route.bundles =>
+            {
                 self.bundle_status(&user, route, &cluster, &event).await?;
             }
             _ if route.bundles => {
