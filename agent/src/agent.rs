@@ -416,7 +416,7 @@ async fn published_grpc_server(hub: &kube::Client) -> Result<String, AgentError>
     let api: Api<ConfigMap> = Api::namespaced(hub.clone(), "kube-public");
     let cm = api.get("cluster-info").await?;
     cm.data
-        .and_then(|d| d.get(crate::grpc::CLUSTER_INFO_KEY).cloned())
+        .and_then(|d| d.get(ocm_proto::cloudevents::CLUSTER_INFO_GRPC_SERVER).cloned())
         .ok_or_else(|| {
             AgentError::Invalid(
                 "the hub publishes no gRPC server in kube-public/cluster-info: pass --grpc-server or --transport kube".into(),

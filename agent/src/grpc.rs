@@ -15,13 +15,6 @@ use ocm_proto::cloudevents::v1::{CloudEvent, PublishRequest, SubscriptionRequest
 
 use crate::error::AgentError;
 
-/// The response header a Subscribe answer must carry (OCM's clients treat its absence as
-/// failure).
-pub const SUBSCRIPTION_ID: &str = "subscription-id";
-
-/// The key of `kube-public/cluster-info` under which the hub publishes its gRPC server.
-pub const CLUSTER_INFO_KEY: &str = "grpc-server";
-
 /// How long a connection attempt (TCP, TLS, HTTP/2) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -165,7 +158,8 @@ pub async fn subscribe(
         data_type: data_type.to_owned(),
     };
     let resp = client.clone().subscribe(req).await.map_err(status_error)?;
-    if resp.metadata().get(SUBSCRIPTION_ID).is_none() {
+    // OCM's clients treat an answer without it as failure.
+    if resp.metadata().get(ocm_proto::cloudevents::SUBSCRIPTION_ID).is_none() {
         return Err(AgentError::GrpcRefused {
             code: "Subscribe".into(),
             message: "the answer named no subscription".into(),

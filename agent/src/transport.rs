@@ -147,8 +147,9 @@ impl Link {
             url: "the gRPC server".into(),
             detail: "not connected".into(),
         })?;
-        let t = EventType::parse(&format!("{}.status.update_request", data_type::MANIFEST_BUNDLES))
-            .map_err(|e| AgentError::Invalid(e.to_string()))?;
+        let t =
+            EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Status, Action::UpdateRequest)
+                .map_err(|e| AgentError::Invalid(e.to_string()))?;
         let mut event = CloudEvent::new(uuid_like(), self.source.clone(), &t);
         let meta = serde_json::to_string(&work.metadata).unwrap_or_default();
         let original = work
@@ -459,7 +460,7 @@ async fn follow(
         .iter()
         .map(|(id, v)| json!({"resourceID": id, "resourceVersion": v}))
         .collect();
-    let t = EventType::parse(&format!("{}.spec.resync_request", data_type::MANIFEST_BUNDLES))
+    let t = EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Spec, Action::ResyncRequest)
         .map_err(|e| AgentError::Invalid(e.to_string()))?;
     let mut ask = CloudEvent::new(uuid_like(), link.source.clone(), &t);
     ask.set(ext::CLUSTER_NAME, Attr::CeString(source.cluster.clone()))

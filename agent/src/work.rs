@@ -335,6 +335,11 @@ impl WorkAgent {
                     }
                 }
             }
+            // Once per message or tick, not per work: what the next spec resync tells the hub,
+            // and the journal.
+            if let Sink::Grpc(link) = &self.sink {
+                link.hold(&known);
+            }
             self.journal(&known, &mut journaled);
         }
     }
@@ -410,9 +415,6 @@ impl WorkAgent {
             Err(e) => {
                 tracing::warn!(work = %name, error = %e, "work not reconciled; retrying at the next pass")
             }
-        }
-        if let Sink::Grpc(link) = &self.sink {
-            link.hold(known);
         }
     }
 

@@ -338,12 +338,16 @@ pub async fn run(
         if let Some(a) = grpc_addr {
             endpoints_body["grpc"] = json!(format!("https://{}", reachable(a)));
         }
+        let accept = Acceptor {
+            tls: acceptor.clone(),
+            state: Arc::clone(&tls),
+            connections: Arc::clone(&connections),
+        };
         background.spawn(crate::grpc::serve(
             grpc,
             grpc_listener,
-            acceptor.clone(),
-            Arc::clone(&tls),
-            Arc::clone(&connections),
+            accept,
+            config.timeouts,
             background.clone(),
         ));
     }
@@ -355,32 +359,10 @@ pub async fn run(
     on_ready(Running { https: addr, grpc: grpc_addr, join_command });
 
     let timeouts = config.timeouts;
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
-            // Over the connection cap: closed at once rather than queued.
-            tracing::debug!(%peer, "too many connections");
-            continue;
-        };
-        let acceptor = acceptor.clone();
+    let https = Acceptor { tls: acceptor, state: tls, connections };
+    accept_loop(listener, https, &background, shutdown, move |stream, who, peer| {
         let router = router.clone();
-        let tls_state = Arc::clone(&tls);
-        background.spawn(async move {
-            let _slot = slot;
-            let Some((stream, who)) = handshake(&acceptor, &tls_state, tcp, peer).await else {
-                return;
-            };
+        async move {
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
             let requests = Arc::new(Requests::default());
             let io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
@@ -399,8 +381,9 @@ pub async fn run(
             {
                 tracing::debug!(%peer, error = %e, "connection ended");
             }
-        });
-    }
+        }
+    })
+    .await;
     state.ready.store(false, Ordering::Release);
     // Connections, controllers and cache followers go before the storage closes (the last
     // reference to it is dropped as `run` returns).
@@ -408,10 +391,63 @@ pub async fn run(
     Ok(())
 }
 
+/// How a listener lets connections in: TLS with the hub's certificates, within the connection
+/// cap every listener shares.
+#[derive(Clone)]
+pub(crate) struct Acceptor {
+    pub(crate) tls: TlsAcceptor,
+    pub(crate) state: Arc<Tls>,
+    pub(crate) connections: Arc<tokio::sync::Semaphore>,
+}
+
+/// Accepts connections on `listener` until `shutdown` resolves: over the cap a connection is
+/// closed at once (not queued); otherwise a background task makes its TLS handshake and hands
+/// the stream, with what its certificate authenticates, to `serve`.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    acceptor: Acceptor,
+    background: &Background,
+    shutdown: impl Future<Output = ()>,
+    serve: F,
+) where
+    F: Fn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, PeerInfo, SocketAddr) -> Fut
+        + Clone
+        + Send
+        + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = Arc::clone(&acceptor.connections).try_acquire_owned() else {
+            tracing::debug!(%peer, "too many connections");
+            continue;
+        };
+        let (tls, state, serve) =
+            (acceptor.tls.clone(), Arc::clone(&acceptor.state), serve.clone());
+        background.spawn(async move {
+            let _slot = slot;
+            if let Some((stream, who)) = handshake(&tls, &state, tcp, peer).await {
+                serve(stream, who, peer).await;
+            }
+        });
+    }
+}
+
 /// The TLS handshake of an accepted connection (within [`TLS_HANDSHAKE_TIMEOUT`]) and what its
 /// client certificate authenticates, decided once per connection (the handshake proved the
 /// client holds the key of the certificate it sent).
-pub(crate) async fn handshake(
+async fn handshake(
     acceptor: &TlsAcceptor,
     tls: &Tls,
     tcp: tokio::net::TcpStream,
@@ -565,4 +601,4 @@ async fn publish_cluster_info(
 /// The ConfigMap in `kube-public` that carries the hub's URL and CA for joining agents.
 pub const CLUSTER_INFO: &str = "cluster-info";
 /// Its key naming the hub's gRPC server.
-pub const GRPC_SERVER_KEY: &str = "grpc-server";
+const GRPC_SERVER_KEY: &str = ocm_proto::cloudevents::CLUSTER_INFO_GRPC_SERVER;

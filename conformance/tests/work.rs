@@ -119,10 +119,6 @@ async fn applied(hub: &TestHub, name: &str) -> anyhow::Result<Value> {
     .await
 }
 
-fn path_of(dir: &Path) -> String {
-    dir.display().to_string()
-}
-
 /// Each scenario runs on both transports: OCM's CloudEvents over gRPC (the default, the server
 /// found through `cluster-info`) and a list-watch of the hub's REST API.
 macro_rules! both_transports {
@@ -281,8 +277,7 @@ async fn restarts_and_a_hub_away_lose_nothing(transport: &str) -> anyhow::Result
 }
 
 async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> anyhow::Result<()> {
-    let (hub, cluster, mut agent, dir) = joined(&["--transport", transport]).await?;
-    let _ = path_of(dir.path());
+    let (hub, cluster, mut agent, _dir) = joined(&["--transport", transport]).await?;
     let http = hub.http()?;
     let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
         "metadata": {"name": "w1", "namespace": "c1"},

@@ -55,6 +55,11 @@ pub mod ext {
     pub const TIME: &str = "time";
 }
 
+/// The response header naming a subscription (OCM's clients require it on a Subscribe answer).
+pub const SUBSCRIPTION_ID: &str = "subscription-id";
+/// The key of `kube-public/cluster-info` under which a hub publishes its gRPC server.
+pub const CLUSTER_INFO_GRPC_SERVER: &str = "grpc-server";
+
 /// The key of the data's content type (not `ce-` prefixed, as OCM stores it).
 pub const CONTENT_TYPE: &str = "contenttype";
 /// The content type of OCM's payloads.
@@ -203,6 +208,19 @@ impl EventType {
             subresource,
             action,
         })
+    }
+
+    /// The event type of `action` on `subresource` of `data_type`
+    /// (`<group>.<version>.<resource>`).
+    pub fn new(
+        data_type: &str,
+        subresource: Subresource,
+        action: Action,
+    ) -> Result<EventType, BadEventType> {
+        let mut t = EventType::parse(&format!("{data_type}.spec.create_request"))?;
+        t.subresource = subresource;
+        t.action = action;
+        Ok(t)
     }
 
     /// `<group>.<version>.<resource>`.

@@ -15,21 +15,20 @@ use tokio::sync::mpsc;
 /// Events a subscriber may have waiting (OCM's broker buffers 100).
 pub const SUBSCRIBER_BUFFER: usize = 100;
 
-type Key = (String, &'static str);
-
 struct Subscriber {
     id: u64,
     tx: mpsc::Sender<CloudEvent>,
     dropped: Arc<AtomicBool>,
 }
 
+/// Subscribers by data type, then cluster (looked up by `&str`: no key is built per event).
+type Subscribers = HashMap<&'static str, HashMap<String, Vec<Subscriber>>>;
+
 /// Every Subscribe stream of one hub.
 #[derive(Default)]
 pub struct Broker {
-    subs: Mutex<HashMap<Key, Vec<Subscriber>>>,
+    subs: Mutex<Subscribers>,
     next: AtomicU64,
-    /// Subscribers dropped for a full buffer, since start.
-    dropped: AtomicU64,
 }
 
 impl std::fmt::Debug for Broker {
@@ -56,13 +55,14 @@ impl Subscription {
 
 struct Registration {
     broker: Arc<Broker>,
-    key: Key,
+    data_type: &'static str,
+    cluster: String,
     id: u64,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.broker.remove(&self.key, self.id);
+        self.broker.remove(self.data_type, &self.cluster, self.id);
     }
 }
 
@@ -72,42 +72,38 @@ impl Broker {
         let (tx, events) = mpsc::channel(SUBSCRIBER_BUFFER);
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let dropped = Arc::new(AtomicBool::new(false));
-        let key = (cluster.to_owned(), data_type);
-        self.lock().entry(key.clone()).or_default().push(Subscriber {
-            id,
-            tx,
-            dropped: Arc::clone(&dropped),
-        });
-        Subscription { events, dropped, guard: Registration { broker: Arc::clone(self), key, id } }
+        let subscriber = Subscriber { id, tx, dropped: Arc::clone(&dropped) };
+        let mut subs = self.lock();
+        subs.entry(data_type).or_default().entry(cluster.to_owned()).or_default().push(subscriber);
+        drop(subs);
+        let guard =
+            Registration { broker: Arc::clone(self), data_type, cluster: cluster.to_owned(), id };
+        Subscription { events, dropped, guard }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<Subscriber>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Subscribers> {
         self.subs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn remove(&self, key: &Key, id: u64) {
+    fn remove(&self, data_type: &'static str, cluster: &str, id: u64) {
         let mut subs = self.lock();
-        if let Some(list) = subs.get_mut(key) {
+        let Some(clusters) = subs.get_mut(data_type) else { return };
+        if let Some(list) = clusters.get_mut(cluster) {
             list.retain(|s| s.id != id);
             if list.is_empty() {
-                subs.remove(key);
+                clusters.remove(cluster);
             }
         }
     }
 
     /// Whether anyone subscribes to `data_type` for `cluster` (so an event is worth encoding).
     pub fn has(&self, cluster: &str, data_type: &'static str) -> bool {
-        self.lock().contains_key(&(cluster.to_owned(), data_type))
+        self.lock().get(data_type).is_some_and(|c| c.contains_key(cluster))
     }
 
     /// Subscribers registered.
     pub fn count(&self) -> usize {
-        self.lock().values().map(Vec::len).sum()
-    }
-
-    /// Subscribers dropped for a full buffer since start.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.lock().values().flat_map(HashMap::values).map(Vec::len).sum()
     }
 
     /// Sends `event` to the subscribers of `data_type` for `cluster` (or only to subscriber
@@ -120,46 +116,22 @@ impl Broker {
         only: Option<u64>,
     ) {
         let mut subs = self.lock();
-        let key = (cluster.to_owned(), data_type);
-        let Some(list) = subs.get_mut(&key) else { return };
-        list.retain(|s| {
-            if only.is_some_and(|id| id != s.id) {
-                return true;
-            }
-            self.offer(s, event.clone())
-        });
+        let Some(clusters) = subs.get_mut(data_type) else { return };
+        let Some(list) = clusters.get_mut(cluster) else { return };
+        list.retain(|s| only.is_some_and(|id| id != s.id) || offer(s, event.clone()));
         if list.is_empty() {
-            subs.remove(&key);
-        }
-    }
-
-    /// Offers an event to one subscriber; false when it has to go.
-    fn offer(&self, s: &Subscriber, event: CloudEvent) -> bool {
-        match s.tx.try_send(event) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                s.dropped.store(true, Ordering::Release);
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            clusters.remove(cluster);
         }
     }
 
     /// Drops every subscriber of `data_type` (the hub lost track of what it sent them: they
     /// resubscribe and resync).
     pub fn drop_all(&self, data_type: &'static str) {
-        let mut subs = self.lock();
-        subs.retain(|(_, dt), list| {
-            if *dt == data_type {
-                for s in list.iter() {
-                    s.dropped.store(true, Ordering::Release);
-                }
-                false
-            } else {
-                true
+        if let Some(clusters) = self.lock().remove(data_type) {
+            for s in clusters.values().flatten() {
+                s.dropped.store(true, Ordering::Release);
             }
-        });
+        }
     }
 
     /// Sends a heartbeat to every subscriber every `every`, until dropped.
@@ -170,12 +142,26 @@ impl Broker {
         loop {
             tick.tick().await;
             let beat = heartbeat();
-            let mut subs = self.lock();
-            subs.retain(|_, list| {
-                list.retain(|s| self.offer(s, beat.clone()));
-                !list.is_empty()
-            });
+            for clusters in self.lock().values_mut() {
+                clusters.retain(|_, list| {
+                    list.retain(|s| offer(s, beat.clone()));
+                    !list.is_empty()
+                });
+            }
         }
+    }
+}
+
+/// Offers an event to one subscriber; false when it has to go (a full buffer marks it
+/// dropped).
+fn offer(s: &Subscriber, event: CloudEvent) -> bool {
+    match s.tx.try_send(event) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            s.dropped.store(true, Ordering::Release);
+            false
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
     }
 }
 
@@ -210,7 +196,6 @@ mod tests {
         assert!(stuck.dropped.load(Ordering::Acquire), "the stuck one is dropped");
         assert!(quick.events.recv().await.is_some(), "the quick one still gets it");
         assert_eq!(broker.count(), 2);
-        assert_eq!(broker.dropped(), 1);
         assert!(broker.has("c2", dt) && !broker.has("c3", dt));
         drop(other);
         assert!(!broker.has("c2", dt), "a dropped stream unregisters");

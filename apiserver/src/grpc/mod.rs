@@ -38,8 +38,6 @@ use routes::{Route, Routes};
 
 /// How often every subscriber gets a heartbeat by default (OCM's `--broker-heartbeat-interval`).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
-/// The response header naming a subscription (OCM's clients require it).
-pub const SUBSCRIPTION_ID: &str = "subscription-id";
 /// Largest message the server reads (OCM's `max receive`, 4 MiB).
 pub const MAX_RECEIVE_BYTES: usize = 4 << 20;
 
@@ -472,21 +470,20 @@ impl CloudEventService for Grpc {
         };
         let mut resp = Response::new(Box::pin(stream) as EventStream);
         if let Ok(v) = id.parse() {
-            resp.metadata_mut().insert(SUBSCRIPTION_ID, v);
+            resp.metadata_mut().insert(ocm_proto::cloudevents::SUBSCRIPTION_ID, v);
         }
         Ok(resp)
     }
 }
 
-/// Accepts gRPC connections on `listener` until the hub stops: the same TLS as HTTPS (the
-/// connection cap shared with it), HTTP/2 only, every request carrying its connection's
+/// Serves gRPC on `listener` until the hub stops: HTTPS's acceptor (TLS, the shared
+/// connection cap), HTTP/2 only with HTTPS's limits, every request carrying its connection's
 /// identity to the service.
-pub async fn serve(
+pub(crate) async fn serve(
     grpc: Grpc,
     listener: tokio::net::TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
-    tls: Arc<crate::tls::Tls>,
-    connections: Arc<tokio::sync::Semaphore>,
+    acceptor: crate::server::Acceptor,
+    timeouts: crate::server::Timeouts,
     background: Background,
 ) {
     use hyper_util::rt::TokioIo;
@@ -494,32 +491,15 @@ pub async fn serve(
     use tower::ServiceExt as _;
 
     let service = grpc.service();
-    loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "gRPC accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
-            tracing::debug!(%peer, "too many connections");
-            continue;
-        };
-        let (acceptor, tls, service) = (acceptor.clone(), Arc::clone(&tls), service.clone());
-        background.spawn(async move {
-            let _slot = slot;
-            let Some((stream, who)) = crate::server::handshake(&acceptor, &tls, tcp, peer).await
-            else {
-                return;
-            };
+    let never = std::future::pending::<()>();
+    crate::server::accept_loop(listener, acceptor, &background, never, move |stream, who, peer| {
+        let service = service.clone();
+        async move {
             let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(Arc::clone(&who));
                 service.clone().oneshot(req)
             });
-            // HTTPS's HTTP/2 limits and keepalive pings, HTTP/2 only.
-            let http = crate::server::http_builder(crate::server::Timeouts::default());
+            let http = crate::server::http_builder(timeouts);
             if let Err(e) = http
                 .http2_only()
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc))
@@ -527,6 +507,7 @@ pub async fn serve(
             {
                 tracing::debug!(%peer, error = %e, "gRPC connection ended");
             }
-        });
-    }
+        }
+    })
+    .await;
 }

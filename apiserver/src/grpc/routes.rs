@@ -105,7 +105,8 @@ impl Routes {
             table
                 .into_iter()
                 .filter_map(|(dt, group, version, plural, owner, subscribe)| {
-                    let template = EventType::parse(&format!("{dt}.spec.create_request")).ok()?;
+                    let template =
+                        EventType::new(dt, Subresource::Spec, Action::CreateRequest).ok()?;
                     Some(Arc::new(Route {
                         template,
                         data_type: dt,

@@ -468,10 +468,11 @@ mod works {
                 let name = meta["name"].as_str().unwrap_or_default().to_owned();
                 record(&received, &name);
                 let generation = e.integer(ext::RESOURCE_VERSION).unwrap_or(0);
-                let Ok(t) = EventType::parse(&format!(
-                    "{}.status.update_request",
-                    data_type::MANIFEST_BUNDLES
-                )) else {
+                let Ok(t) = EventType::new(
+                    data_type::MANIFEST_BUNDLES,
+                    Subresource::Status,
+                    Action::UpdateRequest,
+                ) else {
                     continue;
                 };
                 let mut report = CloudEvent::new(format!("{name}-applied"), "sim", &t);
@@ -490,7 +491,6 @@ mod works {
                 tokio::spawn(async move { grpc::publish(&client, report).await });
             }
         });
-        let _ = Action::UpdateRequest;
         Ok(())
     }
 
