@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::background::Background;
 use crate::error::ApiError;
+use crate::intern;
 use crate::object;
 use crate::scheme::Scheme;
 
@@ -65,8 +66,8 @@ pub struct CachedObject {
     pub key: String,
     /// The revision this state was written at.
     pub rev: u64,
-    /// The object as JSON.
-    pub json: Bytes,
+    /// The object as JSON (see [`CachedObject::json`]).
+    json: Json,
     /// `metadata.uid` (the garbage collector's index, without a parse).
     pub uid: Box<str>,
     /// Whether `metadata.deletionTimestamp` is set.
@@ -94,7 +95,7 @@ impl CachedObject {
 
     /// Wraps an object whose resourceVersion is already `rev` (kept parsed until cooled).
     pub fn new(key: String, value: Value, rev: u64) -> CachedObject {
-        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        let json = Json::of(&value);
         CachedObject {
             key,
             rev,
@@ -128,7 +129,29 @@ impl CachedObject {
             return Arc::clone(v);
         }
         // The JSON was made from a Value, so it parses; Null would only follow a bug.
-        Arc::new(serde_json::from_slice(&self.json).unwrap_or(Value::Null))
+        Arc::new(serde_json::from_slice(&self.json()).unwrap_or(Value::Null))
+    }
+
+    /// The object as JSON: its storage version, resourceVersion set.
+    pub fn json(&self) -> Bytes {
+        match &self.json {
+            Json::Whole(bytes) => bytes.clone(),
+            Json::Parts(parts) => {
+                let mut out = Vec::with_capacity(self.json_len());
+                for p in parts {
+                    out.extend_from_slice(p);
+                }
+                Bytes::from(out)
+            }
+        }
+    }
+
+    /// The length of [`CachedObject::json`].
+    pub fn json_len(&self) -> usize {
+        match &self.json {
+            Json::Whole(bytes) => bytes.len(),
+            Json::Parts(parts) => parts.iter().map(Bytes::len).sum(),
+        }
     }
 
     /// The value of label `key`.
@@ -168,6 +191,49 @@ impl CachedObject {
         let bytes = make()?;
         done.push((form, version.to_owned(), bytes.clone()));
         Ok(bytes)
+    }
+}
+
+/// An object's JSON, whole or in parts that concatenate to it: a large top-level value (a
+/// ManifestWork's `spec`, a ConfigMap's `data`) is its own part, interned, so the objects and
+/// versions that share it (one work for a thousand clusters, a spec across its status
+/// updates in the history) hold one copy.
+#[derive(Debug)]
+enum Json {
+    Whole(Bytes),
+    Parts(Box<[Bytes]>),
+}
+
+impl Json {
+    /// Serializes `value` exactly as `serde_json::to_vec` would, cut around its large
+    /// top-level values.
+    fn of(value: &Value) -> Json {
+        let Some(map) = value.as_object() else {
+            return Json::Whole(intern::intern(serde_json::to_vec(value).unwrap_or_default()));
+        };
+        let mut parts = Vec::new();
+        let mut run = vec![b'{'];
+        for (i, (k, v)) in map.iter().enumerate() {
+            if i > 0 {
+                run.push(b',');
+            }
+            // Writing JSON into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut run, k);
+            run.push(b':');
+            let at = run.len();
+            let _ = serde_json::to_writer(&mut run, v);
+            if run.len() - at >= intern::MIN_BYTES {
+                let value = run.split_off(at);
+                parts.push(intern::intern(std::mem::take(&mut run)));
+                parts.push(intern::intern(value));
+            }
+        }
+        run.push(b'}');
+        if parts.is_empty() {
+            return Json::Whole(intern::intern(run));
+        }
+        parts.push(intern::intern(run));
+        Json::Parts(parts.into_boxed_slice())
     }
 }
 
@@ -485,10 +551,10 @@ impl Cache {
     fn keep_hot(&self, obj: &Arc<CachedObject>) {
         let mut hot = self.hot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         hot.0.push_back(Arc::clone(obj));
-        hot.1 += obj.json.len();
+        hot.1 += obj.json_len();
         while hot.1 > self.config.hot_bytes && hot.0.len() > 1 {
             if let Some(old) = hot.0.pop_front() {
-                hot.1 -= old.json.len();
+                hot.1 -= old.json_len();
                 old.cool();
             }
         }
@@ -676,6 +742,35 @@ mod tests {
         let cold = obj.value();
         assert!(!Arc::ptr_eq(&hot, &cold));
         assert_eq!(*cold, v);
+    }
+
+    #[test]
+    fn large_top_level_values_are_held_once_and_the_json_is_exact() {
+        let big = "x".repeat(intern::MIN_BYTES);
+        let work = |ns: &str, status: Value| {
+            serde_json::json!({"apiVersion": "v1", "kind": "K",
+                "metadata": {"name": "w", "namespace": ns, "labels": {"a": "é\"q"}},
+                "spec": {"manifests": [{"data": big}]}, "status": status})
+        };
+        let (a, b) = (work("a", serde_json::json!({})), work("b", serde_json::json!({"s": 1})));
+        let (ca, cb) = (
+            CachedObject::new("/registry/k/a/w".into(), a.clone(), 1),
+            CachedObject::new("/registry/k/b/w".into(), b.clone(), 2),
+        );
+        assert_eq!(ca.json(), serde_json::to_vec(&a).unwrap());
+        assert_eq!(cb.json(), serde_json::to_vec(&b).unwrap());
+        assert_eq!(ca.json_len(), ca.json().len());
+        let spec = |o: &CachedObject| match &o.json {
+            Json::Parts(p) => p[1].as_ptr(),
+            Json::Whole(_) => panic!("a large spec is its own part"),
+        };
+        assert_eq!(spec(&ca), spec(&cb), "both objects hold one copy of the spec");
+        ca.cool();
+        assert_eq!(*ca.value(), a, "a cooled object parses back");
+        let small = serde_json::json!({"metadata": {"name": "s"}, "data": {"k": "v"}});
+        let cs = CachedObject::new("/registry/k/s".into(), small.clone(), 3);
+        assert!(matches!(cs.json, Json::Whole(_)));
+        assert_eq!(cs.json(), serde_json::to_vec(&small).unwrap());
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod error;
 pub mod events;
 pub mod fleet;
 pub mod grpc;
+pub mod intern;
 pub mod jsonpath;
 pub mod limits;
 pub mod merge;

@@ -580,7 +580,7 @@ struct FactsCondition {
 impl Facts {
     /// The facts of a cached object (none if its JSON does not have these shapes).
     fn of(obj: &crate::cache::CachedObject) -> Facts {
-        serde_json::from_slice(&obj.json).unwrap_or_default()
+        serde_json::from_slice(&obj.json()).unwrap_or_default()
     }
 
     /// The status of condition `kind` as a label value.

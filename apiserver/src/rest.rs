@@ -24,6 +24,7 @@ use crate::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
 use crate::discovery::Discovery;
 use crate::encoding;
 use crate::error::ApiError;
+use crate::intern;
 use crate::limits::Inflight;
 use crate::metrics::{Metrics, RequestLabels};
 use crate::object;
@@ -704,10 +705,10 @@ fn is_storage_form(target: &Target) -> bool {
 
 fn wire_bytes(target: &Target, obj: &CachedObject) -> Result<Bytes, ApiError> {
     if is_storage_form(target) {
-        return Ok(obj.json.clone());
+        return Ok(obj.json());
     }
     let v = to_wire(target, Arc::unwrap_or_clone(obj.value()))?;
-    Ok(Bytes::from(serde_json::to_vec(&v).map_err(ApiError::internal)?))
+    Ok(intern::intern(serde_json::to_vec(&v).map_err(ApiError::internal)?))
 }
 
 fn object_response(
@@ -1381,13 +1382,13 @@ fn event_object(
     live: bool,
 ) -> Result<Bytes, ApiError> {
     match wr.output {
-        Output::Json if is_storage_form(&wr.target) => Ok(obj.json.clone()),
+        Output::Json if is_storage_form(&wr.target) => Ok(obj.json()),
         Output::Json => obj.rendered("json", &wr.target.version, || wire_bytes(&wr.target, obj)),
         // Metadata is the same at every version: no conversion of the whole object. Made once
         // per event, for every watcher.
         Output::Metadata(version) => obj.rendered(version, "", || {
             let meta = table::partial_metadata(&obj.value(), version);
-            Ok(Bytes::from(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
+            Ok(intern::intern(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
         }),
         // A watcher's first Table carries the column definitions; later live rows are shared.
         Output::Table(_) if *headers || !live => {
@@ -1396,7 +1397,7 @@ fn event_object(
         }
         Output::Table(req) => obj.rendered(table_form(req), &wr.target.version, || {
             let value = to_wire(&wr.target, Arc::unwrap_or_clone(obj.value()))?;
-            Ok(Bytes::from(table_or_json(wr, value, &mut false)?))
+            Ok(intern::intern(table_or_json(wr, value, &mut false)?))
         }),
     }
 }

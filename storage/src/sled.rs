@@ -15,12 +15,15 @@
 //! `sync_file_range`, which does not persist file metadata or the device cache, so on its own it
 //! survives a process crash but not necessarily a power cut (perf.md §5.1). sled writes values
 //! larger than a quarter segment (128 KiB) to separate blob files that it never syncs, so after a
-//! large write the next sync also `fsync`s the blob files and their directory.
+//! large write the next sync also `fsync`s the blob files written since the last one (sled
+//! writes each blob file once and never changes it) and their directory.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -45,6 +48,9 @@ struct Sled {
     blob_dir: PathBuf,
     /// A write since the last sync may have created a blob file.
     blobs_dirty: AtomicBool,
+    /// The blob files already synced (and still there): a sync `fsync`s only new ones, not
+    /// every large value ever written.
+    synced_blobs: Mutex<HashSet<OsString>>,
     ack_before_flush: bool,
 }
 
@@ -144,6 +150,7 @@ impl Sled {
             blob_dir: options.path.join("blobs"),
             // Sync blobs and the directory once at start: an earlier run may have died before.
             blobs_dirty: AtomicBool::new(true),
+            synced_blobs: Mutex::default(),
             ack_before_flush: options.unsafe_ack_before_flush,
         };
         let recovered = sled.recover()?;
@@ -157,19 +164,28 @@ impl Sled {
         }
     }
 
-    /// `fsync`s every blob file and the directories that name them.
+    /// `fsync`s the blob files not synced before and the directories that name them.
     fn sync_blobs(&self) -> std::io::Result<()> {
+        let mut synced =
+            self.synced_blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match std::fs::read_dir(&self.blob_dir) {
             Ok(entries) => {
+                let mut present = HashSet::with_capacity(synced.len());
                 for entry in entries {
-                    match File::open(entry?.path()) {
-                        Ok(file) => file.sync_data()?,
-                        // sled removed a blob it no longer needs.
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(e),
+                    let entry = entry?;
+                    let name = entry.file_name();
+                    if !synced.contains(&name) {
+                        match File::open(entry.path()) {
+                            Ok(file) => file.sync_data()?,
+                            // sled removed a blob it no longer needs.
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                            Err(e) => return Err(e),
+                        }
                     }
+                    present.insert(name);
                 }
                 File::open(&self.blob_dir)?.sync_all()?;
+                *synced = present;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),

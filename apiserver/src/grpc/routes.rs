@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use ocm_proto::cloudevents::v1::CloudEvent;
 use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ext};
 use serde_json::{Value, json};
@@ -264,7 +263,9 @@ impl Route {
             }
             serde_json::to_vec(&out).map_err(ApiError::internal)?
         };
-        event.set_json(Bytes::from(data));
+        // One work sent to many clusters carries the same bundle: held once for every
+        // subscriber's buffer.
+        event.set_json(crate::intern::intern(data));
         Ok(event)
     }
 

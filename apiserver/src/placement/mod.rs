@@ -177,12 +177,12 @@ fn set_facts(o: &CachedObject) -> Option<SetFacts> {
 
 /// The typed Placement of a cached one, from its JSON (no copy of a parsed tree).
 fn stored_placement(o: &CachedObject) -> Result<Placement, ApiError> {
-    serde_json::from_slice(&o.json)
+    serde_json::from_slice(&o.json())
         .map_err(|e| ApiError::internal(format!("stored Placement {}: {e}", o.key)))
 }
 
 fn parse<T: DeserializeOwned>(o: &CachedObject) -> Option<T> {
-    match serde_json::from_slice(&o.json) {
+    match serde_json::from_slice(&o.json()) {
         Ok(v) => Some(v),
         Err(e) => {
             tracing::warn!(key = %o.key, error = %e, "placement: stored object does not parse");

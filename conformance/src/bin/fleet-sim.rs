@@ -13,6 +13,9 @@
 //!   1,000 per second (create → received p50/p99, create → `Applied` on the hub p99), then
 //!   5 × N as fast as possible (time until all are `Applied`); the hub's RSS per subscribed
 //!   agent.
+//! - `fanout`: the same agents, then one work of `--work-kib` (500) KiB of manifests created for
+//!   every cluster as fast as possible; the time until every agent received it and until all are
+//!   `Applied`, and the hub's peak RSS above its RSS before the creates.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,8 +38,9 @@ struct Args {
     /// Agents.
     #[arg(long, default_value_t = 1000)]
     agents: usize,
-    /// `join` (time until all are Available), `renew` (join, then lease renewals) or `works`
-    /// (join, subscribe over gRPC, then ManifestWork delivery).
+    /// `join` (time until all are Available), `renew` (join, then lease renewals), `works`
+    /// (join, subscribe over gRPC, then ManifestWork delivery) or `fanout` (join, subscribe,
+    /// then one big work to every cluster).
     #[arg(long, default_value = "join")]
     mode: String,
     /// Seconds between one agent's renewals (renew mode).
@@ -48,6 +52,9 @@ struct Args {
     /// Agents joining at once (renew mode joins in waves of this size).
     #[arg(long, default_value_t = 1000)]
     wave: usize,
+    /// KiB of manifests in the fanout mode's work (the hub's limit is 500).
+    #[arg(long, default_value_t = 500)]
+    work_kib: usize,
     /// The hub binary (default: the release build next to this one).
     #[arg(long)]
     hub: Option<PathBuf>,
@@ -155,6 +162,17 @@ fn hub_usage(pid: u32) -> anyhow::Result<(f64, u64)> {
         .context("VmRSS")?
         .parse()?;
     Ok((ticks / 100.0, rss))
+}
+
+/// The hub's peak RSS in KiB since start or since the last reset (`VmHWM`).
+fn hub_peak(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .context("VmHWM")?
+        .parse()?)
 }
 
 async fn admin(hub: &Hub) -> anyhow::Result<kube::Client> {
@@ -379,15 +397,19 @@ async fn main() -> anyhow::Result<()> {
                 (rss.saturating_sub(rss_base)) as f64 / args.agents as f64,
             );
         }
-        "works" => {
+        "works" | "fanout" => {
             let mut dirs = Vec::new();
             for start in (0..args.agents).step_by(args.wave.max(1)) {
                 let end = (start + args.wave).min(args.agents);
                 dirs.extend(join_agents(&hub, &token, &ca, start..end, root.path(), false).await?);
             }
-            works::run(&hub, &client, &ca, &dirs, pid).await?;
+            if args.mode == "works" {
+                works::run(&hub, &client, &ca, &dirs, pid).await?;
+            } else {
+                works::fanout(&hub, &client, &ca, &dirs, pid, args.work_kib).await?;
+            }
         }
-        other => anyhow::bail!("--mode {other:?}: join, renew or works"),
+        other => anyhow::bail!("--mode {other:?}: join, renew, works or fanout"),
     }
     scrape(&client, args.agents).await?;
     Ok(())
@@ -466,7 +488,7 @@ mod works {
                     .and_then(|m| serde_json::from_str(m).ok())
                     .unwrap_or_default();
                 let name = meta["name"].as_str().unwrap_or_default().to_owned();
-                record(&received, &name);
+                record(&received, &format!("{}/{name}", id.cluster_name));
                 let generation = e.integer(ext::RESOURCE_VERSION).unwrap_or(0);
                 let Ok(t) = EventType::new(
                     data_type::MANIFEST_BUNDLES,
@@ -494,12 +516,37 @@ mod works {
         Ok(())
     }
 
-    fn work(name: &str, cluster: &str) -> anyhow::Result<DynamicObject> {
+    /// A work named `name` for `cluster` with `manifests`.
+    fn work(name: &str, cluster: &str, manifests: &Value) -> anyhow::Result<DynamicObject> {
         Ok(serde_json::from_value(json!({
             "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
             "metadata": {"name": name, "namespace": cluster},
-            "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}}]}}}))?)
+            "spec": {"workload": {"manifests": manifests}}}))?)
+    }
+
+    /// The perftool shape: one small ConfigMap named after its work.
+    fn one_configmap(name: &str) -> Value {
+        json!([{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}}])
+    }
+
+    /// One ConfigMap whose manifests serialize to `kib` KiB (less a few bytes), its data
+    /// pseudo-random letters so that no layer can make it cheap by compressing it.
+    fn big_configmap(kib: usize) -> Value {
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "fanout", "namespace": "default"}, "data": {"blob": ""}});
+        let overhead = json!([cm]).to_string().len();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let blob: String = (0..(kib * 1024).saturating_sub(overhead + 16))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b'a' + (x % 26) as u8)
+            })
+            .collect();
+        cm["data"]["blob"] = Value::String(blob);
+        json!([cm])
     }
 
     fn api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
@@ -530,21 +577,25 @@ mod works {
                             |c| c.iter().any(|c| c["type"] == "Applied" && c["status"] == "True"),
                         );
                     if done {
-                        record(&applied, o.metadata.name.as_deref().unwrap_or_default());
+                        let ns = o.metadata.namespace.as_deref().unwrap_or_default();
+                        let name = o.metadata.name.as_deref().unwrap_or_default();
+                        record(&applied, &format!("{ns}/{name}"));
                     }
                 }
             }
         });
     }
 
-    /// Creates `count` works at `rate` per second (`prefix-<i>`, round robin over `clusters`);
-    /// returns when each create was sent.
+    /// Creates `count` works at `rate` per second (`prefix-<i>`, round robin over `clusters`,
+    /// their manifests from `manifests(name)`); returns when each create (`cluster/name`) was
+    /// sent.
     async fn create(
         client: &kube::Client,
         clusters: &[String],
         prefix: &str,
         count: usize,
         rate: Option<f64>,
+        manifests: &dyn Fn(&str) -> Value,
     ) -> anyhow::Result<HashMap<String, Instant>> {
         let begin = tokio::time::Instant::now();
         // At most 64 creates in flight (the admin client opens a connection per request in
@@ -557,12 +608,13 @@ mod works {
             }
             let cluster = &clusters[i % clusters.len()];
             let name = format!("{prefix}-{i}");
-            let (api, obj) = (api(client, cluster), work(&name, cluster)?);
+            let (api, obj) = (api(client, cluster), work(&name, cluster, &manifests(&name))?);
+            let key = format!("{cluster}/{name}");
             let seat = Arc::clone(&seats).acquire_owned().await?;
             tasks.push(tokio::spawn(async move {
                 let _seat = seat;
                 let sent = Instant::now();
-                api.create(&PostParams::default(), &obj).await.map(|_| (name, sent))
+                api.create(&PostParams::default(), &obj).await.map(|_| (key, sent))
             }));
         }
         let mut sent = HashMap::new();
@@ -595,6 +647,35 @@ mod works {
         }
     }
 
+    /// Subscribes one simulated work agent per data dir; the clusters, and the hub's RSS (KiB)
+    /// before and after.
+    async fn subscribe_all(
+        hub: &Hub,
+        ca: &str,
+        dirs: &[DataDir],
+        pid: u32,
+        received: &Times,
+    ) -> anyhow::Result<(Vec<String>, u64, u64)> {
+        let endpoints: Value =
+            serde_json::from_str(&std::fs::read_to_string(hub.dir.path().join("endpoints.json"))?)?;
+        let url = endpoints["grpc"].as_str().context("no gRPC endpoint")?.to_owned();
+        let endpoint = Endpoint { url, ca_pem: ca.to_owned() };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (_, rss0) = hub_usage(pid)?;
+        let mut clusters = Vec::new();
+        let mut tasks = Vec::new();
+        for d in dirs {
+            clusters.push(d.identity()?.context("identity")?.cluster_name);
+            tasks.push(tokio::spawn(agent(endpoint.clone(), d.clone(), Arc::clone(received))));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (_, rss1) = hub_usage(pid)?;
+        Ok((clusters, rss0, rss1))
+    }
+
     pub(super) async fn run(
         hub: &Hub,
         client: &kube::Client,
@@ -602,24 +683,8 @@ mod works {
         dirs: &[DataDir],
         pid: u32,
     ) -> anyhow::Result<()> {
-        let endpoints: Value =
-            serde_json::from_str(&std::fs::read_to_string(hub.dir.path().join("endpoints.json"))?)?;
-        let url = endpoints["grpc"].as_str().context("no gRPC endpoint")?.to_owned();
-        let endpoint = Endpoint { url, ca_pem: ca.to_owned() };
         let (received, applied): (Times, Times) = Default::default();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let (_, rss0) = hub_usage(pid)?;
-        let mut clusters = Vec::new();
-        let mut tasks = Vec::new();
-        for d in dirs {
-            clusters.push(d.identity()?.context("identity")?.cluster_name);
-            tasks.push(tokio::spawn(agent(endpoint.clone(), d.clone(), Arc::clone(&received))));
-        }
-        for t in tasks {
-            t.await??;
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let (_, rss1) = hub_usage(pid)?;
+        let (clusters, rss0, rss1) = subscribe_all(hub, ca, dirs, pid, &received).await?;
         follow_applied(client, Arc::clone(&applied));
         println!(
             "| agents | creates/s | works | create → received p50 ms | p99 ms | create → Applied on the hub p99 ms |"
@@ -627,7 +692,9 @@ mod works {
         println!("|---:|---:|---:|---:|---:|---:|");
         for rate in [100.0, 500.0, 1000.0] {
             let count = (rate * 5.0) as usize;
-            let sent = create(client, &clusters, &format!("r{rate}"), count, Some(rate)).await?;
+            let sent =
+                create(client, &clusters, &format!("r{rate}"), count, Some(rate), &one_configmap)
+                    .await?;
             let got = latencies(&sent, &received).await?;
             let done = latencies(&sent, &applied).await?;
             let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -641,7 +708,7 @@ mod works {
         }
         let burst = 5 * dirs.len();
         let start = Instant::now();
-        let sent = create(client, &clusters, "burst", burst, None).await?;
+        let sent = create(client, &clusters, "burst", burst, None, &one_configmap).await?;
         latencies(&sent, &applied).await?;
         let all = start.elapsed();
         let (_, rss2) = hub_usage(pid)?;
@@ -658,6 +725,55 @@ mod works {
             rss1 as f64 / 1024.0,
             rss1.saturating_sub(rss0) as f64 / dirs.len() as f64,
             rss2 as f64 / 1024.0
+        );
+        Ok(())
+    }
+
+    /// One work of `kib` KiB for every cluster, created as fast as possible: when every agent
+    /// has it, when all are `Applied`, and the hub's peak RSS above its RSS before.
+    pub(super) async fn fanout(
+        hub: &Hub,
+        client: &kube::Client,
+        ca: &str,
+        dirs: &[DataDir],
+        pid: u32,
+        kib: usize,
+    ) -> anyhow::Result<()> {
+        let (received, applied): (Times, Times) = Default::default();
+        let (clusters, _, _) = subscribe_all(hub, ca, dirs, pid, &received).await?;
+        follow_applied(client, Arc::clone(&applied));
+        let manifests = big_configmap(kib);
+        let size = manifests.to_string().len();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Linux: writing 5 to clear_refs sets the peak (VmHWM) back to the current RSS.
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").context("reset peak RSS")?;
+        let (_, before) = hub_usage(pid)?;
+        let start = Instant::now();
+        let sent =
+            create(client, &clusters, "fanout", clusters.len(), None, &|_| manifests.clone())
+                .await?;
+        let created = start.elapsed();
+        latencies(&sent, &received).await?;
+        let got = start.elapsed();
+        latencies(&sent, &applied).await?;
+        let done = start.elapsed();
+        let (_, after) = hub_usage(pid)?;
+        let peak = super::hub_peak(pid)?;
+        println!(
+            "| agents | manifests KiB | all created | all received | all Applied | hub RSS before MiB | peak MiB | peak − before MiB | after MiB |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| {} | {:.1} | {:.2} s | {:.2} s | {:.2} s | {:.0} | {:.0} | {:.0} | {:.0} |",
+            dirs.len(),
+            size as f64 / 1024.0,
+            created.as_secs_f64(),
+            got.as_secs_f64(),
+            done.as_secs_f64(),
+            before as f64 / 1024.0,
+            peak as f64 / 1024.0,
+            peak.saturating_sub(before) as f64 / 1024.0,
+            after as f64 / 1024.0
         );
         Ok(())
     }

@@ -1,0 +1,98 @@
+//! Interning of large byte strings: equal contents are held once, however many objects (and
+//! versions of them) carry them — one ManifestWork's manifests sent to a thousand clusters, a
+//! big spec kept in the watch cache's history across its status updates.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+
+use bytes::Bytes;
+
+/// Byte strings shorter than this are not worth a lookup: they are kept as they are.
+pub const MIN_BYTES: usize = 16 * 1024;
+
+/// The process's interned byte strings, by hash; an entry lives as long as some `Bytes` made
+/// from it does. Equal hashes are compared byte for byte, so a collision never mixes contents.
+struct Interner {
+    hasher: RandomState,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    entries: HashMap<u64, Vec<Weak<[u8]>>>,
+    /// Entries after the last sweep: the next sweep comes when the table has doubled.
+    swept_at: usize,
+}
+
+static INTERNER: LazyLock<Interner> =
+    LazyLock::new(|| Interner { hasher: RandomState::new(), table: Mutex::default() });
+
+/// `bytes` as shared bytes: the held copy of equal contents when there is one, else a new
+/// held copy. Short byte strings are only freed of their spare capacity.
+pub fn intern(mut bytes: Vec<u8>) -> Bytes {
+    if bytes.len() < MIN_BYTES {
+        bytes.shrink_to_fit();
+        return Bytes::from(bytes);
+    }
+    let interner = &*INTERNER;
+    let hash = interner.hasher.hash_one(&bytes);
+    let mut table = interner.table.lock().unwrap_or_else(PoisonError::into_inner);
+    let bucket = table.entries.entry(hash).or_default();
+    bucket.retain(|w| w.strong_count() > 0);
+    if let Some(held) = bucket.iter().filter_map(Weak::upgrade).find(|h| **h == *bytes) {
+        return Bytes::from_owner(held);
+    }
+    let held: Arc<[u8]> = Arc::from(bytes);
+    bucket.push(Arc::downgrade(&held));
+    let len = table.entries.len();
+    if len > 2 * table.swept_at.max(64) {
+        table.entries.retain(|_, b| {
+            b.retain(|w| w.strong_count() > 0);
+            !b.is_empty()
+        });
+        table.swept_at = table.entries.len();
+    }
+    Bytes::from_owner(held)
+}
+
+/// How many live holders there are of contents equal to `bytes` (for tests).
+#[cfg(test)]
+fn holders(bytes: &[u8]) -> usize {
+    let hash = INTERNER.hasher.hash_one(bytes);
+    let table = INTERNER.table.lock().unwrap_or_else(PoisonError::into_inner);
+    table
+        .entries
+        .get(&hash)
+        .into_iter()
+        .flatten()
+        .filter_map(Weak::upgrade)
+        .filter(|h| **h == *bytes)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_contents_are_held_once_and_freed_with_their_last_holder() {
+        let big = |c: u8| vec![c; MIN_BYTES + 1];
+        let a = intern(big(b'a'));
+        let b = intern(big(b'a'));
+        assert_eq!(a.as_ptr(), b.as_ptr(), "equal contents share one copy");
+        assert_eq!(holders(&big(b'a')), 1);
+        let c = intern(big(b'c'));
+        assert_ne!(a.as_ptr(), c.as_ptr());
+        assert_eq!(&c[..], &big(b'c')[..]);
+        drop((a, b));
+        assert_eq!(holders(&big(b'a')), 0, "freed with its last holder");
+        let again = intern(big(b'a'));
+        assert_eq!(&again[..], &big(b'a')[..], "a freed entry is made again");
+        assert_eq!(holders(&big(b'a')), 1);
+        // Short strings are not held.
+        let small = intern(b"short".to_vec());
+        assert_eq!(&small[..], b"short");
+        assert_eq!(holders(b"short"), 0);
+    }
+}
