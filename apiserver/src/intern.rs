@@ -20,16 +20,30 @@ struct Interner {
 
 #[derive(Default)]
 struct Table {
-    entries: HashMap<u64, Vec<Weak<[u8]>>>,
+    entries: HashMap<u64, Vec<Weak<Held>>>,
     /// Entries after the last sweep: the next sweep comes when the table has doubled.
     swept_at: usize,
+}
+
+/// Held bytes in their own allocation: a dead entry's `Weak` keeps only this small box alive,
+/// never the bytes.
+struct Held(Box<[u8]>);
+
+/// What a `Bytes` made from held bytes owns.
+struct Owner(Arc<Held>);
+
+impl AsRef<[u8]> for Owner {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.0
+    }
 }
 
 static INTERNER: LazyLock<Interner> =
     LazyLock::new(|| Interner { hasher: RandomState::new(), table: Mutex::default() });
 
 /// `bytes` as shared bytes: the held copy of equal contents when there is one, else a new
-/// held copy. Short byte strings are only freed of their spare capacity.
+/// held copy. Short byte strings are only freed of their spare capacity. Comparing and copying
+/// happen outside the table's lock.
 pub fn intern(mut bytes: Vec<u8>) -> Bytes {
     if bytes.len() < MIN_BYTES {
         bytes.shrink_to_fit();
@@ -37,23 +51,29 @@ pub fn intern(mut bytes: Vec<u8>) -> Bytes {
     }
     let interner = &*INTERNER;
     let hash = interner.hasher.hash_one(&bytes);
-    let mut table = interner.table.lock().unwrap_or_else(PoisonError::into_inner);
-    let bucket = table.entries.entry(hash).or_default();
-    bucket.retain(|w| w.strong_count() > 0);
-    if let Some(held) = bucket.iter().filter_map(Weak::upgrade).find(|h| **h == *bytes) {
-        return Bytes::from_owner(held);
+    let candidates: Vec<Arc<Held>> = {
+        let mut table = interner.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let bucket = table.entries.entry(hash).or_default();
+        bucket.retain(|w| w.strong_count() > 0);
+        bucket.iter().filter_map(Weak::upgrade).collect()
+    };
+    if let Some(held) = candidates.into_iter().find(|h| *h.0 == *bytes) {
+        return Bytes::from_owner(Owner(held));
     }
-    let held: Arc<[u8]> = Arc::from(bytes);
-    bucket.push(Arc::downgrade(&held));
-    let len = table.entries.len();
-    if len > 2 * table.swept_at.max(64) {
+    // Two threads interning equal new contents at once may each keep a copy: rare, and
+    // harmless (both are correct, one is not shared).
+    let held = Arc::new(Held(bytes.into_boxed_slice()));
+    let mut table = interner.table.lock().unwrap_or_else(PoisonError::into_inner);
+    table.entries.entry(hash).or_default().push(Arc::downgrade(&held));
+    if table.entries.len() > 2 * table.swept_at.max(64) {
         table.entries.retain(|_, b| {
             b.retain(|w| w.strong_count() > 0);
             !b.is_empty()
         });
         table.swept_at = table.entries.len();
     }
-    Bytes::from_owner(held)
+    drop(table);
+    Bytes::from_owner(Owner(held))
 }
 
 /// How many live holders there are of contents equal to `bytes` (for tests).
@@ -67,7 +87,7 @@ fn holders(bytes: &[u8]) -> usize {
         .into_iter()
         .flatten()
         .filter_map(Weak::upgrade)
-        .filter(|h| **h == *bytes)
+        .filter(|h| *h.0 == *bytes)
         .count()
 }
 

@@ -24,7 +24,6 @@ use crate::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
 use crate::discovery::Discovery;
 use crate::encoding;
 use crate::error::ApiError;
-use crate::intern;
 use crate::limits::Inflight;
 use crate::metrics::{Metrics, RequestLabels};
 use crate::object;
@@ -708,7 +707,7 @@ fn wire_bytes(target: &Target, obj: &CachedObject) -> Result<Bytes, ApiError> {
         return Ok(obj.json());
     }
     let v = to_wire(target, Arc::unwrap_or_clone(obj.value()))?;
-    Ok(intern::intern(serde_json::to_vec(&v).map_err(ApiError::internal)?))
+    Ok(Bytes::from(serde_json::to_vec(&v).map_err(ApiError::internal)?))
 }
 
 fn object_response(
@@ -1388,7 +1387,7 @@ fn event_object(
         // per event, for every watcher.
         Output::Metadata(version) => obj.rendered(version, "", || {
             let meta = table::partial_metadata(&obj.value(), version);
-            Ok(intern::intern(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
+            Ok(Bytes::from(serde_json::to_vec(&meta).map_err(ApiError::internal)?))
         }),
         // A watcher's first Table carries the column definitions; later live rows are shared.
         Output::Table(_) if *headers || !live => {
@@ -1397,7 +1396,7 @@ fn event_object(
         }
         Output::Table(req) => obj.rendered(table_form(req), &wr.target.version, || {
             let value = to_wire(&wr.target, Arc::unwrap_or_clone(obj.value()))?;
-            Ok(intern::intern(table_or_json(wr, value, &mut false)?))
+            Ok(Bytes::from(table_or_json(wr, value, &mut false)?))
         }),
     }
 }

@@ -16,9 +16,10 @@
 //! survives a process crash but not necessarily a power cut (perf.md §5.1). sled writes values
 //! larger than a quarter segment (128 KiB) to separate blob files that it never syncs, so after a
 //! large write the next sync also `fsync`s the blob files written since the last one (sled
-//! writes each blob file once and never changes it) and their directory.
+//! writes each blob file once and never changes it afterwards; one seen half written is synced
+//! again once it has grown) and their directory.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::PathBuf;
@@ -48,9 +49,10 @@ struct Sled {
     blob_dir: PathBuf,
     /// A write since the last sync may have created a blob file.
     blobs_dirty: AtomicBool,
-    /// The blob files already synced (and still there): a sync `fsync`s only new ones, not
-    /// every large value ever written.
-    synced_blobs: Mutex<HashSet<OsString>>,
+    /// The blob files already synced (and still there), with their length when they were: a
+    /// sync `fsync`s only new or grown ones, not every large value ever written. (sled creates
+    /// a blob file, then writes it; a sync may see it half written, and must sync it again.)
+    synced_blobs: Mutex<HashMap<OsString, u64>>,
     ack_before_flush: bool,
 }
 
@@ -170,19 +172,26 @@ impl Sled {
             self.synced_blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match std::fs::read_dir(&self.blob_dir) {
             Ok(entries) => {
-                let mut present = HashSet::with_capacity(synced.len());
+                let mut present = HashMap::with_capacity(synced.len());
                 for entry in entries {
                     let entry = entry?;
                     let name = entry.file_name();
-                    if !synced.contains(&name) {
-                        match File::open(entry.path()) {
-                            Ok(file) => file.sync_data()?,
-                            // sled removed a blob it no longer needs.
-                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                            Err(e) => return Err(e),
+                    // The length before the sync: whatever was written by then is durable after.
+                    let synced_now = entry.metadata().and_then(|m| {
+                        let len = m.len();
+                        if synced.get(&name) != Some(&len) {
+                            File::open(entry.path())?.sync_data()?;
                         }
+                        Ok(len)
+                    });
+                    match synced_now {
+                        Ok(len) => {
+                            present.insert(name, len);
+                        }
+                        // sled removed a blob it no longer needs.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(e),
                     }
-                    present.insert(name);
                 }
                 File::open(&self.blob_dir)?.sync_all()?;
                 *synced = present;

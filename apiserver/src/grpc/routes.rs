@@ -250,7 +250,9 @@ impl Route {
                     bundle.insert(to.into(), v.clone());
                 }
             }
-            serde_json::to_vec(&bundle).map_err(ApiError::internal)?
+            // One work sent to many clusters carries the same bundle: held once for every
+            // subscriber's buffer.
+            crate::intern::intern(serde_json::to_vec(&bundle).map_err(ApiError::internal)?)
         } else {
             let wanted = self.rt.api_version(&self.version);
             let mut out = if obj.get("apiVersion").and_then(Value::as_str) == Some(&wanted) {
@@ -261,11 +263,9 @@ impl Route {
             if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("managedFields");
             }
-            serde_json::to_vec(&out).map_err(ApiError::internal)?
+            bytes::Bytes::from(serde_json::to_vec(&out).map_err(ApiError::internal)?)
         };
-        // One work sent to many clusters carries the same bundle: held once for every
-        // subscriber's buffer.
-        event.set_json(crate::intern::intern(data));
+        event.set_json(data);
         Ok(event)
     }
 
