@@ -1676,9 +1676,19 @@ async fn watch_all_namespaces_and_by_name(b: Backend) -> anyhow::Result<()> {
     // What `kubectl delete --wait` does.
     api.create(&cms("a"), &cm("target")).await?;
     let sel = enc("metadata.name=target");
-    let l =
-        api.get(&format!("{}?fieldSelector={sel}&limit=500&resourceVersion=0", cms("a"))).await?;
-    let l = l.ok(200)?;
+    // resourceVersion=0 is "any": served from the cache, which may not have the create yet
+    // (on etcd it follows a watch), as Kubernetes allows. Ask until it has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let l = loop {
+        let l = api
+            .get(&format!("{}?fieldSelector={sel}&limit=500&resourceVersion=0", cms("a")))
+            .await?
+            .ok(200)?;
+        if names_of(&l)? == strs(&["target"]) || std::time::Instant::now() > deadline {
+            break l;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     ensure!(names_of(&l)? == strs(&["target"]), "{l}");
     api.delete(&format!("{}/target", cms("a"))).await?.ok(200)?;
     let mut w = api
