@@ -209,7 +209,7 @@ impl Json {
     /// top-level values.
     fn of(value: &Value) -> Json {
         let Some(map) = value.as_object() else {
-            return Json::Whole(intern::intern(serde_json::to_vec(value).unwrap_or_default()));
+            return Json::Whole(intern::tight(serde_json::to_vec(value).unwrap_or_default()));
         };
         let mut parts = Vec::new();
         let mut run = vec![b'{'];
@@ -224,15 +224,16 @@ impl Json {
             let _ = serde_json::to_writer(&mut run, v);
             if run.len() - at >= intern::MIN_BYTES {
                 let value = run.split_off(at);
-                parts.push(intern::intern(std::mem::take(&mut run)));
+                // Only the large value can be shared: the rest carries this object's metadata.
+                parts.push(intern::tight(std::mem::take(&mut run)));
                 parts.push(intern::intern(value));
             }
         }
         run.push(b'}');
         if parts.is_empty() {
-            return Json::Whole(intern::intern(run));
+            return Json::Whole(intern::tight(run));
         }
-        parts.push(intern::intern(run));
+        parts.push(intern::tight(run));
         Json::Parts(parts.into_boxed_slice())
     }
 }

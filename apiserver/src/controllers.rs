@@ -84,11 +84,7 @@ fn has_finalizer(obj: &Value, f: &str) -> bool {
 /// A merge patch removing one finalizer, conditioned on the state we saw.
 async fn remove_finalizer(registry: &Registry, live: &Live, finalizer: &str) {
     let v = live.obj.value();
-    let rest: Vec<&str> = object::finalizers(&v).into_iter().filter(|f| *f != finalizer).collect();
-    let patch = json!({"metadata": {
-        "finalizers": rest,
-        "resourceVersion": live.obj.rev.to_string(),
-    }});
+    let patch = object::finalizer_patch(&v, finalizer, false);
     let _ = registry
         .patch(
             &live.rt,

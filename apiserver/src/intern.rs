@@ -44,10 +44,9 @@ static INTERNER: LazyLock<Interner> =
 /// `bytes` as shared bytes: the held copy of equal contents when there is one, else a new
 /// held copy. Short byte strings are only freed of their spare capacity. Comparing and copying
 /// happen outside the table's lock.
-pub fn intern(mut bytes: Vec<u8>) -> Bytes {
+pub fn intern(bytes: Vec<u8>) -> Bytes {
     if bytes.len() < MIN_BYTES {
-        bytes.shrink_to_fit();
-        return Bytes::from(bytes);
+        return tight(bytes);
     }
     let interner = &*INTERNER;
     let hash = interner.hasher.hash_one(&bytes);
@@ -74,6 +73,13 @@ pub fn intern(mut bytes: Vec<u8>) -> Bytes {
     }
     drop(table);
     Bytes::from_owner(Owner(held))
+}
+
+/// `bytes` as `Bytes` without the spare capacity a grown `Vec` has (up to half of it), for bytes
+/// kept long but never shared.
+pub fn tight(mut bytes: Vec<u8>) -> Bytes {
+    bytes.shrink_to_fit();
+    Bytes::from(bytes)
 }
 
 /// How many live holders there are of contents equal to `bytes` (for tests).
@@ -111,8 +117,8 @@ mod tests {
         assert_eq!(&again[..], &big(b'a')[..], "a freed entry is made again");
         assert_eq!(holders(&big(b'a')), 1);
         // Short strings are not held.
-        let small = intern(b"short".to_vec());
-        assert_eq!(&small[..], b"short");
-        assert_eq!(holders(b"short"), 0);
+        let (s1, s2) = (intern(b"short".to_vec()), intern(b"short".to_vec()));
+        assert_eq!(&s1[..], b"short");
+        assert_ne!(s1.as_ptr(), s2.as_ptr(), "short strings are not looked up");
     }
 }

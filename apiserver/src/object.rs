@@ -58,6 +58,19 @@ pub fn finalizers(obj: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// The merge patch that gives `obj` (as read) `finalizer` (`present`) or takes it away, at
+/// `obj`'s resourceVersion so that a concurrent change makes it a conflict, not a loss.
+pub fn finalizer_patch(obj: &Value, finalizer: &str, present: bool) -> Value {
+    let mut list: Vec<&str> = finalizers(obj).into_iter().filter(|f| *f != finalizer).collect();
+    if present {
+        list.push(finalizer);
+    }
+    serde_json::json!({"metadata": {
+        "finalizers": list,
+        "resourceVersion": meta_str(obj, "resourceVersion"),
+    }})
+}
+
 /// Replaces `metadata.finalizers` (removing the field when empty).
 pub fn set_finalizers(obj: &mut Value, list: &[String]) {
     let m = meta_mut(obj);
@@ -111,6 +124,11 @@ pub fn field_string(obj: &Value, path: &str) -> String {
 /// Now as Kubernetes writes times: RFC 3339, UTC, whole seconds.
 pub fn now_rfc3339() -> String {
     rfc3339(time::OffsetDateTime::now_utc())
+}
+
+/// A time Kubernetes wrote (RFC 3339); `None` when it is not one.
+pub fn parse_rfc3339(s: &str) -> Option<time::OffsetDateTime> {
+    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
 }
 
 /// A time as Kubernetes writes `metav1.Time`: RFC 3339, UTC, whole seconds.

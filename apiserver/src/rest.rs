@@ -678,22 +678,13 @@ fn check_type_is(body: &Value, expected: &str, expected_kind: &str) -> Result<()
 }
 
 /// Converts a body of the request's version to the storage version.
-fn to_storage(target: &Target, mut body: Value) -> Result<Value, ApiError> {
-    if let Some(map) = body.as_object_mut() {
-        map.insert("apiVersion".into(), Value::String(target.rt.api_version(&target.version)));
-        map.insert("kind".into(), Value::String(target.rt.kind.clone()));
-    }
-    let storage = target.rt.storage_api_version();
-    target.rt.strategy.version_to_storage(body, &storage)
+fn to_storage(target: &Target, body: Value) -> Result<Value, ApiError> {
+    target.rt.to_storage(&target.version, body)
 }
 
 /// Converts a stored object to the request's version.
 fn to_wire(target: &Target, obj: Value) -> Result<Value, ApiError> {
-    let wanted = target.rt.api_version(&target.version);
-    if obj.get("apiVersion").and_then(Value::as_str) == Some(wanted.as_str()) {
-        return Ok(obj);
-    }
-    target.rt.strategy.storage_to_version(obj, &wanted)
+    target.rt.to_version(&target.version, obj)
 }
 
 /// Serialized form of a cached object at the request's version.
@@ -944,7 +935,7 @@ fn negotiate(
 }
 
 /// The requester of a write, for admission.
-fn requester(state: &ApiState, user: &Identity) -> crate::registry::Requester {
+pub(crate) fn requester(state: &ApiState, user: &Identity) -> crate::registry::Requester {
     crate::registry::Requester { user: Arc::clone(user), access: Arc::clone(&state.access) }
 }
 

@@ -130,6 +130,25 @@ impl ResourceType {
         self.stored_as.clone().unwrap_or_else(|| self.api_version(&self.storage_version))
     }
 
+    /// A body sent at `version` (apiVersion and kind set to this kind's), converted to the
+    /// storage version.
+    pub fn to_storage(&self, version: &str, mut body: Value) -> Result<Value, ApiError> {
+        if let Some(map) = body.as_object_mut() {
+            map.insert("apiVersion".into(), Value::String(self.api_version(version)));
+            map.insert("kind".into(), Value::String(self.kind.clone()));
+        }
+        self.strategy.version_to_storage(body, &self.storage_api_version())
+    }
+
+    /// A stored object converted to `version`.
+    pub fn to_version(&self, version: &str, obj: Value) -> Result<Value, ApiError> {
+        let wanted = self.api_version(version);
+        if obj.get("apiVersion").and_then(Value::as_str) == Some(wanted.as_str()) {
+            return Ok(obj);
+        }
+        self.strategy.storage_to_version(obj, &wanted)
+    }
+
     /// The storage key of an object.
     pub fn key(&self, namespace: &str, name: &str) -> String {
         if self.namespaced {

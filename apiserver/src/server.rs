@@ -237,18 +237,18 @@ pub async fn run(
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr =
         listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
-    let grpc_listener = match config.grpc_listen.filter(|_| config.profile == Profile::Hub) {
-        Some(at) => Some(
-            TcpListener::bind(at).await.map_err(|source| ServeError::Bind { addr: at, source })?,
-        ),
-        None => None,
-    };
-    let grpc_addr = match &grpc_listener {
-        Some(l) => Some(l.local_addr().map_err(|source| ServeError::Bind { addr, source })?),
-        None => None,
-    };
     let reachable = |a: SocketAddr| {
         if a.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], a.port())) } else { a }
+    };
+    // The gRPC listener (hub profile) and the URL agents are told.
+    let grpc = match config.grpc_listen.filter(|_| config.profile == Profile::Hub) {
+        Some(at) => {
+            let bind = |source| ServeError::Bind { addr: at, source };
+            let l = TcpListener::bind(at).await.map_err(bind)?;
+            let bound = l.local_addr().map_err(bind)?;
+            Some((l, bound, format!("https://{}", reachable(bound))))
+        }
+        None => None,
     };
     let reach = reachable(addr);
     let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
@@ -284,8 +284,8 @@ pub async fn run(
     let mut join_command = None;
     let mut placement = None;
     if config.profile == Profile::Hub {
-        let grpc_url = grpc_addr.map(|a| format!("https://{}", reachable(a)));
-        publish_cluster_info(&registry, &server_url, grpc_url.as_deref(), &pki.ca_pem).await?;
+        let grpc_url = grpc.as_ref().map(|(_, _, url)| url.as_str());
+        publish_cluster_info(&registry, &server_url, grpc_url, &pki.ca_pem).await?;
         crate::registration::start(
             &registry,
             Arc::clone(&access),
@@ -333,11 +333,10 @@ pub async fn run(
     let router = crate::rest::router(Arc::clone(&state));
     let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let mut endpoints_body = json!({"https": server_url});
-    if let Some(grpc_listener) = grpc_listener {
+    let grpc_addr = grpc.as_ref().map(|(_, bound, _)| *bound);
+    if let Some((grpc_listener, _, grpc_url)) = grpc {
         let grpc = crate::grpc::Grpc::start(Arc::clone(&state), config.grpc_heartbeat, &background);
-        if let Some(a) = grpc_addr {
-            endpoints_body["grpc"] = json!(format!("https://{}", reachable(a)));
-        }
+        endpoints_body["grpc"] = json!(grpc_url);
         let accept = Acceptor {
             tls: acceptor.clone(),
             state: Arc::clone(&tls),

@@ -126,9 +126,48 @@ impl v1::CloudEvent {
 
 /// OCM's `statushash`: the lowercase hex SHA-256 of a status's JSON.
 pub fn status_hash(status: &impl serde::Serialize) -> String {
+    status_hash_of_json(&serde_json::to_vec(status).unwrap_or_default())
+}
+
+/// [`status_hash`] of a status already serialized (so a sender serializes it once).
+pub fn status_hash_of_json(json: &[u8]) -> String {
     use sha2::Digest as _;
-    let bytes = serde_json::to_vec(status).unwrap_or_default();
-    sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(json).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A spec resync request's data (ocm.md §8.5): what the agent holds, at which version.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecResync {
+    #[serde(default)]
+    pub resource_versions: Vec<HeldVersion>,
+}
+
+/// One resource a spec resync request names.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldVersion {
+    #[serde(rename = "resourceID")]
+    pub resource_id: String,
+    #[serde(default)]
+    pub resource_version: i64,
+}
+
+/// A status resync request's data (ocm.md §8.5): the status hashes the source holds.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResync {
+    #[serde(default)]
+    pub status_hashes: Vec<HeldStatus>,
+}
+
+/// One resource's status hash in a status resync request.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldStatus {
+    #[serde(rename = "resourceID")]
+    pub resource_id: String,
+    pub status_hash: String,
 }
 
 /// Which half of a resource an event carries.
@@ -270,8 +309,10 @@ mod tests {
         let fresh = format!("{}{generated}", super::GENERATED_HEADER);
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/gen/io.cloudevents.v1.rs");
-        if std::env::var_os("OCM_REGENERATE").is_some() {
+        let before = std::fs::read_to_string(&path).unwrap();
+        if before != fresh && std::env::var_os("OCM_REGENERATE").is_some() {
             std::fs::write(&path, &fresh).unwrap();
+            panic!("{} was stale and is rewritten: run the test again", path.display());
         }
         let committed = std::fs::read_to_string(&path).unwrap();
         assert!(

@@ -21,7 +21,10 @@ use ocm_proto::cloudevents::v1::cloud_event_service_server::{
     CloudEventService, CloudEventServiceServer,
 };
 use ocm_proto::cloudevents::v1::{CloudEvent, PublishRequest, SubscriptionRequest};
-use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, ext, status_hash};
+use ocm_proto::cloudevents::{
+    Action, Attr, EventType, HeldStatus, HeldVersion, SpecResync, StatusResync, Subresource, ext,
+    status_hash,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
@@ -30,7 +33,7 @@ use crate::authz::Attributes;
 use crate::background::Background;
 use crate::cache::{EventType as Change, Msg, Start};
 use crate::error::ApiError;
-use crate::registry::{Patch, Requester, WriteOptions};
+use crate::registry::{Patch, WriteOptions};
 use crate::rest::{ApiState, Identity};
 use crate::tls::PeerInfo;
 use broker::Broker;
@@ -56,23 +59,6 @@ pub struct Grpc {
 struct BundleStatus {
     #[serde(flatten)]
     status: ManifestWorkStatus,
-}
-
-/// One entry of a spec resync request.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Held {
-    #[serde(rename = "resourceID")]
-    resource_id: String,
-    #[serde(default)]
-    resource_version: i64,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ResyncRequest {
-    #[serde(default)]
-    resource_versions: Vec<Held>,
 }
 
 /// A handler's failure as OCM's server reports it: `FailedPrecondition` carrying the
@@ -103,11 +89,6 @@ impl Grpc {
         CloudEventServiceServer::new(self.clone()).max_decoding_message_size(MAX_RECEIVE_BYTES)
     }
 
-    /// The subscribers.
-    pub fn broker(&self) -> &Arc<Broker> {
-        &self.broker
-    }
-
     /// The caller, as REST would authenticate it: the connection's client certificate, then
     /// `authorization: Bearer`.
     fn authenticate<T>(&self, req: &Request<T>) -> Result<Identity, Status> {
@@ -130,10 +111,7 @@ impl Grpc {
     fn options(&self, user: &Identity, route: &Route) -> WriteOptions {
         WriteOptions {
             field_manager: if route.bundles { "work-agent" } else { "registration-agent" }.into(),
-            requester: Some(Requester {
-                user: Arc::clone(user),
-                access: Arc::clone(&self.state.access),
-            }),
+            requester: Some(crate::rest::requester(&self.state, user)),
             api_version: route.rt.api_version(&route.version),
             ..WriteOptions::default()
         }
@@ -183,14 +161,16 @@ impl Grpc {
             (Change::Deleted, _) => Action::DeleteRequest,
             (Change::Added, _) | (Change::Modified, None) => Action::CreateRequest,
             (Change::Modified, Some(prev)) => {
-                let prev = prev.value();
-                let meta = |o: &Value, f: &str| o.pointer(&format!("/metadata/{f}")).cloned();
-                let changed = |f: &str| meta(&obj, f) != meta(&prev, f);
+                // A status write changes none of these: nothing to send.
                 if route.bundles
-                    && !changed("generation")
-                    && !changed("labels")
-                    && !changed("annotations")
-                    && !changed("deletionTimestamp")
+                    && ev.object.same_labels(prev)
+                    && ev.object.deleting == prev.deleting
+                    && {
+                        let prev = prev.value();
+                        let meta = |o| crate::object::meta(o).and_then(|m| m.get("annotations"));
+                        crate::object::generation(&obj) == crate::object::generation(&prev)
+                            && meta(&obj) == meta(&prev)
+                    }
                 {
                     return;
                 }
@@ -206,7 +186,7 @@ impl Grpc {
     /// Answers a spec resync request (ocm.md §8.5) to the subscribers of `cluster`: every
     /// object that is deleting, newer than the agent's or unknown to it, and a deletion for
     /// every object the agent holds that the hub does not.
-    fn resync(&self, route: &Route, cluster: &str, held: &[Held]) -> Result<(), ApiError> {
+    fn resync(&self, route: &Route, cluster: &str, held: &[HeldVersion]) -> Result<(), ApiError> {
         let mut unseen: std::collections::HashMap<&str, i64> =
             held.iter().map(|h| (h.resource_id.as_str(), h.resource_version)).collect();
         for obj in route.objects(&self.state.registry, cluster) {
@@ -269,20 +249,18 @@ impl Grpc {
         self.authorize(user, &Attributes { subresource: "status".into(), ..attrs.clone() })?;
         let opts = self.options(user, route);
         let current = work.value();
-        let finalizers: Vec<String> = current
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default();
-        let has = finalizers.iter().any(|f| f == FINALIZER_MANIFEST_WORK_CLEANUP);
-        let rv = crate::object::meta_str(&current, "resourceVersion").to_owned();
+        let has = crate::object::finalizers(&current).contains(&FINALIZER_MANIFEST_WORK_CLEANUP);
+        let finalizer = |present| {
+            Patch::Merge(crate::object::finalizer_patch(
+                &current,
+                FINALIZER_MANIFEST_WORK_CLEANUP,
+                present,
+            ))
+        };
         if deleted {
             if has {
                 self.authorize(user, &attrs)?;
-                let rest: Vec<&String> =
-                    finalizers.iter().filter(|f| *f != FINALIZER_MANIFEST_WORK_CLEANUP).collect();
-                let patch =
-                    Patch::Merge(json!({"metadata": {"finalizers": rest, "resourceVersion": rv}}));
+                let patch = finalizer(false);
                 registry.patch(rt, cluster, &name, &patch, None, &opts).await.map_err(failed)?;
             }
             return Ok(());
@@ -294,16 +272,16 @@ impl Grpc {
         }
         if !has && !work.deleting {
             self.authorize(user, &attrs)?;
-            let mut with = finalizers.clone();
-            with.push(FINALIZER_MANIFEST_WORK_CLEANUP.to_owned());
-            let patch =
-                Patch::Merge(json!({"metadata": {"finalizers": with, "resourceVersion": rv}}));
+            let patch = finalizer(true);
             registry.patch(rt, cluster, &name, &patch, None, &opts).await.map_err(failed)?;
         }
         let stored: ManifestWorkStatus = current
             .get("status")
-            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .and_then(|s| ManifestWorkStatus::deserialize(s).ok())
             .unwrap_or_default();
+        // The agent re-reports on every reconnect and resync: an unchanged status is not sent
+        // through the registry (which would parse, merge and compare the whole work to find
+        // that out).
         if stored != body.status {
             let patch = Patch::Merge(json!({"status": body.status}));
             let sub = rt.subresource("status");
@@ -322,7 +300,7 @@ impl Grpc {
         t: &EventType,
         event: &CloudEvent,
     ) -> Result<(), Status> {
-        let mut obj: Value = serde_json::from_slice(event.bytes().unwrap_or(b"null"))
+        let obj: Value = serde_json::from_slice(event.bytes().unwrap_or(b"null"))
             .map_err(|e| Status::invalid_argument(format!("the data is not JSON: {e}")))?;
         if !obj.is_object() {
             return Err(Status::invalid_argument("the data must be a JSON object"));
@@ -333,10 +311,6 @@ impl Grpc {
             )));
         }
         let rt = &route.rt;
-        if let Some(m) = obj.as_object_mut() {
-            m.insert("apiVersion".into(), json!(rt.api_version(&route.version)));
-            m.insert("kind".into(), json!(rt.kind));
-        }
         let name = crate::object::meta_str(&obj, "name").to_owned();
         let namespace = route.namespace(cluster);
         let (verb, sub) = match (t.subresource, t.action) {
@@ -355,8 +329,7 @@ impl Grpc {
             attrs.name.clear();
         }
         self.authorize(user, &attrs)?;
-        let storage = rt.storage_api_version();
-        let obj = rt.strategy.version_to_storage(obj, &storage).map_err(failed)?;
+        let obj = rt.to_storage(&route.version, obj).map_err(failed)?;
         let opts = self.options(user, route);
         let registry = &self.state.registry;
         if verb == "create" {
@@ -396,7 +369,7 @@ impl CloudEventService for Grpc {
                     &user,
                     &Attributes::resource("list", &rt.group, &rt.plural, &ns, name),
                 )?;
-                let req: ResyncRequest = serde_json::from_slice(event.bytes().unwrap_or(b"{}"))
+                let req: SpecResync = serde_json::from_slice(event.bytes().unwrap_or(b"{}"))
                     .map_err(|e| {
                         Status::invalid_argument(format!("the resync request does not parse: {e}"))
                     })?;
@@ -439,22 +412,22 @@ impl CloudEventService for Grpc {
         if route.bundles {
             // The hub asks for the statuses it lacks (OCM's sources do on connect): the agent
             // answers with every work whose status hash differs.
-            let hashes: Vec<Value> = route
+            let status_hashes = route
                 .objects(&self.state.registry, cluster)
                 .iter()
                 .map(|o| {
                     let status: ManifestWorkStatus = o
                         .value()
                         .get("status")
-                        .and_then(|s| serde_json::from_value(s.clone()).ok())
+                        .and_then(|s| ManifestWorkStatus::deserialize(s).ok())
                         .unwrap_or_default();
-                    json!({"resourceID": &*o.uid, "statusHash": status_hash(&status)})
+                    HeldStatus { resource_id: o.uid.to_string(), status_hash: status_hash(&status) }
                 })
                 .collect();
             let mut ask =
                 routes::new_event(&route.event_type(Subresource::Status, Action::ResyncRequest));
             ask.set(ext::CLUSTER_NAME, Attr::CeString(cluster.to_owned()))
-                .set_json(json!({"statusHashes": hashes}).to_string());
+                .set_json(serde_json::to_vec(&StatusResync { status_hashes }).unwrap_or_default());
             self.broker.deliver(cluster, route.data_type, &ask, Some(sub.id()));
         }
         let id = uuid::Uuid::new_v4().to_string();

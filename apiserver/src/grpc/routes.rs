@@ -9,15 +9,14 @@ use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ex
 use serde_json::{Value, json};
 
 use crate::cache::CachedObject;
+use crate::cluster_rbac::CLUSTER_NAME_LABEL;
 use crate::error::ApiError;
+use crate::object;
 use crate::registry::Registry;
 use crate::scheme::{ResourceType, Scheme};
 
 /// The `source` of every event the hub sends (OCM's hub services use `kube`).
 pub const SOURCE: &str = "kube";
-
-/// The label naming a CSR's cluster.
-const CLUSTER_LABEL: &str = "open-cluster-management.io/cluster-name";
 
 /// How an object names the cluster it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,21 +136,16 @@ impl Route {
         match self.owner {
             Owner::Name => obj.namespace_name().1,
             Owner::Namespace => obj.namespace_name().0,
-            Owner::Label => obj.label(CLUSTER_LABEL).unwrap_or(""),
+            Owner::Label => obj.label(CLUSTER_NAME_LABEL).unwrap_or(""),
         }
     }
 
     /// The cluster an object in a request names (it must be the event's cluster).
     pub fn cluster_in<'a>(&self, obj: &'a Value) -> &'a str {
-        let at = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
         match self.owner {
-            Owner::Name => at("/metadata/name"),
-            Owner::Namespace => at("/metadata/namespace"),
-            Owner::Label => obj
-                .pointer("/metadata/labels")
-                .and_then(|l| l.get(CLUSTER_LABEL))
-                .and_then(Value::as_str)
-                .unwrap_or(""),
+            Owner::Name => object::name(obj),
+            Owner::Namespace => object::namespace(obj),
+            Owner::Label => object::label(obj, CLUSTER_NAME_LABEL).unwrap_or(""),
         }
     }
 
@@ -164,17 +158,11 @@ impl Route {
     pub fn objects(&self, registry: &Registry, cluster: &str) -> Vec<Arc<CachedObject>> {
         match self.owner {
             Owner::Namespace => registry.cached_list(&self.rt, cluster),
-            Owner::Name => registry
-                .cache
-                .get(&self.rt.prefix, &self.rt.key("", cluster))
-                .ok()
-                .flatten()
-                .into_iter()
-                .collect(),
+            Owner::Name => registry.cached(&self.rt, "", cluster).into_iter().collect(),
             Owner::Label => registry
                 .cached_list(&self.rt, "")
                 .into_iter()
-                .filter(|o| o.label(CLUSTER_LABEL) == Some(cluster))
+                .filter(|o| o.label(CLUSTER_NAME_LABEL) == Some(cluster))
                 .collect(),
         }
     }
@@ -183,9 +171,9 @@ impl Route {
     /// resourceVersion of anything else.
     pub fn version_of(&self, obj: &Value) -> i64 {
         if self.bundles {
-            obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0)
+            object::generation(obj)
         } else {
-            crate::object::meta_str(obj, "resourceVersion").parse().unwrap_or(0)
+            object::meta_str(obj, "resourceVersion").parse().unwrap_or(0)
         }
     }
 
@@ -214,7 +202,7 @@ impl Route {
         let mut event = new_event(&self.spec_type(action));
         event
             .set(ext::CLUSTER_NAME, Attr::CeString(cluster.to_owned()))
-            .set(ext::RESOURCE_ID, Attr::CeString(crate::object::uid(obj).to_owned()));
+            .set(ext::RESOURCE_ID, Attr::CeString(object::uid(obj).to_owned()));
         let version = self.version_of(obj);
         if self.bundles {
             event.set(
@@ -254,12 +242,7 @@ impl Route {
             // subscriber's buffer.
             crate::intern::intern(serde_json::to_vec(&bundle).map_err(ApiError::internal)?)
         } else {
-            let wanted = self.rt.api_version(&self.version);
-            let mut out = if obj.get("apiVersion").and_then(Value::as_str) == Some(&wanted) {
-                obj.clone()
-            } else {
-                self.rt.strategy.storage_to_version(obj.clone(), &wanted)?
-            };
+            let mut out = self.rt.to_version(&self.version, obj.clone())?;
             if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("managedFields");
             }
@@ -294,6 +277,6 @@ pub fn now() -> prost_types::Timestamp {
 }
 
 fn parse_time(s: &str) -> Option<prost_types::Timestamp> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    let t = object::parse_rfc3339(s)?;
     Some(prost_types::Timestamp { seconds: t.unix_timestamp(), nanos: t.nanosecond() as i32 })
 }

@@ -57,10 +57,6 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-fn parse_time(s: &str) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
-}
-
 impl Clusters {
     async fn run(&self, name: String) -> Result<Action, ApiError> {
         let kinds = &self.ctx.kinds;
@@ -156,8 +152,8 @@ impl Clusters {
             lease_grace = Some(grace);
             let now_t = time::OffsetDateTime::now_utc();
             // A renewTime so far ahead that adding the grace overflows never expires.
-            if let Some((renewed, expiry)) =
-                parse_time(&renew_str).and_then(|r| r.checked_add(grace).map(|e| (r, e)))
+            if let Some((renewed, expiry)) = crate::object::parse_rfc3339(&renew_str)
+                .and_then(|r| r.checked_add(grace).map(|e| (r, e)))
             {
                 if now_t >= expiry {
                     set_condition(
@@ -389,9 +385,9 @@ impl Clusters {
         rv: &str,
         finalizer: &str,
     ) -> Result<Action, ApiError> {
-        let left: Vec<&str> =
-            object::finalizers(raw).into_iter().filter(|f| *f != finalizer).collect();
-        let body = json!({"metadata": {"finalizers": left, "resourceVersion": rv}});
+        // At `rv`: this pass may have written the cluster since `raw` was read.
+        let mut body = object::finalizer_patch(raw, finalizer, false);
+        body["metadata"]["resourceVersion"] = json!(rv);
         self.ctx.patch(&self.ctx.kinds.clusters, "", name, body, None).await?;
         Ok(Action::Done)
     }
@@ -474,7 +470,7 @@ pub(super) fn start(ctx: &Arc<Ctx>, background: &Background) {
                 .value()
                 .pointer("/spec/renewTime")
                 .and_then(Value::as_str)
-                .and_then(parse_time);
+                .and_then(crate::object::parse_rfc3339);
             renew.is_none_or(|r| (time::OffsetDateTime::now_utc() - r).abs() >= j.grace)
         }
     };
