@@ -223,17 +223,39 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, AgentError>>,
 {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     loop {
         match call().await {
-            Err(e) if e.is_busy() => {
-                use rand::Rng as _;
-                let jitter = rand::rng().random_range(0.5..1.5);
-                tokio::time::sleep(backoff.mul_f64(jitter)).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
+            Err(e) if e.is_busy() => backoff.wait().await,
             other => return other,
         }
+    }
+}
+
+/// Doubling waits between retries, each jittered by ±50 % so that a fleet retrying after the
+/// same event (a hub restart) spreads out.
+pub(crate) struct Backoff {
+    first: Duration,
+    next: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new(first: Duration, max: Duration) -> Backoff {
+        Backoff { first, next: first, max }
+    }
+
+    /// Sleeps for the next wait.
+    pub(crate) async fn wait(&mut self) {
+        use rand::Rng as _;
+        let jitter = rand::rng().random_range(0.5..1.5);
+        tokio::time::sleep(self.next.mul_f64(jitter)).await;
+        self.next = (self.next * 2).min(self.max);
+    }
+
+    /// Starts over from the first wait.
+    pub(crate) fn reset(&mut self) {
+        self.next = self.first;
     }
 }
 
@@ -368,7 +390,7 @@ async fn work_loop(shared: Arc<Shared>) {
             &shared.id.cluster_name,
             Arc::clone(&shared.cluster),
             shared.opts.work_resync,
-            Some(shared.opts.data_dir.clone()),
+            shared.opts.data_dir.clone(),
         );
         agent.run().await;
         tokio::time::sleep(Duration::from_secs(1)).await;

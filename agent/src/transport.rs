@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::watcher;
-use ocm_proto::api::meta::{CONDITION_TRUE, Condition, Time, condition};
+use ocm_proto::api::meta::{CONDITION_TRUE, condition};
 use ocm_proto::api::work::v1::{
     DeleteOption, ManifestConfigOption, ManifestWork, ManifestWorkExecutor, ManifestWorkSpec,
     ManifestWorkStatus, ManifestsTemplate,
@@ -23,12 +23,14 @@ use ocm_proto::api::work::{
 };
 use ocm_proto::cloudevents::v1::CloudEvent;
 use ocm_proto::cloudevents::{
-    Action, Attr, EventType, HEARTBEAT, Subresource, data_type, ext, status_hash,
+    Action, Attr, EventType, HEARTBEAT, HeldVersion, SpecResync, StatusResync, Subresource,
+    data_type, ext, status_hash_of_json,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::agent::Backoff;
 use crate::error::AgentError;
 use crate::grpc::{self, Client, Endpoint};
 use crate::state::DataDir;
@@ -132,14 +134,15 @@ impl Link {
         *self.held.lock().unwrap_or_else(PoisonError::into_inner) = held;
     }
 
-    /// Publishes a work's status (with `Deleted` when `deleted`), unless the hub already has it.
-    async fn report(
+    /// Publishes a work's status, unless the hub already has it.
+    pub(crate) async fn report(
         &self,
         work: &ManifestWork,
         status: &ManifestWorkStatus,
     ) -> Result<(), AgentError> {
         let uid = work.metadata.uid.clone().unwrap_or_default();
-        let hash = status_hash(status);
+        let json = serde_json::to_vec(status).unwrap_or_default();
+        let hash = status_hash_of_json(&json);
         if self.acked.lock().unwrap_or_else(PoisonError::into_inner).get(&uid) == Some(&hash) {
             return Ok(());
         }
@@ -150,7 +153,7 @@ impl Link {
         let t =
             EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Status, Action::UpdateRequest)
                 .map_err(|e| AgentError::Invalid(e.to_string()))?;
-        let mut event = CloudEvent::new(uuid_like(), self.source.clone(), &t);
+        let mut event = CloudEvent::new(uuid::Uuid::new_v4().to_string(), self.source.clone(), &t);
         let meta = serde_json::to_string(&work.metadata).unwrap_or_default();
         let original = work
             .metadata
@@ -173,7 +176,7 @@ impl Link {
             .set(ext::SEQUENCE_ID, Attr::CeString(sequence.to_string()))
             .set(ext::STATUS_HASH, Attr::CeString(hash.clone()))
             .set(ext::METADATA, Attr::CeString(meta))
-            .set_json(serde_json::to_vec(status).unwrap_or_default());
+            .set_json(json);
         grpc::publish(&client, event).await?;
         self.acked.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, hash);
         Ok(())
@@ -191,13 +194,6 @@ impl Link {
             acked.insert(uid.clone(), hash.clone());
         }
     }
-}
-
-/// A random-enough event id (the time and a counter: unique per agent).
-fn uuid_like() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("{:x}-{n:x}", time::OffsetDateTime::now_utc().unix_timestamp_nanos())
 }
 
 impl Sink {
@@ -266,7 +262,7 @@ impl Sink {
                     "ManifestsDeleted",
                     "Manifests are deleted",
                 );
-                let now = Time(k8s_openapi::jiff::Timestamp::now());
+                let now = crate::agent::now();
                 ocm_proto::api::meta::set_condition(&mut status.conditions, deleted, now);
                 link.report(work, &status).await
             }
@@ -398,20 +394,8 @@ pub fn work_of(event: &CloudEvent, cluster: &str) -> Result<Incoming, String> {
 
 /// The status hashes of a status resync request.
 fn hashes_of(event: &CloudEvent) -> Vec<(String, String)> {
-    #[derive(Deserialize)]
-    struct Entry {
-        #[serde(rename = "resourceID")]
-        id: String,
-        #[serde(rename = "statusHash")]
-        hash: String,
-    }
-    #[derive(Deserialize)]
-    struct Request {
-        #[serde(rename = "statusHashes", default)]
-        hashes: Vec<Entry>,
-    }
-    serde_json::from_slice::<Request>(event.bytes().unwrap_or(b"{}"))
-        .map(|r| r.hashes.into_iter().map(|e| (e.id, e.hash)).collect())
+    serde_json::from_slice::<StatusResync>(event.bytes().unwrap_or(b"{}"))
+        .map(|r| r.status_hashes.into_iter().map(|e| (e.resource_id, e.status_hash)).collect())
         .unwrap_or_default()
 }
 
@@ -419,11 +403,10 @@ fn hashes_of(event: &CloudEvent) -> Vec<(String, String)> {
 /// resync with the generations it holds, and forwards what arrives; reconnects with backoff
 /// when the stream ends, fails or falls silent.
 pub async fn grpc_source(source: GrpcSource, link: Arc<Link>, tx: mpsc::Sender<Incoming>) {
-    const FIRST: Duration = Duration::from_millis(500);
-    let mut backoff = FIRST;
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(10));
     loop {
-        let subscribed = std::sync::atomic::AtomicBool::new(false);
-        match follow(&source, &link, &tx, &subscribed).await {
+        let mut subscribed = false;
+        match follow(&source, &link, &tx, &mut subscribed).await {
             Ok(()) => return,
             Err(e) => {
                 link.set_client(None);
@@ -431,11 +414,10 @@ pub async fn grpc_source(source: GrpcSource, link: Arc<Link>, tx: mpsc::Sender<I
             }
         }
         // A stream that was up starts the backoff over.
-        if subscribed.load(Ordering::Relaxed) {
-            backoff = FIRST;
+        if subscribed {
+            backoff.reset();
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(10));
+        backoff.wait().await;
     }
 }
 
@@ -443,7 +425,7 @@ async fn follow(
     source: &GrpcSource,
     link: &Arc<Link>,
     tx: &mpsc::Sender<Incoming>,
-    subscribed: &std::sync::atomic::AtomicBool,
+    subscribed: &mut bool,
 ) -> Result<(), AgentError> {
     let (cert, key) = source.data_dir.credentials()?.ok_or_else(|| {
         AgentError::Invalid("the agent holds no certificate: run `klusterlet join`".into())
@@ -451,20 +433,20 @@ async fn follow(
     let client = source.endpoint.connect(&cert, &key).await?;
     let mut stream = grpc::subscribe(&client, &source.cluster, data_type::MANIFEST_BUNDLES).await?;
     link.set_client(Some(client.clone()));
-    subscribed.store(true, Ordering::Relaxed);
+    *subscribed = true;
     // Spec resync: everything newer than what the agent holds, and what it holds that is gone.
-    let held: Vec<Value> = link
+    let resource_versions = link
         .held
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .iter()
-        .map(|(id, v)| json!({"resourceID": id, "resourceVersion": v}))
+        .map(|(id, v)| HeldVersion { resource_id: id.clone(), resource_version: *v })
         .collect();
     let t = EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Spec, Action::ResyncRequest)
         .map_err(|e| AgentError::Invalid(e.to_string()))?;
-    let mut ask = CloudEvent::new(uuid_like(), link.source.clone(), &t);
+    let mut ask = CloudEvent::new(uuid::Uuid::new_v4().to_string(), link.source.clone(), &t);
     ask.set(ext::CLUSTER_NAME, Attr::CeString(source.cluster.clone()))
-        .set_json(json!({"resourceVersions": held}).to_string());
+        .set_json(serde_json::to_vec(&SpecResync { resource_versions }).unwrap_or_default());
     grpc::publish(&client, ask).await?;
     tracing::info!(cluster = %source.cluster, "work stream connected");
     loop {
@@ -513,11 +495,6 @@ async fn follow(
 /// Marks a held work deleted (the hub's deletion reached the agent).
 pub fn mark_deleting(work: &mut ManifestWork) {
     if work.metadata.deletion_timestamp.is_none() {
-        work.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        work.metadata.deletion_timestamp = Some(crate::agent::now());
     }
-}
-
-/// A condition saying the work is being deleted.
-pub fn deleting_condition() -> Condition {
-    condition("Deleting", CONDITION_TRUE, "WorkDeleting", "ManifestWork is being deleted")
 }

@@ -17,11 +17,11 @@ use ocm_proto::api::meta::{
     CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Condition, condition, set_condition,
 };
 use ocm_proto::api::work::v1::{
-    AppliedManifestWork, AppliedManifestWorkSpec, FEEDBACK_JSON_PATHS, FEEDBACK_WELL_KNOWN_STATUS,
-    FIELD_VALUE_BOOLEAN, FIELD_VALUE_INTEGER, FIELD_VALUE_STRING, FeedbackRule, FeedbackValue,
-    FieldValue, ManifestCondition, ManifestConfigOption, ManifestResourceMeta,
-    ManifestResourceStatus, ManifestWork, ManifestWorkStatus, PROPAGATION_ORPHAN,
-    PROPAGATION_SELECTIVELY_ORPHAN, ResourceIdentifier, StatusFeedbackResult,
+    self as v1, AppliedManifestWork, AppliedManifestWorkSpec, FEEDBACK_JSON_PATHS,
+    FEEDBACK_WELL_KNOWN_STATUS, FIELD_VALUE_BOOLEAN, FIELD_VALUE_INTEGER, FIELD_VALUE_STRING,
+    FeedbackRule, FeedbackValue, FieldValue, ManifestCondition, ManifestConfigOption,
+    ManifestResourceMeta, ManifestResourceStatus, ManifestWork, ManifestWorkStatus,
+    PROPAGATION_ORPHAN, PROPAGATION_SELECTIVELY_ORPHAN, ResourceIdentifier, StatusFeedbackResult,
     UPDATE_STRATEGY_CREATE_ONLY, UPDATE_STRATEGY_READ_ONLY, UPDATE_STRATEGY_SERVER_SIDE_APPLY,
 };
 use ocm_proto::api::work::{FINALIZER_MANIFEST_WORK_CLEANUP as FINALIZER, GROUP};
@@ -234,6 +234,16 @@ fn with_conditions(
     conditions
 }
 
+/// A condition saying the work is being deleted.
+fn deleting_condition() -> Condition {
+    condition(
+        v1::CONDITION_DELETING,
+        CONDITION_TRUE,
+        "WorkDeleting",
+        "ManifestWork is being deleted",
+    )
+}
+
 /// `c` at `generation`.
 fn observed(mut c: Condition, generation: Option<i64>) -> Condition {
     c.observed_generation = generation;
@@ -250,8 +260,8 @@ pub struct WorkAgent {
     cluster_name: String,
     hub_hash: String,
     resync: Duration,
-    /// Where the works held are journaled (none: not kept across restarts).
-    journal: Option<DataDir>,
+    /// Where the works held are journaled.
+    journal: DataDir,
 }
 
 /// Where a work agent's works come from.
@@ -280,7 +290,7 @@ impl WorkAgent {
         cluster_name: &str,
         cluster: Arc<dyn Cluster>,
         resync: Duration,
-        journal: Option<DataDir>,
+        journal: DataDir,
     ) -> WorkAgent {
         let sink = match &source {
             Source::Kube(hub) => Sink::kube(hub.clone(), cluster_name),
@@ -303,7 +313,7 @@ impl WorkAgent {
     /// corrected while the hub is away), then each change the source brings; every resync
     /// period all of them are reconciled again.
     pub async fn run(self) {
-        let mut known = self.journal.as_ref().map(load_journal).unwrap_or_default();
+        let mut known = load_journal(&self.journal);
         let (tx, mut rx) = mpsc::channel(256);
         if let Sink::Grpc(link) = &self.sink {
             link.hold(&known);
@@ -335,12 +345,14 @@ impl WorkAgent {
                     }
                 }
             }
-            // Once per message or tick, not per work: what the next spec resync tells the hub,
-            // and the journal.
-            if let Sink::Grpc(link) = &self.sink {
-                link.hold(&known);
+            // Once a burst of messages is taken (or per tick), not per message or work: what
+            // the next spec resync tells the hub, and the journal.
+            if rx.is_empty() {
+                if let Sink::Grpc(link) = &self.sink {
+                    link.hold(&known);
+                }
+                self.journal(&known, &mut journaled);
             }
-            self.journal(&known, &mut journaled);
         }
     }
 
@@ -384,12 +396,15 @@ impl WorkAgent {
                 return;
             }
             Incoming::StatusHashes(hashes) => {
-                if let Sink::Grpc(link) = &self.sink {
-                    link.hub_hashes(&hashes);
-                }
-                let names: Vec<String> = known.keys().cloned().collect();
-                for name in names {
-                    self.pass(&name, known).await;
+                // Only what the hub lacks is sent again: no work is reconciled for it.
+                let Sink::Grpc(link) = &self.sink else { return };
+                link.hub_hashes(&hashes);
+                for work in known.values() {
+                    if let Some(status) = &work.status {
+                        if let Err(e) = link.report(work, status).await {
+                            tracing::debug!(error = %e, "status not re-sent; sent at the next pass");
+                        }
+                    }
                 }
                 return;
             }
@@ -420,10 +435,9 @@ impl WorkAgent {
 
     /// Writes the journal when the works held changed (serialized once per pass).
     fn journal(&self, known: &BTreeMap<String, ManifestWork>, last: &mut Vec<u8>) {
-        let Some(dir) = &self.journal else { return };
         let now = transport::journal_bytes(known);
         if now != *last {
-            match save_journal(dir, &now) {
+            match save_journal(&self.journal, &now) {
                 Ok(()) => *last = now,
                 Err(e) => tracing::warn!(error = %e, "the work journal was not written"),
             }
@@ -657,7 +671,7 @@ impl WorkAgent {
     async fn clean_up(&self, work: &mut ManifestWork, name: &str) -> Result<(), AgentError> {
         let mut status = work.status.clone().unwrap_or_default();
         let before = status.conditions.clone();
-        status.conditions = with_conditions(before.clone(), [transport::deleting_condition()]);
+        status.conditions = with_conditions(before.clone(), [deleting_condition()]);
         if status.conditions != before {
             // Best effort: the cleanup goes on if the status cannot be written.
             let _ = self.sink.report(work, status).await;
