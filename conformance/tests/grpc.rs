@@ -10,8 +10,10 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use ocm_agent::grpc::{self, Client, Endpoint};
 use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::kubectl::create;
+use ocm_proto::api::work::v1::ManifestWorkStatus;
 use ocm_proto::cloudevents::v1::CloudEvent;
-use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext};
+use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext, status_hash};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -31,16 +33,8 @@ async fn accepted(hub: &TestHub, names: &[&str]) -> anyhow::Result<()> {
     for name in names {
         let mc = json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
             "metadata": {"name": name}, "spec": {"hubAcceptsClient": true}});
-        let (code, body) = hub
-            .call(
-                &http,
-                Method::POST,
-                "/apis/cluster.open-cluster-management.io/v1/managedclusters",
-                Some(&mc),
-                &[],
-            )
+        create(hub, &http, "/apis/cluster.open-cluster-management.io/v1/managedclusters", mc)
             .await?;
-        ensure!(code == 201, "{code} {body}");
         let lease =
             format!("/apis/coordination.k8s.io/v1/namespaces/{name}/leases/managed-cluster-lease");
         eventually(&format!("{name} accepted"), WAIT, || async {
@@ -119,8 +113,7 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
             "metadata": {"name": "cm", "namespace": "default"}}]},
             "deleteOption": {"propagationPolicy": "Orphan"}}});
     let works = "/apis/work.open-cluster-management.io/v1/namespaces/a/manifestworks";
-    let (code, created) = hub.call(&hub.http()?, Method::POST, works, Some(&work), &[]).await?;
-    ensure!(code == 201, "{code} {created}");
+    let created = create(&hub, &hub.http()?, works, work.clone()).await?;
     let uid = created["metadata"]["uid"].as_str().context("uid")?.to_owned();
     let e = next(&mut stream_a).await?;
     ensure!(e.r#type == format!("{bundles}.spec.create_request"), "{e:?}");
@@ -162,14 +155,12 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     };
     ensure!(refused(grpc::publish(&ax, lease("a")?).await, "PermissionDenied"));
 
-    // a's own report lands (with the finalizer the hub adds); an older generation's does not.
+    // a's own report lands (with the finalizer the hub adds) before Publish returns; an older
+    // generation's does not.
     grpc::publish(&a, report("a", 1)?).await?;
     let path = format!("{works}/w");
-    let stored = eventually("the status on the hub", WAIT, || async {
-        let (_, w) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
-        Ok(w["status"]["conditions"][0]["type"].as_str().is_some().then_some(w))
-    })
-    .await?;
+    let (_, stored) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
+    ensure!(stored["status"]["conditions"][0]["message"] == "done", "{stored}");
     ensure!(
         stored["metadata"]["finalizers"]
             == json!(["cluster.open-cluster-management.io/manifest-work-cleanup"]),
@@ -190,6 +181,16 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     grpc::publish(&a, old).await?;
     let (_, w) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
     ensure!(w["status"]["conditions"][0]["message"] == "done", "a stale report landed: {w}");
+
+    // A new subscription is asked for what the hub lacks: the hash of the status it holds.
+    let mut again = grpc::subscribe(&a, "a", bundles).await?;
+    let ask = next(&mut again).await?;
+    ensure!(ask.r#type == format!("{bundles}.status.resync_request"), "{ask:?}");
+    let held: ManifestWorkStatus = serde_json::from_value(w["status"].clone())?;
+    let hashes: Value = serde_json::from_slice(ask.bytes().context("data")?)?;
+    let want = json!({"statusHashes": [{"resourceID": uid, "statusHash": status_hash(&held)}]});
+    ensure!(hashes == want, "{hashes} is not {want}");
+    drop(again);
 
     // Spec resync: the hub sends what is newer than the agent holds, and deletes what it lacks.
     let mut resync = event(&format!("{bundles}.spec.resync_request"), "a")?;
@@ -212,6 +213,18 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     seen.sort();
     want.sort();
     ensure!(seen == want, "{seen:?}");
+    // Holding the current generation, the agent is sent only the deletion of what it lacks.
+    let mut current = event(&format!("{bundles}.spec.resync_request"), "a")?;
+    current.set_json(
+        json!({"resourceVersions": [{"resourceID": uid, "resourceVersion": 2},
+                                    {"resourceID": "gone", "resourceVersion": 3}]})
+        .to_string(),
+    );
+    grpc::publish(&a, current).await?;
+    let e = next(&mut stream_a).await?;
+    ensure!(e.string(ext::RESOURCE_ID) == Some("gone"), "a current work was sent again: {e:?}");
+    let nothing = tokio::time::timeout(Duration::from_secs(1), next(&mut stream_a)).await;
+    ensure!(nothing.is_err(), "a current work was sent again: {nothing:?}");
 
     // A Kubernetes kind over Publish: a's agent renews its Lease.
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/a/leases/managed-cluster-lease";
@@ -229,13 +242,23 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     ensure!(code == 200, "{code} {body}");
     let e = next(&mut stream_a).await?;
     ensure!(e.get(ext::DELETION_TIMESTAMP).is_some() && e.data.is_none(), "{e:?}");
+    // Deleting, the work waits for its agent: neither the deletion nor a report other than
+    // `Deleted` releases it.
+    grpc::publish(&a, report("a", 2)?).await?;
+    let (code, w) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
+    ensure!(code == 200 && w["metadata"]["deletionTimestamp"].is_string(), "{code} {w}");
+    ensure!(
+        w["metadata"]["finalizers"]
+            == json!(["cluster.open-cluster-management.io/manifest-work-cleanup"]),
+        "released before the agent said Deleted: {w}"
+    );
     let mut deleted = report("a", 2)?;
     deleted.set_json(
         json!({"conditions": [{"type": "Deleted", "status": "True", "reason": "ManifestsDeleted",
             "message": "gone", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
         .to_string(),
     );
-    grpc::publish(&a, deleted).await?;
+    grpc::publish(&a, deleted.clone()).await?;
     eventually("the work released", WAIT, || async {
         let (code, _) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
         Ok((code == 404).then_some(()))
@@ -243,13 +266,7 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     .await?;
 
     // A repeated `Deleted` for a work already gone is fine (nothing is left to release).
-    let mut again = report("a", 2)?;
-    again.set_json(
-        json!({"conditions": [{"type": "Deleted", "status": "True", "reason": "ManifestsDeleted",
-            "message": "gone", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
-        .to_string(),
-    );
-    grpc::publish(&a, again).await?;
+    grpc::publish(&a, deleted).await?;
 
     // Bad requests are the protocol's errors: a report must say which generation it is about.
     let mut versionless = report("a", 1)?;

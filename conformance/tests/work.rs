@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use ocm_apiserver::scheme::Profile;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::kubectl::{create, merge_patch};
 use ocm_conformance::programs;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -45,16 +46,7 @@ async fn joined_on(
         "2099-01-01T00:00:00Z",
         "work tests",
     );
-    let (code, body) = hub
-        .call(
-            &hub.http()?,
-            Method::POST,
-            "/api/v1/namespaces/kube-system/secrets",
-            Some(&token),
-            &[],
-        )
-        .await?;
-    ensure!(code == 201, "{code} {body}");
+    create(&hub, &hub.http()?, "/api/v1/namespaces/kube-system/secrets", token.clone()).await?;
     let cluster = TestHub::start_with(Backend::Memory, |c| c.profile = Profile::Cluster).await?;
     let dir = tempfile::tempdir()?;
     let join = [
@@ -177,10 +169,7 @@ fn rerun(dir: &Path, cluster: &TestHub, extra: &[&str]) -> anyhow::Result<tokio:
 /// Sets the ConfigMap of work `name` to `value` (a new generation).
 async fn set_value(hub: &TestHub, name: &str, value: &str) -> anyhow::Result<()> {
     let patch = json!({"spec": {"workload": {"manifests": [configmap("cfg", value)]}}});
-    let merge = [("content-type", "application/merge-patch+json")];
-    let path = format!("{WORKS}/{name}");
-    let (code, body) = hub.call(&hub.http()?, Method::PATCH, &path, Some(&patch), &merge).await?;
-    ensure!(code == 200, "{code} {body}");
+    merge_patch(hub, &hub.http()?, &format!("{WORKS}/{name}"), patch).await?;
     Ok(())
 }
 
@@ -196,17 +185,8 @@ async fn cfg_holds(cluster: &TestHub, value: &str) -> anyhow::Result<Value> {
 
 /// Changes `cfg` on the cluster behind the agent's back.
 async fn tamper(cluster: &TestHub) -> anyhow::Result<()> {
-    let merge = [("content-type", "application/merge-patch+json")];
-    let (code, body) = cluster
-        .call(
-            &cluster.http()?,
-            Method::PATCH,
-            "/api/v1/namespaces/default/configmaps/cfg",
-            Some(&json!({"data": {"v": "tampered"}})),
-            &merge,
-        )
-        .await?;
-    ensure!(code == 200, "{code} {body}");
+    let path = "/api/v1/namespaces/default/configmaps/cfg";
+    merge_patch(cluster, &cluster.http()?, path, json!({"data": {"v": "tampered"}})).await?;
     Ok(())
 }
 
@@ -219,13 +199,13 @@ async fn restarts_and_a_hub_away_lose_nothing(transport: &str) -> anyhow::Result
     let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
         "metadata": {"name": "w1", "namespace": "c1"},
         "spec": {"workload": {"manifests": [configmap("cfg", "1")]}}});
-    let (code, body) = hub.call(&hub.http()?, Method::POST, WORKS, Some(&work), &[]).await?;
-    ensure!(code == 201, "{code} {body}");
+    create(&hub, &hub.http()?, WORKS, work.clone()).await?;
     applied(&hub, "w1").await?;
     let before = cfg_holds(&cluster, "1").await?;
 
-    // The hub restarts under the connected agent: the object is not written again (no second
-    // apply), and the next change still arrives.
+    // The hub restarts under the connected agent: the object is neither recreated nor written
+    // again (the agent's applies skip writes that change nothing, so this shows that the
+    // restart did not make the agent treat the work as new), and the next change arrives.
     hub.restart().await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let same = cfg_holds(&cluster, "1").await?;
@@ -239,12 +219,14 @@ async fn restarts_and_a_hub_away_lose_nothing(transport: &str) -> anyhow::Result
     let w = applied(&hub, "w1").await?;
     ensure!(w["metadata"]["generation"] == 2, "{w}");
 
-    // The hub away: what was applied stays, and drift is still corrected.
+    // The hub away: what was applied stays (the same object, not made again), and drift is
+    // still corrected.
+    let uid = &before["metadata"]["uid"];
     hub.pause().await;
     tamper(&cluster).await?;
-    cfg_holds(&cluster, "2").await?;
+    ensure!(cfg_holds(&cluster, "2").await?["metadata"]["uid"] == *uid, "cfg was made again");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    cfg_holds(&cluster, "2").await?;
+    ensure!(cfg_holds(&cluster, "2").await?["metadata"]["uid"] == *uid, "cfg was made again");
     hub.resume().await?;
 
     // The agent away: a change made meanwhile reaches the cluster once it is back.
@@ -260,7 +242,7 @@ async fn restarts_and_a_hub_away_lose_nothing(transport: &str) -> anyhow::Result
     hub.pause().await;
     let mut agent = rerun(dir.path(), &cluster, &flags)?;
     tamper(&cluster).await?;
-    cfg_holds(&cluster, "3").await?;
+    ensure!(cfg_holds(&cluster, "3").await?["metadata"]["uid"] == *uid, "cfg was made again");
     hub.resume().await?;
     // Deleting the work once the hub is back removes what it applied.
     let (code, body) =
@@ -282,8 +264,7 @@ async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> any
     let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
         "metadata": {"name": "w1", "namespace": "c1"},
         "spec": {"workload": {"manifests": [deployment("web"), configmap("cfg", "1")]}}});
-    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&work), &[]).await?;
-    ensure!(code == 201, "{code} {body}");
+    create(&hub, &hub.http()?, WORKS, work.clone()).await?;
 
     // Applied on the cluster, reported on the hub.
     let w = applied(&hub, "w1").await?;
@@ -357,8 +338,7 @@ async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> any
         "metadata": {"name": "w2", "namespace": "c1"},
         "spec": {"workload": {"manifests": [configmap("kept", "x")]},
                  "deleteOption": {"propagationPolicy": "Orphan"}}});
-    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&orphan), &[]).await?;
-    ensure!(code == 201, "{code} {body}");
+    create(&hub, &hub.http()?, WORKS, orphan.clone()).await?;
     applied(&hub, "w2").await?;
 
     // Deleting the works: the agent removes what it owns, then lets the hub's objects go.
@@ -397,16 +377,13 @@ async fn strategies_feedback_and_drift_correction(transport: &str) -> anyhow::Re
         joined(&["--work-resync-seconds", "1", "--transport", transport]).await?;
     let (http, on_cluster) = (hub.http()?, cluster.http()?);
     // An object the work will only read, made on the cluster first.
-    let (code, body) = cluster
-        .call(
-            &on_cluster,
-            Method::POST,
-            "/api/v1/namespaces/default/configmaps",
-            Some(&configmap("ro", "cluster's")),
-            &[],
-        )
-        .await?;
-    ensure!(code == 201, "{code} {body}");
+    create(
+        &cluster,
+        &cluster.http()?,
+        "/api/v1/namespaces/default/configmaps",
+        configmap("ro", "cluster's"),
+    )
+    .await?;
     let id = |resource: &str, name: &str| {
         json!({"group": if resource == "deployments" { "apps" } else { "" },
         "resource": resource, "namespace": "default", "name": name})
@@ -425,8 +402,7 @@ async fn strategies_feedback_and_drift_correction(transport: &str) -> anyhow::Re
              "feedbackRules": [{"type": "WellKnownStatus"},
                                {"type": "JSONPaths", "jsonPaths": [{"name": "generation", "path": ".observedGeneration"}]}]},
         ]}});
-    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&work), &[]).await?;
-    ensure!(code == 201, "{code} {body}");
+    create(&hub, &hub.http()?, WORKS, work.clone()).await?;
     applied(&hub, "w").await?;
     let cm = |name: &'static str| {
         let (cluster, on_cluster) = (&cluster, &on_cluster);
@@ -533,8 +509,7 @@ async fn strategies_feedback_and_drift_correction(transport: &str) -> anyhow::Re
         "metadata": {"name": "m", "namespace": "c1"},
         "spec": {"workload": {"manifests": [configmap("absent", "x")]},
                  "manifestConfigs": [{"resourceIdentifier": id("configmaps", "absent"), "updateStrategy": {"type": "ReadOnly"}}]}});
-    let (code, body) = hub.call(&http, Method::POST, WORKS, Some(&missing), &[]).await?;
-    ensure!(code == 201, "{code} {body}");
+    create(&hub, &hub.http()?, WORKS, missing.clone()).await?;
     let w = eventually("the ReadOnly failure reported", WAIT, || async {
         let Some(w) = get(&hub, &format!("{WORKS}/m")).await? else { return Ok(None) };
         Ok(condition(&w, "Applied").filter(|c| c["status"] == "False").is_some().then_some(w))
