@@ -193,13 +193,17 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     drop(again);
 
     // Spec resync: the hub sends what is newer than the agent holds, and deletes what it lacks.
-    let mut resync = event(&format!("{bundles}.spec.resync_request"), "a")?;
-    resync.set_json(
-        json!({"resourceVersions": [{"resourceID": uid, "resourceVersion": 1},
-                                    {"resourceID": "gone", "resourceVersion": 3}]})
-        .to_string(),
-    );
-    grpc::publish(&a, resync).await?;
+    // The agent holds the work at `held` and a work the hub never had.
+    let resync = |held: i64| -> anyhow::Result<CloudEvent> {
+        let mut e = event(&format!("{bundles}.spec.resync_request"), "a")?;
+        e.set_json(
+            json!({"resourceVersions": [{"resourceID": uid, "resourceVersion": held},
+                                        {"resourceID": "gone", "resourceVersion": 3}]})
+            .to_string(),
+        );
+        Ok(e)
+    };
+    grpc::publish(&a, resync(1)?).await?;
     let mut seen = Vec::new();
     for _ in 0..2 {
         let e = next(&mut stream_a).await?;
@@ -214,13 +218,7 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     want.sort();
     ensure!(seen == want, "{seen:?}");
     // Holding the current generation, the agent is sent only the deletion of what it lacks.
-    let mut current = event(&format!("{bundles}.spec.resync_request"), "a")?;
-    current.set_json(
-        json!({"resourceVersions": [{"resourceID": uid, "resourceVersion": 2},
-                                    {"resourceID": "gone", "resourceVersion": 3}]})
-        .to_string(),
-    );
-    grpc::publish(&a, current).await?;
+    grpc::publish(&a, resync(2)?).await?;
     let e = next(&mut stream_a).await?;
     ensure!(e.string(ext::RESOURCE_ID) == Some("gone"), "a current work was sent again: {e:?}");
     let nothing = tokio::time::timeout(Duration::from_secs(1), next(&mut stream_a)).await;
