@@ -4,6 +4,7 @@
 //! * [`storage_suite`]: one function per behaviour of the `ocm-storage` contract; the
 //!   `storage_suite!` macro turns them into tests for one backend (`tests/storage_*.rs`).
 //! * [`backends`]: fresh memory, sled and etcd stores for tests.
+//! * [`data`]: incompressible test data, the same in every process.
 //! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
 //! * [`hub`]: a real hub on a free port over real TLS, with reqwest and kube clients.
 //! * [`fidelity`]: OCM objects checked against the real CRD schemas; published OpenAPI schemas
@@ -14,6 +15,7 @@
 //! benchmark is the `storage-bench` binary.
 
 pub mod backends;
+pub mod data;
 pub mod etcd;
 pub mod fidelity;
 pub mod hub;

@@ -48,6 +48,7 @@
 
 pub mod key;
 
+mod chunked;
 mod engine;
 mod error;
 mod etcd;

@@ -2,10 +2,17 @@
 //! one sled tree, each write stored as one atomic batch and acknowledged only after a flush.
 //!
 //! Layout of the single tree (all integers big-endian):
-//! * `d<key>` → record: `create u64, modified u64, value`
+//! * `d<key>` → record: `create u64, modified u64, value` (the top bit of `create` set: the value
+//!   is stored by content under `v<modified>`, see [`crate::chunked`])
 //! * `h<revision u64>` → event: `at_ms u64, kind u8, create u64, key, value, prev?` (see
-//!   [`encode_event`])
+//!   [`encode_event`]; a value or `prev` of [`EXTERNAL_BYTES`] or more is stored by content and
+//!   named by its revision)
+//! * `v<revision>`, `c<hash>`, `r<hash>` → large values by content ([`crate::chunked`]);
 //! * `m/compacted` → the compaction revision; `m/format` → [`FORMAT`].
+//!
+//! A large value is stored once, when its revision writes it: the record, the event and the next
+//! event's `prev` all name it. The next event on the key (an update or the delete) is the last
+//! holder, so compacting that event drops the value, in the same batch.
 //!
 //! There is no revision counter to write: the history always holds every revision from the
 //! compaction revision on (compaction never passes the durable revision), so the last revision is
@@ -19,7 +26,7 @@
 //! writes each blob file once and never changes it afterwards; one seen half written is synced
 //! again once it has grown) and their directory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::PathBuf;
@@ -28,13 +35,23 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
+use crate::chunked::{self, EXTERNAL_BYTES, Refs};
 use crate::engine::SledOptions;
 use crate::error::{Error, Result};
 use crate::local::{Backend, Change, Local, Record, Recovered};
 use crate::{EventKind, KeyValue, Revision, Store, WatchEvent};
 
 /// The on-disk format this code reads and writes.
-const FORMAT: &[u8] = b"ocm-storage/sled/1";
+const FORMAT: &[u8] = b"ocm-storage/sled/2";
+/// The format before values were stored by content: format 2 without its flags, so it is read
+/// as it is, and marked format 2 at open (the previous code cannot read the flags).
+const FORMAT_1: &[u8] = b"ocm-storage/sled/1";
+/// In a record's `create`: the value is stored by content under its `modified` revision.
+const RECORD_EXTERNAL: u64 = 1 << 63;
+/// In an event's kind: the value is stored by content under the event's revision.
+const KIND_EXTERNAL: u8 = 0x80;
+/// An event's `prev` flag: 0 none, 1 inline, 2 stored by content under `prev_mod`.
+const PREV_EXTERNAL: u8 = 2;
 const META_COMPACTED: &[u8] = b"m/compacted";
 const META_FORMAT: &[u8] = b"m/format";
 /// Writes at least this large may have gone to a sled blob file (sled's threshold is a quarter
@@ -53,6 +70,9 @@ struct Sled {
     /// sync `fsync`s only new or grown ones, not every large value ever written. (sled creates
     /// a blob file, then writes it; a sync may see it half written, and must sync it again.)
     synced_blobs: Mutex<HashMap<OsString, u64>>,
+    /// Held from reading chunk reference counts to applying their batch: writes and the
+    /// compaction (which runs alongside them) both change counts.
+    counts: Mutex<()>,
     ack_before_flush: bool,
 }
 
@@ -131,6 +151,10 @@ impl Sled {
         let db = open_waiting_for_lock(&config, &options.path)?;
         match db.get(META_FORMAT).map_err(|e| sled_error("read", e))? {
             Some(format) if format == FORMAT => {}
+            Some(format) if format == FORMAT_1 => {
+                db.insert(META_FORMAT, FORMAT).map_err(|e| sled_error("write", e))?;
+                db.flush().map_err(|e| sled_error("flush", e))?;
+            }
             Some(format) => {
                 return Err(Error::corrupt(
                     "m/format",
@@ -153,10 +177,54 @@ impl Sled {
             // Sync blobs and the directory once at start: an earlier run may have died before.
             blobs_dirty: AtomicBool::new(true),
             synced_blobs: Mutex::default(),
+            counts: Mutex::default(),
             ack_before_flush: options.unsafe_ack_before_flush,
         };
         let recovered = sled.recover()?;
         Ok((sled, recovered))
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drops the events in `(from, to]` and the large values only they still name, and records
+    /// `compacted` as the compaction revision if given, in one atomic batch.
+    fn drop_events(&self, from: u64, to: u64, compacted: Option<u64>) -> Result<()> {
+        let _counts = self.counts();
+        let mut batch = sled::Batch::default();
+        let mut refs = Refs::default();
+        for entry in self.db.range(history_key(from + 1)..=history_key(to)) {
+            let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
+            let revision = read_u64(&k[1..], "history key")?;
+            if let Some(prev) = external_prev(revision, &v)? {
+                let list =
+                    self.db.get(chunked::value_key(prev)).map_err(|e| sled_error("read", e))?;
+                let list = list.ok_or_else(|| {
+                    Error::corrupt(format!("history@{revision}"), "its prev value is missing")
+                })?;
+                refs.drop_value(&list, prev)?;
+                batch.remove(&chunked::value_key(prev));
+            }
+            batch.remove(k);
+        }
+        if let Some(compacted) = compacted {
+            batch.insert(META_COMPACTED, &compacted.to_be_bytes());
+        }
+        refs.write(&self.db, &mut batch)?;
+        self.db.apply_batch(batch).map_err(|e| sled_error("compact", e))
+    }
+
+    fn decode_record(&self, key: &str, bytes: &[u8]) -> Result<Record> {
+        let (mut record, external) = decode_record(key, bytes)?;
+        if external {
+            record.value = chunked::read_value(&self.db, record.modified)?;
+        }
+        Ok(record)
+    }
+
+    fn decode_event(&self, revision: u64, bytes: &[u8]) -> Result<WatchEvent> {
+        decode_event(revision, bytes, |r| chunked::read_value(&self.db, r))
     }
 
     fn meta(&self, key: &[u8]) -> Result<u64> {
@@ -211,18 +279,8 @@ impl Sled {
         let compacted = self.meta(META_COMPACTED)?;
         // Events at or below the compaction revision are garbage a failed deletion could leave
         // behind: nobody reads them; drop them now so they cannot pile up.
-        let stranded: Vec<_> = self
-            .db
-            .range(history_key(0)..=history_key(compacted))
-            .keys()
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| sled_error("scan", e))?;
-        if !stranded.is_empty() {
-            let mut batch = sled::Batch::default();
-            for key in stranded {
-                batch.remove(key);
-            }
-            self.db.apply_batch(batch).map_err(|e| sled_error("write", e))?;
+        if self.db.range(history_key(0)..=history_key(compacted)).next().is_some() {
+            self.drop_events(0, compacted, None)?;
         }
         let mut times = Vec::new();
         let mut expected = compacted + 1;
@@ -248,7 +306,7 @@ impl Backend for Sled {
 
     fn get(&self, key: &str) -> Result<Option<Record>> {
         match self.db.get(data_key(key)).map_err(|e| sled_error("read", e))? {
-            Some(bytes) => decode_record(key, &bytes).map(Some),
+            Some(bytes) => self.decode_record(key, &bytes).map(Some),
             None => Ok(None),
         }
     }
@@ -259,7 +317,7 @@ impl Backend for Sled {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
             let key = std::str::from_utf8(&k[1..])
                 .map_err(|_| Error::corrupt(String::from_utf8_lossy(&k), "key is not UTF-8"))?;
-            out.push((key.to_owned(), decode_record(key, &v)?));
+            out.push((key.to_owned(), self.decode_record(key, &v)?));
         }
         Ok(out)
     }
@@ -269,32 +327,57 @@ impl Backend for Sled {
         for entry in self.db.range(history_key(from)..=history_key(to)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
             let revision = read_u64(&k[1..], "history key")?;
-            events.push(Arc::new(decode_event(revision, &v)?));
+            events.push(Arc::new(self.decode_event(revision, &v)?));
         }
         Ok(events)
     }
 
     fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
+        let _counts = self.counts();
         let mut batch = sled::Batch::default();
+        let mut refs = Refs::default();
+        // Revisions whose values this batch stores by content (a later write of the same batch
+        // may name one as its `prev`).
+        let mut stored = HashSet::new();
         for change in changes {
             let key = data_key(&change.event.key);
+            let external = change.record.is_some_and(|r| r.value.len() >= EXTERNAL_BYTES);
             match change.record {
-                Some(record) => batch.insert(key, encode_record(record)),
+                Some(record) if external => {
+                    batch.insert(
+                        &chunked::value_key(record.modified),
+                        refs.add_value(&record.value),
+                    );
+                    stored.insert(record.modified);
+                    batch.insert(key, encode_record(record, true));
+                }
+                Some(record) => batch.insert(key, encode_record(record, false)),
                 None => batch.remove(key),
             }
-            let event = encode_event(change.event, change.at_ms);
+            // A large `prev` written before values were stored by content is still inline.
+            let prev_external = match &change.event.prev {
+                Some(prev) if prev.value.len() >= EXTERNAL_BYTES => {
+                    let at = prev.mod_revision.0;
+                    stored.contains(&at)
+                        || self
+                            .db
+                            .contains_key(chunked::value_key(at))
+                            .map_err(|e| sled_error("read", e))?
+                }
+                _ => false,
+            };
+            let event = encode_event(change.event, change.at_ms, external, prev_external);
             if event.len() >= BLOB_CANDIDATE_BYTES {
                 self.blobs_dirty.store(true, Ordering::SeqCst);
             }
             batch.insert(&history_key(change.event.revision.0), event);
         }
+        refs.write(&self.db, &mut batch)?;
         self.db.apply_batch(batch).map_err(|e| sled_error("write", e))
     }
 
     fn compact(&self, from: u64, to: u64) -> Result<()> {
-        let mut batch = sled::Batch::default();
-        add_compaction(&mut batch, from, to);
-        self.db.apply_batch(batch).map_err(|e| sled_error("compact", e))
+        self.drop_events(from, to, Some(to))
     }
 
     fn sync(&self) -> Result<()> {
@@ -314,53 +397,68 @@ impl Backend for Sled {
     }
 }
 
-/// Drops the events in `(from, to]` and records `to` as the compaction revision.
-fn add_compaction(batch: &mut sled::Batch, from: u64, to: u64) {
-    for revision in from + 1..=to {
-        batch.remove(&history_key(revision));
-    }
-    batch.insert(META_COMPACTED, &to.to_be_bytes());
-}
-
-fn encode_record(record: &Record) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + record.value.len());
-    out.extend_from_slice(&record.create.to_be_bytes());
+/// Encodes a record; `external`: its value is stored by content (and not written here).
+fn encode_record(record: &Record, external: bool) -> Vec<u8> {
+    let value: &[u8] = if external { &[] } else { &record.value };
+    let create = if external { record.create | RECORD_EXTERNAL } else { record.create };
+    let mut out = Vec::with_capacity(16 + value.len());
+    out.extend_from_slice(&create.to_be_bytes());
     out.extend_from_slice(&record.modified.to_be_bytes());
-    out.extend_from_slice(&record.value);
+    out.extend_from_slice(value);
     out
 }
 
-fn decode_record(key: &str, bytes: &[u8]) -> Result<Record> {
+/// The record, and whether its value is stored by content (its `value` then still to be read).
+fn decode_record(key: &str, bytes: &[u8]) -> Result<(Record, bool)> {
     if bytes.len() < 16 {
         return Err(Error::corrupt(key, format!("record of {} bytes is too short", bytes.len())));
     }
     let create = read_u64(&bytes[..8], key)?;
+    let external = create & RECORD_EXTERNAL != 0;
+    let create = create & !RECORD_EXTERNAL;
     let modified = read_u64(&bytes[8..16], key)?;
     if create == 0 || modified < create {
         return Err(Error::corrupt(key, format!("bad revisions {create}/{modified}")));
     }
-    Ok(Record { create, modified, value: Bytes::copy_from_slice(&bytes[16..]) })
+    if external && bytes.len() != 16 {
+        return Err(Error::corrupt(key, "record stored by content also holds a value"));
+    }
+    Ok((Record { create, modified, value: Bytes::copy_from_slice(&bytes[16..]) }, external))
 }
 
-/// `at_ms u64, kind u8 (0 put, 1 delete), create u64, key_len u32, key, value_len u32, value,
-/// has_prev u8, [prev_create u64, prev_mod u64, prev_len u32, prev_value]`.
-fn encode_event(event: &WatchEvent, at_ms: u64) -> Vec<u8> {
-    let prev_len = event.prev.as_ref().map_or(0, |p| 20 + p.value.len());
-    let mut out = Vec::with_capacity(30 + event.key.len() + event.value.len() + prev_len);
+/// `at_ms u64, kind u8 (0 put, 1 delete; | 0x80: value by content), create u64, key_len u32, key,
+/// [value_len u32, value], prev u8 (0 none, 1 inline, 2 by content), [prev_create u64, prev_mod
+/// u64, [prev_len u32, prev_value]]`. A value stored by content is named by the event's revision,
+/// a `prev` by `prev_mod`.
+fn encode_event(
+    event: &WatchEvent,
+    at_ms: u64,
+    value_external: bool,
+    prev_external: bool,
+) -> Vec<u8> {
+    let value_len = if value_external { 0 } else { event.value.len() };
+    let prev_len =
+        event.prev.as_ref().map_or(0, |p| if prev_external { 16 } else { 20 + p.value.len() });
+    let mut out = Vec::with_capacity(30 + event.key.len() + value_len + prev_len);
     out.extend_from_slice(&at_ms.to_be_bytes());
-    out.push(match event.kind {
+    let kind = match event.kind {
         EventKind::Put => 0,
         EventKind::Delete => 1,
-    });
+    };
+    out.push(if value_external { kind | KIND_EXTERNAL } else { kind });
     out.extend_from_slice(&event.create_revision.0.to_be_bytes());
     put_bytes(&mut out, event.key.as_bytes());
-    put_bytes(&mut out, &event.value);
+    if !value_external {
+        put_bytes(&mut out, &event.value);
+    }
     match &event.prev {
         Some(prev) => {
-            out.push(1);
+            out.push(if prev_external { PREV_EXTERNAL } else { 1 });
             out.extend_from_slice(&prev.create_revision.0.to_be_bytes());
             out.extend_from_slice(&prev.mod_revision.0.to_be_bytes());
-            put_bytes(&mut out, &prev.value);
+            if !prev_external {
+                put_bytes(&mut out, &prev.value);
+            }
         }
         None => out.push(0),
     }
@@ -403,28 +501,65 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn decode_event(revision: u64, bytes: &[u8]) -> Result<WatchEvent> {
+/// The start of an encoded event: its kind and whether its value is stored by content, its
+/// create revision and key, with the reader left at the value.
+fn event_head<'a>(
+    revision: u64,
+    bytes: &'a [u8],
+) -> Result<(EventKind, bool, Revision, &'a str, Reader<'a>)> {
     let what = format!("history@{revision}");
     let mut r = Reader { bytes, what: what.clone() };
     let _at_ms = r.u64()?;
-    let kind = match r.u8()? {
+    let kind = r.u8()?;
+    let external = kind & KIND_EXTERNAL != 0;
+    let kind = match kind & !KIND_EXTERNAL {
         0 => EventKind::Put,
         1 => EventKind::Delete,
         other => return Err(Error::corrupt(what, format!("unknown event kind {other}"))),
     };
     let create_revision = Revision(r.u64()?);
-    let key = std::str::from_utf8(r.bytes()?)
-        .map_err(|_| Error::corrupt(&what, "key is not UTF-8"))?
-        .to_owned();
-    let value = Bytes::copy_from_slice(r.bytes()?);
+    let key =
+        std::str::from_utf8(r.bytes()?).map_err(|_| Error::corrupt(&what, "key is not UTF-8"))?;
+    Ok((kind, external, create_revision, key, r))
+}
+
+/// The revision of the event's `prev` if that value is stored by content.
+fn external_prev(revision: u64, bytes: &[u8]) -> Result<Option<u64>> {
+    let (_, external, _, _, mut r) = event_head(revision, bytes)?;
+    if !external {
+        r.bytes()?;
+    }
+    match r.u8()? {
+        PREV_EXTERNAL => {
+            r.u64()?;
+            r.u64().map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Decodes an event, reading values stored by content with `load` (by the revision naming them).
+fn decode_event(
+    revision: u64,
+    bytes: &[u8],
+    load: impl Fn(u64) -> Result<Bytes>,
+) -> Result<WatchEvent> {
+    let (kind, external, create_revision, key, mut r) = event_head(revision, bytes)?;
+    let what = format!("history@{revision}");
+    let key = key.to_owned();
+    let value = if external { load(revision)? } else { Bytes::copy_from_slice(r.bytes()?) };
     let prev = match r.u8()? {
         0 => None,
-        1 => Some(KeyValue {
-            key: key.clone(),
-            create_revision: Revision(r.u64()?),
-            mod_revision: Revision(r.u64()?),
-            value: Bytes::copy_from_slice(r.bytes()?),
-        }),
+        flag @ (1 | PREV_EXTERNAL) => {
+            let create_revision = Revision(r.u64()?);
+            let mod_revision = Revision(r.u64()?);
+            let value = if flag == PREV_EXTERNAL {
+                load(mod_revision.0)?
+            } else {
+                Bytes::copy_from_slice(r.bytes()?)
+            };
+            Some(KeyValue { key: key.clone(), create_revision, mod_revision, value })
+        }
         other => return Err(Error::corrupt(what, format!("bad prev flag {other}"))),
     };
     if !r.bytes.is_empty() {
@@ -438,7 +573,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::{Engine, Storage};
+    use crate::{Engine, ListOptions, Preconditions, Storage};
 
     /// The sled database itself, bypassing the backend (to damage it on purpose).
     fn raw_open(path: &Path) -> sled::Db {
@@ -464,10 +599,26 @@ mod tests {
                 mod_revision: Revision(5),
             }),
         };
-        assert_eq!(decode_event(7, &encode_event(&event, 99)).unwrap(), event);
-        let encoded = encode_event(&event, 99);
+        let inline = |_| -> Result<Bytes> { panic!("nothing is stored by content") };
+        assert_eq!(
+            decode_event(7, &encode_event(&event, 99, false, false), inline).unwrap(),
+            event
+        );
+        let encoded = encode_event(&event, 99, false, false);
         for cut in 0..encoded.len() {
-            assert!(matches!(decode_event(7, &encoded[..cut]), Err(Error::Corrupt { .. })));
+            assert!(matches!(decode_event(7, &encoded[..cut], inline), Err(Error::Corrupt { .. })));
+        }
+        // Both values by content: named by the event's and the prev's revisions.
+        let by_content = |r| Ok(Bytes::from_static(if r == 7 { b"new" } else { b"old" }));
+        let encoded = encode_event(&event, 99, true, true);
+        assert_eq!(decode_event(7, &encoded, by_content).unwrap(), event);
+        assert_eq!(external_prev(7, &encoded).unwrap(), Some(5));
+        assert_eq!(external_prev(7, &encode_event(&event, 99, false, false)).unwrap(), None);
+        for cut in 0..encoded.len() {
+            assert!(matches!(
+                decode_event(7, &encoded[..cut], by_content),
+                Err(Error::Corrupt { .. })
+            ));
         }
     }
 
@@ -514,7 +665,7 @@ mod tests {
                 create_revision: Revision(2),
                 prev: None,
             };
-            db.insert(history_key(2), encode_event(&event, 0)).unwrap();
+            db.insert(history_key(2), encode_event(&event, 0, false, false)).unwrap();
             db.flush().unwrap();
         }
         let store = open_path(dir.path()).await;
@@ -523,6 +674,120 @@ mod tests {
         drop(store);
         let db = raw_open(dir.path());
         assert_eq!(db.get(history_key(2)).unwrap(), None);
+    }
+
+    /// 300 KiB of letters from `seed`, then `tail`.
+    fn large(seed: u64, tail: &str) -> Bytes {
+        let mut v = crate::chunked::tests::noise(300 * 1024, seed);
+        v.extend_from_slice(tail.as_bytes());
+        Bytes::from(v)
+    }
+
+    fn keys_with(db: &sled::Db, prefix: &[u8]) -> usize {
+        db.scan_prefix(prefix).count()
+    }
+
+    /// Large values are stored once by content: 40 keys holding nearly the same 300 KiB value
+    /// through creates, updates and a delete keep one copy of what they share; every read
+    /// (current, at a past revision, the history, after reopening) returns the exact bytes; and
+    /// compacting past the last holder frees every chunk, count and list.
+    #[tokio::test]
+    async fn large_values_are_stored_once_and_freed_by_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let before_updates;
+        {
+            let store = open_path(dir.path()).await;
+            for i in 0..40 {
+                store.create(&format!("/w/{i}"), large(9, &format!("create {i}"))).await.unwrap();
+            }
+            before_updates = store.current_revision().await.unwrap();
+            for i in 0..40 {
+                let key = format!("/w/{i}");
+                let current = store.get(&key).await.unwrap();
+                store
+                    .update(&key, large(9, &format!("update {i}")), current.mod_revision)
+                    .await
+                    .unwrap();
+            }
+            store.delete("/w/0", &Preconditions::default()).await.unwrap();
+            store.create("/small", "inline").await.unwrap();
+        }
+        let store = open_path(dir.path()).await;
+        assert!(store.get("/w/7").await.unwrap().value == large(9, "update 7"));
+        assert!(matches!(store.get("/w/0").await, Err(Error::NotFound { .. })));
+        let past = ListOptions { revision: Some(before_updates), ..Default::default() };
+        let old = store.list("/w/", &past).await.unwrap();
+        assert_eq!(old.items.len(), 40);
+        for item in &old.items {
+            let i = item.key.trim_start_matches("/w/");
+            assert!(item.value == large(9, &format!("create {i}")), "{}", item.key);
+        }
+        let mut watch = store.watch("/w/", before_updates).await.unwrap();
+        let first = futures::StreamExt::next(&mut watch).await.unwrap().unwrap();
+        let event = &first;
+        let (value, prev) = (&event.value, &event.prev.as_ref().unwrap().value);
+        assert!(*value == large(9, "update 0"), "the event's value");
+        assert!(*prev == large(9, "create 0"), "the event's prev");
+        drop(watch);
+        let now = store.current_revision().await.unwrap();
+        drop(store);
+        {
+            let db = raw_open(dir.path());
+            // 81 large values written (40 creates, 40 updates), 79 still needed by a record or an
+            // event; their chunks are the shared 300 KiB once, plus a few per value.
+            assert_eq!(keys_with(&db, b"v"), 80);
+            let chunk_bytes: usize = db.scan_prefix(b"c").values().map(|v| v.unwrap().len()).sum();
+            assert!(chunk_bytes < 300 * 1024 + 80 * 64 * 1024, "{chunk_bytes} bytes of chunks");
+        }
+        let store = open_path(dir.path()).await;
+        for i in 1..40 {
+            store.delete(&format!("/w/{i}"), &Preconditions::default()).await.unwrap();
+        }
+        store.compact(Revision(now.0 + 39)).await.unwrap();
+        drop(store);
+        let db = raw_open(dir.path());
+        for prefix in [&b"v"[..], b"c", b"r"] {
+            assert_eq!(keys_with(&db, prefix), 0, "{:?} keys left", prefix);
+        }
+    }
+
+    /// A database of format 1 (large values inline) opens, is marked format 2, reads as it was,
+    /// and its inline large values are updated and compacted without leaving anything behind.
+    #[tokio::test]
+    async fn format_1_databases_open_and_keep_working() {
+        let dir = tempfile::tempdir().unwrap();
+        let value = large(4, "old");
+        {
+            let db = raw_open(dir.path());
+            db.insert(META_FORMAT, FORMAT_1).unwrap();
+            let record = Record { create: 1, modified: 1, value: value.clone() };
+            db.insert(data_key("/k/a"), encode_record(&record, false)).unwrap();
+            let event = WatchEvent {
+                kind: EventKind::Put,
+                revision: Revision(1),
+                key: "/k/a".into(),
+                value: value.clone(),
+                create_revision: Revision(1),
+                prev: None,
+            };
+            db.insert(history_key(1), encode_event(&event, 0, false, false)).unwrap();
+            db.flush().unwrap();
+        }
+        let store = open_path(dir.path()).await;
+        assert!(store.get("/k/a").await.unwrap().value == value);
+        store.update("/k/a", large(4, "new"), Revision(1)).await.unwrap();
+        let mut events = store.watch("/k/", Revision(1)).await.unwrap();
+        let first = futures::StreamExt::next(&mut events).await.unwrap().unwrap();
+        assert!(first.prev.as_ref().unwrap().value == value, "the inline prev");
+        drop(events);
+        store.delete("/k/a", &Preconditions::default()).await.unwrap();
+        store.compact(Revision(3)).await.unwrap();
+        drop(store);
+        let db = raw_open(dir.path());
+        assert_eq!(db.get(META_FORMAT).unwrap().unwrap(), FORMAT);
+        for prefix in [&b"v"[..], b"c", b"r", b"d", b"h"] {
+            assert_eq!(keys_with(&db, prefix), 0, "{:?} keys left", prefix);
+        }
     }
 
     /// A history with a hole is refused at open with `Corrupt`.

@@ -532,15 +532,10 @@ mod works {
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "fanout", "namespace": "default"}, "data": {"blob": ""}});
         let overhead = json!([cm]).to_string().len();
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let blob: String = (0..(kib * 1024).saturating_sub(overhead + 16))
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                char::from(b'a' + (x % 26) as u8)
-            })
-            .collect();
+        let blob = ocm_conformance::data::letters(
+            (kib * 1024).saturating_sub(overhead + 16),
+            0x9E37_79B9_7F4A_7C15,
+        );
         cm["data"]["blob"] = Value::String(blob);
         json!([cm])
     }

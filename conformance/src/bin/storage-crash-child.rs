@@ -3,6 +3,8 @@
 //! Protocol, one line each (the parent kills this process at random moments):
 //! * `READY <revision>`: the store opened; its current revision.
 //! * `TRY <writer> <key> PUT <value>` / `TRY <writer> <key> DEL`: printed before the write starts.
+//!   Writer 0 appends [`large_suffix`] to every other value it stores (not to the line), so large
+//!   values, stored by content and sharing their chunks, are crashed and compacted too.
 //! * `ACK <writer> <revision>`: printed only after that writer's last TRY returned success.
 //! * `COMPACTING <revision>`: printed just before an explicit compaction starts.
 //!
@@ -17,6 +19,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use ocm_conformance::data::large_suffix;
 use ocm_storage::{
     Engine, HistoryWindow, ListOptions, LocalOptions, Preconditions, Revision, SledOptions, Storage,
 };
@@ -123,10 +126,15 @@ async fn write_loop(store: Storage, writer: usize, keys: usize, run: u64) -> any
             (format!("{prefix}k{}", rng.random_range(0..keys)), rng.random_range(0..10))
         };
         let value = format!("r{run}-w{writer}-s{seq}");
+        // Writer 0's every other value is large (stored by content), the rest inline.
+        let stored = match writer == 0 && seq % 2 == 0 {
+            true => format!("{value}{}", large_suffix()),
+            false => value.clone(),
+        };
         match state.get(&key).copied() {
             None => {
                 println!("TRY {writer} {key} PUT {value}");
-                let revision = store.create(&key, value).await?.mod_revision;
+                let revision = store.create(&key, stored).await?.mod_revision;
                 println!("ACK {writer} {revision}");
                 state.insert(key, revision);
             }
@@ -139,7 +147,7 @@ async fn write_loop(store: Storage, writer: usize, keys: usize, run: u64) -> any
             }
             Some(current) => {
                 println!("TRY {writer} {key} PUT {value}");
-                let revision = store.update(&key, value, current).await?.mod_revision;
+                let revision = store.update(&key, stored, current).await?.mod_revision;
                 println!("ACK {writer} {revision}");
                 state.insert(key, revision);
             }
