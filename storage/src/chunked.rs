@@ -14,7 +14,7 @@
 //! share every chunk their changes did not touch. Counts change only in the batch that stores or
 //! drops a list, so a crash can never split a list from its counts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use fastcdc::v2020::FastCDC;
@@ -169,6 +169,46 @@ impl Refs {
     }
 }
 
+/// The large values written last, as their writers gave them, up to a byte budget: reading one
+/// back (the next write's `prev`, a read right after a write) shares those bytes instead of
+/// assembling a copy from the chunks.
+pub(crate) struct Recent {
+    values: BTreeMap<u64, Bytes>,
+    bytes: usize,
+    limit: usize,
+}
+
+impl Recent {
+    /// Holds at most `limit` bytes of values.
+    pub(crate) fn new(limit: usize) -> Recent {
+        Recent { values: BTreeMap::new(), bytes: 0, limit }
+    }
+
+    /// The value written at `revision`, if still held.
+    pub(crate) fn get(&self, revision: u64) -> Option<Bytes> {
+        self.values.get(&revision).cloned()
+    }
+
+    /// Holds the value just stored for `revision`, letting the oldest go past the budget.
+    pub(crate) fn insert(&mut self, revision: u64, value: Bytes) {
+        self.bytes += value.len();
+        if let Some(old) = self.values.insert(revision, value) {
+            self.bytes -= old.len();
+        }
+        while self.bytes > self.limit {
+            let Some((_, oldest)) = self.values.pop_first() else { break };
+            self.bytes -= oldest.len();
+        }
+    }
+
+    /// Lets go of the value of `revision` (its list was dropped).
+    pub(crate) fn remove(&mut self, revision: u64) {
+        if let Some(old) = self.values.remove(&revision) {
+            self.bytes -= old.len();
+        }
+    }
+}
+
 fn hex(hash: &Hash) -> String {
     hash.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -268,6 +308,24 @@ pub(crate) mod tests {
         assert_eq!(read_value(&db, 2).unwrap(), value);
         drop(&db, 2);
         assert_eq!(db.iter().count(), 0);
+    }
+
+    /// The recent values keep to their budget, oldest out first.
+    #[test]
+    fn recent_values_keep_to_their_budget() {
+        let mut recent = Recent::new(10);
+        recent.insert(1, Bytes::from_static(b"aaaa"));
+        recent.insert(2, Bytes::from_static(b"bbbb"));
+        recent.insert(3, Bytes::from_static(b"cccc"));
+        assert_eq!(recent.get(1), None);
+        assert_eq!(recent.get(3).unwrap(), "cccc");
+        recent.remove(2);
+        recent.insert(4, Bytes::from_static(b"dddddd"));
+        assert_eq!(
+            (recent.get(3).unwrap(), recent.get(4).unwrap()),
+            ("cccc".into(), "dddddd".into())
+        );
+        assert_eq!(recent.bytes, 10);
     }
 
     /// A missing chunk or a list of the wrong shape is `Corrupt`, never a panic or a short value.

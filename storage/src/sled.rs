@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use crate::chunked::{self, EXTERNAL_BYTES, Refs};
+use crate::chunked::{self, EXTERNAL_BYTES, Recent, Refs};
 use crate::engine::SledOptions;
 use crate::error::{Error, Result};
 use crate::local::{Backend, Change, Local, Record, Recovered};
@@ -57,6 +57,9 @@ const META_FORMAT: &[u8] = b"m/format";
 /// Writes at least this large may have gone to a sled blob file (sled's threshold is a quarter
 /// of its 512 KiB segment, less headers).
 const BLOB_CANDIDATE_BYTES: usize = 64 * 1024;
+/// How many bytes of the large values written last are kept to be shared by the reads that
+/// follow a write (the next write's `prev` above all).
+const RECENT_BYTES: usize = 32 << 20;
 
 struct Sled {
     db: sled::Db,
@@ -73,6 +76,7 @@ struct Sled {
     /// Held from reading chunk reference counts to applying their batch: writes and the
     /// compaction (which runs alongside them) both change counts.
     counts: Mutex<()>,
+    recent: Mutex<Recent>,
     ack_before_flush: bool,
 }
 
@@ -178,6 +182,7 @@ impl Sled {
             blobs_dirty: AtomicBool::new(true),
             synced_blobs: Mutex::default(),
             counts: Mutex::default(),
+            recent: Mutex::new(Recent::new(RECENT_BYTES)),
             ack_before_flush: options.unsafe_ack_before_flush,
         };
         let recovered = sled.recover()?;
@@ -205,6 +210,7 @@ impl Sled {
                 })?;
                 refs.drop_value(&list, prev)?;
                 batch.remove(&chunked::value_key(prev));
+                self.recent().remove(prev);
             }
             batch.remove(k);
         }
@@ -218,13 +224,25 @@ impl Sled {
     fn decode_record(&self, key: &str, bytes: &[u8]) -> Result<Record> {
         let (mut record, external) = decode_record(key, bytes)?;
         if external {
-            record.value = chunked::read_value(&self.db, record.modified)?;
+            record.value = self.value(record.modified)?;
         }
         Ok(record)
     }
 
     fn decode_event(&self, revision: u64, bytes: &[u8]) -> Result<WatchEvent> {
-        decode_event(revision, bytes, |r| chunked::read_value(&self.db, r))
+        decode_event(revision, bytes, |r| self.value(r))
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The large value written at `revision`: shared if written lately, else read back.
+    fn value(&self, revision: u64) -> Result<Bytes> {
+        if let Some(value) = self.recent().get(revision) {
+            return Ok(value);
+        }
+        chunked::read_value(&self.db, revision)
     }
 
     fn meta(&self, key: &[u8]) -> Result<u64> {
@@ -373,7 +391,15 @@ impl Backend for Sled {
             batch.insert(&history_key(change.event.revision.0), event);
         }
         refs.write(&self.db, &mut batch)?;
-        self.db.apply_batch(batch).map_err(|e| sled_error("write", e))
+        self.db.apply_batch(batch).map_err(|e| sled_error("write", e))?;
+        // Only once stored: a failed batch's revisions are given out again.
+        let mut recent = self.recent();
+        for record in changes.iter().filter_map(|c| c.record) {
+            if record.value.len() >= EXTERNAL_BYTES {
+                recent.insert(record.modified, record.value.clone());
+            }
+        }
+        Ok(())
     }
 
     fn compact(&self, from: u64, to: u64) -> Result<()> {
