@@ -3,13 +3,14 @@
 //! It holds the label and field selector grammars ([`selector`]), the field-error shape every
 //! validation returns ([`validation`]), the OCM CRDs with a structural-schema validator
 //! ([`crd`], [`schema`]), the typed OCM API objects ([`api`]) and the CloudEvents gRPC protocol
-//! ([`cloudevents`]). Core Kubernetes types come from
+//! ([`cloudevents`], with the hub's own message framing in [`frame`]). Core Kubernetes types come from
 //! `k8s-openapi`. This crate must stay free of IO and of every other workspace crate (see
 //! `ARCHITECTURE.md`).
 
 pub mod api;
 pub mod cloudevents;
 pub mod crd;
+pub mod frame;
 pub mod logfmt;
 pub mod quantity;
 pub mod schema;

@@ -42,7 +42,9 @@ use routes::{Route, Routes};
 /// How often every subscriber gets a heartbeat by default (OCM's `--broker-heartbeat-interval`).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 /// Largest message the server reads (OCM's `max receive`, 4 MiB).
-pub const MAX_RECEIVE_BYTES: usize = 4 << 20;
+pub const MAX_RECEIVE_BYTES: usize = ocm_proto::frame::MAX_MESSAGE;
+/// The one method served outside tonic's encoder ([`subscribe_shared`]).
+const SUBSCRIBE_PATH: &str = "/io.cloudevents.v1.CloudEventService/Subscribe";
 
 /// The CloudEvents service of one hub.
 #[derive(Debug, Clone)]
@@ -449,6 +451,69 @@ impl CloudEventService for Grpc {
     }
 }
 
+/// `Subscribe`, with its events framed here (`ocm_proto::frame`) rather than by tonic: tonic
+/// copies each message into its stream's buffer, so one 500 KiB ManifestBundle sent to 1,000
+/// clusters would be held 1,000 times while the agents read; framed here, every stream sends
+/// the same shared payload after a small header. The request is read and checked as tonic
+/// would (one uncompressed message within the size limit), and the handler is the service's own.
+async fn subscribe_shared(
+    grpc: Grpc,
+    req: http::Request<hyper::body::Incoming>,
+) -> http::Response<tonic::body::Body> {
+    use http_body_util::BodyExt;
+    use ocm_proto::frame::{self, FrameError};
+
+    let response = async {
+        let (parts, body) = req.into_parts();
+        if parts.headers.get("grpc-encoding").is_some_and(|v| v != "identity") {
+            return Err(Status::unimplemented("compressed messages are not supported"));
+        }
+        let body = http_body_util::Limited::new(body, MAX_RECEIVE_BYTES + 5)
+            .collect()
+            .await
+            .map_err(|e| Status::resource_exhausted(format!("cannot read the request: {e}")))?
+            .to_bytes();
+        let message = frame::decode_message::<SubscriptionRequest>(&body).map_err(|e| match e {
+            FrameError::TooLarge(_) => Status::resource_exhausted(e.to_string()),
+            e => Status::invalid_argument(e.to_string()),
+        })?;
+        let metadata = tonic::metadata::MetadataMap::from_headers(parts.headers);
+        let request = Request::from_parts(metadata, parts.extensions, message);
+        let (metadata, mut events, _) = grpc.subscribe(request).await?.into_parts();
+        let frames = async_stream::stream! {
+            let mut end = Status::ok("");
+            while let Some(event) = futures::StreamExt::next(&mut events).await {
+                match event {
+                    Ok(event) => {
+                        let (head, payload) = frame::event_message(event);
+                        yield Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(head));
+                        if let Some(payload) = payload {
+                            yield Ok(hyper::body::Frame::data(payload));
+                        }
+                    }
+                    Err(status) => {
+                        end = status;
+                        break;
+                    }
+                }
+            }
+            let mut trailers = http::HeaderMap::new();
+            if end.add_header(&mut trailers).is_err() {
+                trailers.insert(Status::GRPC_STATUS, http::HeaderValue::from_static("13"));
+            }
+            yield Ok(hyper::body::Frame::trailers(trailers));
+        };
+        let body = tonic::body::Body::new(http_body_util::StreamBody::new(frames));
+        let mut response = http::Response::new(body);
+        *response.headers_mut() = metadata.into_headers();
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+        Ok(response)
+    };
+    response.await.unwrap_or_else(Status::into_http)
+}
+
 /// Serves gRPC on `listener` until the hub stops: HTTPS's acceptor (TLS, the shared
 /// connection cap), HTTP/2 only with HTTPS's limits, every request carrying its connection's
 /// identity to the service.
@@ -466,11 +531,17 @@ pub(crate) async fn serve(
     let service = grpc.service();
     let never = std::future::pending::<()>();
     crate::server::accept_loop(listener, acceptor, &background, never, move |stream, who, peer| {
-        let service = service.clone();
+        let (service, grpc) = (service.clone(), grpc.clone());
         async move {
             let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(Arc::clone(&who));
-                service.clone().oneshot(req)
+                let (service, grpc) = (service.clone(), grpc.clone());
+                async move {
+                    if req.uri().path() == SUBSCRIBE_PATH {
+                        return Ok(subscribe_shared(grpc, req).await);
+                    }
+                    service.oneshot(req).await
+                }
             });
             let http = crate::server::http_builder(timeouts);
             if let Err(e) = http
