@@ -227,6 +227,38 @@ pub fn json_object<const N: usize>(fields: [(&str, Value); N]) -> Value {
     Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
+/// The length of `serde_json::to_vec(value)`, counted without writing it (a size limit on
+/// 500 KiB of manifests is checked on every write of a work).
+pub fn json_len(value: &Value) -> usize {
+    fn string(s: &str) -> usize {
+        // serde_json escapes `"` and `\` and control characters: \b \f \n \r \t as two
+        // bytes, the rest as `\u00XX`.
+        let escapes: usize = s
+            .bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
+                0..0x20 => 5,
+                _ => 0,
+            })
+            .sum();
+        s.len() + 2 + escapes
+    }
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => n.to_string().len(),
+        Value::String(s) => string(s),
+        Value::Array(items) => {
+            2 + items.iter().map(json_len).sum::<usize>() + items.len().saturating_sub(1)
+        }
+        Value::Object(map) => {
+            2 + map.iter().map(|(k, v)| string(k) + 1 + json_len(v)).sum::<usize>()
+                + map.len().saturating_sub(1)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +281,19 @@ mod tests {
         let t = now_rfc3339();
         assert_eq!(t.len(), 20);
         assert!(t.ends_with('Z'));
+    }
+
+    /// The counted length is what serde_json writes, escapes, numbers and nesting included.
+    #[test]
+    fn json_len_is_the_serialized_length() {
+        let values = [
+            serde_json::json!(null),
+            serde_json::json!({"a": [1, -2.5, 1e300, true, false, null, "x\"y\\z\n\u{1}\u{7f}é😀"],
+                "": {}, "k\t": [], "n": u64::MAX, "m": i64::MIN}),
+            serde_json::json!(["", [[]], {"a": {"b": "\u{0}\u{8}\u{c}\r/"}}]),
+        ];
+        for v in values {
+            assert_eq!(json_len(&v), serde_json::to_vec(&v).unwrap().len(), "{v}");
+        }
     }
 }

@@ -417,7 +417,7 @@ fn manifest_rules(obj: &Value) -> Vec<FieldError> {
     let Some(manifests) = manifests.filter(|m| !m.is_empty()) else {
         return vec![FieldError::required(path, "Workload manifests should not be empty")];
     };
-    let size = serde_json::to_vec(manifests).map(|v| v.len()).unwrap_or(0);
+    let size = obj.pointer("/spec/workload/manifests").map_or(0, crate::object::json_len);
     if size > MAX_MANIFESTS_BYTES {
         return vec![FieldError::new(
             FieldErrorKind::TooLong,
@@ -483,4 +483,33 @@ fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
         _ => {}
     }
     errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The limit holds to the byte: manifests serializing to exactly 500 KiB pass, one byte more
+    /// (an escaped quote counts two) fails.
+    #[test]
+    fn the_manifest_limit_is_exact() {
+        let work = |fill: usize| {
+            let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a"}, "data": {"k": "\""}});
+            let overhead = serde_json::to_vec(&serde_json::json!([cm])).unwrap().len();
+            let mut cm = cm;
+            cm["data"]["k"] = Value::String(format!("\"{}", "x".repeat(fill - overhead)));
+            serde_json::json!({"spec": {"workload": {"manifests": [cm]}}})
+        };
+        let size =
+            |w: &Value| serde_json::to_vec(&w["spec"]["workload"]["manifests"]).unwrap().len();
+        let at_limit = work(MAX_MANIFESTS_BYTES);
+        assert_eq!(size(&at_limit), MAX_MANIFESTS_BYTES);
+        assert!(manifest_rules(&at_limit).is_empty());
+        let over = work(MAX_MANIFESTS_BYTES + 1);
+        assert_eq!(size(&over), MAX_MANIFESTS_BYTES + 1);
+        let errs = manifest_rules(&over);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].detail.contains("512001 bytes"), "{errs:?}");
+    }
 }
