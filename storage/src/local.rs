@@ -130,8 +130,8 @@ pub(crate) struct Core<B: Backend> {
     /// Writes waiting for the committer.
     queue: mpsc::UnboundedSender<Queued>,
     events: broadcast::Sender<Arc<WatchEvent>>,
-    /// Set when a sync failed: applied writes may not be durable, so the store refuses all work
-    /// until it is reopened.
+    /// Set when a sync or a batch failed: applied writes may not be durable, or a batch may be
+    /// half visible, so the store refuses all work until it is reopened.
     failed: AtomicBool,
     window: HistoryWindow,
 }
@@ -210,7 +210,7 @@ impl<B: Backend> Core<B> {
     fn check_ok(&self) -> Result<()> {
         if self.failed.load(Ordering::SeqCst) {
             return Err(Error::Unavailable {
-                message: "an earlier flush failed; reopen the store".into(),
+                message: "an earlier write, flush or compaction failed; reopen the store".into(),
                 source: None,
             });
         }
@@ -312,8 +312,11 @@ impl<B: Backend> Core<B> {
             .map(|(record, event)| Change { record: record.as_ref(), event, at_ms })
             .collect();
         if let Err(e) = self.backend.apply(&changes) {
-            // Nothing of the batch was stored: every write in it fails.
-            tracing::warn!(error = %e, "storage batch write failed");
+            // Every write in the batch fails. sled applies a batch atomically only for crash
+            // recovery: after an error part of it may be visible until the store is reopened, so
+            // the store refuses all work from now on (as after a failed sync).
+            self.failed.store(true, Ordering::SeqCst);
+            tracing::error!(error = %e, "storage batch write failed; refusing further work");
             for (_, result) in &mut replies {
                 if result.is_ok() {
                     *result = Err(shared(&e));
@@ -575,10 +578,12 @@ impl<B: Backend> Core<B> {
             (compacted, step)
         };
         if let Err(e) = self.backend.compact(from, step) {
-            // Nothing was deleted (the batch is atomic): move the compaction revision back so
-            // the next step deletes from the persisted one again and nothing is stranded below it.
+            // The batch is atomic on disk: move the compaction revision back so a reopened store
+            // deletes from the persisted one again and nothing is stranded below it. It may be
+            // half visible until then, so the store refuses work, as after a failed write.
             let _gate = self.write_gate();
             self.compacted.store(from, Ordering::SeqCst);
+            self.failed.store(true, Ordering::SeqCst);
             return Err(e);
         }
         Ok(step == to)

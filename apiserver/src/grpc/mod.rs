@@ -466,16 +466,24 @@ async fn subscribe_shared(
     let response = async {
         let (parts, body) = req.into_parts();
         if parts.headers.get("grpc-encoding").is_some_and(|v| v != "identity") {
-            return Err(Status::unimplemented("compressed messages are not supported"));
+            let mut status = Status::unimplemented("compressed messages are not supported");
+            status
+                .metadata_mut()
+                .insert("grpc-accept-encoding", "identity".parse().expect("ASCII"));
+            return Err(status);
         }
+        // The codes tonic gives for the same faults.
         let body = http_body_util::Limited::new(body, MAX_RECEIVE_BYTES + 5)
             .collect()
             .await
-            .map_err(|e| Status::resource_exhausted(format!("cannot read the request: {e}")))?
+            .map_err(|e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                Some(_) => Status::out_of_range("the request is larger than the message limit"),
+                None => Status::cancelled(format!("cannot read the request: {e}")),
+            })?
             .to_bytes();
         let message = frame::decode_message::<SubscriptionRequest>(&body).map_err(|e| match e {
-            FrameError::TooLarge(_) => Status::resource_exhausted(e.to_string()),
-            e => Status::invalid_argument(e.to_string()),
+            FrameError::TooLarge(_) => Status::out_of_range(e.to_string()),
+            e => Status::internal(e.to_string()),
         })?;
         let metadata = tonic::metadata::MetadataMap::from_headers(parts.headers);
         let request = Request::from_parts(metadata, parts.extensions, message);
