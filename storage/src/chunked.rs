@@ -217,18 +217,17 @@ fn hex(hash: &Hash) -> String {
 pub(crate) mod tests {
     use super::*;
 
-    /// Pseudo-random letters, so chunk boundaries fall as they would in real data and nothing
-    /// compresses.
+    /// Pseudo-random letters (a SHA-256 chain from `seed`, the hash this module already uses),
+    /// so chunk boundaries fall as they would in real data and nothing compresses.
     pub(crate) fn noise(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b'a' + (x % 26) as u8
-            })
-            .collect()
+        let mut block = seed.to_be_bytes().to_vec();
+        let mut out = Vec::with_capacity(len + HASH_LEN);
+        while out.len() < len {
+            block = ring::digest::digest(&ring::digest::SHA256, &block).as_ref().to_vec();
+            out.extend(block.iter().map(|b| b'a' + b % 26));
+        }
+        out.truncate(len);
+        out
     }
 
     fn db() -> (tempfile::TempDir, sled::Db) {
