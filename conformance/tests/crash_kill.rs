@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use futures::StreamExt;
-use ocm_conformance::data::large_suffix;
+use ocm_conformance::data::{crash_value_is_large, large_suffix};
 use ocm_storage::{Engine, Error, EventKind, ListOptions, Revision, SledOptions, Storage};
 use rand::Rng;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -125,11 +125,13 @@ async fn verify(dir: &Path, model: &mut Model) -> anyhow::Result<()> {
         .into_iter()
         .map(|kv| {
             let value = String::from_utf8(kv.value.to_vec()).unwrap_or_default();
-            // A large value must come back whole; the model knows it by its tag.
-            let value = match value.split_once('|') {
-                Some((tag, _)) if value[tag.len()..] == *large_suffix() => tag.to_owned(),
-                Some(_) => format!("{value} (a damaged large value)"),
-                None => value,
+            // The model knows a value by its tag; a large one must come back whole, and only
+            // the values written large may be.
+            let tag = value.split_once('|').map_or(value.as_str(), |(tag, _)| tag);
+            let suffix = if crash_value_is_large(tag) { large_suffix() } else { "" };
+            let value = match value[tag.len()..] == *suffix {
+                true => tag.to_owned(),
+                false => format!("{tag} (its value damaged: {} bytes)", value.len()),
             };
             (kv.key, (value, kv.mod_revision.0))
         })

@@ -5,8 +5,8 @@
 //!
 //! Keys (in the backend's one tree, next to its `d`, `h` and `m` keys):
 //! * `v<revision u64>` → the value written at that revision: `len u32, hash × n`;
-//! * `c<hash>` → the chunk's bytes (2–32 KiB, below sled's blob threshold, so sled's cache
-//!   counts them and can evict them);
+//! * `c<hash>` → the chunk's bytes (2–32 KiB: no value goes to a sled blob file on its own,
+//!   and sled's cache counts the chunks it holds);
 //! * `r<hash>` → how many stored value lists name the chunk (`u64`).
 //!
 //! So the record, its event and the next event's `prev` share one list, and equal or nearly equal
@@ -20,6 +20,7 @@ use bytes::Bytes;
 use fastcdc::v2020::FastCDC;
 
 use crate::error::{Error, Result};
+use crate::sled::{read_u64, sled_error};
 
 /// Values at least this large are stored by content; smaller ones stay inline in their record and
 /// event (the largest everyday objects, a ManagedCluster or a CSR, are a few KiB).
@@ -53,10 +54,6 @@ fn chunk_key(hash: &Hash) -> [u8; HASH_LEN + 1] {
 
 fn count_key(hash: &Hash) -> [u8; HASH_LEN + 1] {
     hash_key(b'r', hash)
-}
-
-fn sled_error(context: &str, e: sled::Error) -> Error {
-    Error::unavailable(format!("sled {context} of a stored value failed"), e)
 }
 
 /// The hashes of a stored value list, and the value's length.
@@ -141,12 +138,7 @@ impl Refs {
             }
             let what = || format!("chunk {}", hex(&hash));
             let old = match db.get(count_key(&hash)).map_err(|e| sled_error("read", e))? {
-                Some(count) => {
-                    let count: [u8; 8] = count.as_ref().try_into().map_err(|_| {
-                        Error::corrupt(what(), "reference count is not an 8-byte integer")
-                    })?;
-                    u64::from_be_bytes(count) as i64
-                }
+                Some(count) => read_u64(&count, &what())? as i64,
                 None => 0,
             };
             let new = old + delta;

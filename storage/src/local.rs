@@ -552,8 +552,8 @@ impl<B: Backend> Core<B> {
     ///
     /// The gate is held only to advance `compacted`: from then on no reader goes below it (reads
     /// check it under the gate), so the old events are deleted outside the gate and writers are
-    /// not stalled behind the deletion. If the deletion fails, the compaction revision moves back
-    /// so the next step deletes from the persisted one and nothing is stranded below it.
+    /// not stalled behind the deletion. If the deletion fails, the store refuses all work until
+    /// reopened.
     fn compact_step(&self, to: u64) -> Result<bool> {
         self.check_ok()?;
         let _one_at_a_time = self.compacting.lock().unwrap_or_else(|p| p.into_inner());
@@ -578,12 +578,11 @@ impl<B: Backend> Core<B> {
             (compacted, step)
         };
         if let Err(e) = self.backend.compact(from, step) {
-            // The batch is atomic on disk: move the compaction revision back so a reopened store
-            // deletes from the persisted one again and nothing is stranded below it. It may be
-            // half visible until then, so the store refuses work, as after a failed write.
-            let _gate = self.write_gate();
-            self.compacted.store(from, Ordering::SeqCst);
+            // The batch may be half visible until the store is reopened (sled's recovery is
+            // atomic, and the open cleans events left below the persisted compaction revision),
+            // so the store refuses work from now on, as after a failed write.
             self.failed.store(true, Ordering::SeqCst);
+            tracing::error!(error = %e, "storage compaction failed; refusing further work");
             return Err(e);
         }
         Ok(step == to)

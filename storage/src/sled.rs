@@ -20,17 +20,17 @@
 //! go in one `apply_batch`, so recovery can never split them. Durability
 //! is `flush()` followed by an `fdatasync` of sled's data file: sled 0.34 syncs its log with
 //! `sync_file_range`, which does not persist file metadata or the device cache, so on its own it
-//! survives a process crash but not necessarily a power cut (perf.md §5.1). sled writes values
-//! larger than a quarter segment (128 KiB) to separate blob files that it never syncs, so after a
-//! large write the next sync also `fsync`s the blob files written since the last one (sled
-//! writes each blob file once and never changes it afterwards; one seen half written is synced
-//! again once it has grown) and their directory.
+//! survives a process crash but not necessarily a power cut (perf.md §5.1). sled writes any message
+//! larger than a quarter segment (128 KiB) to a separate blob file that it never syncs: a large
+//! value, but also a whole leaf page when it consolidates or moves one (a leaf of neighbouring
+//! chunks easily passes 128 KiB). So every sync also `fsync`s the blob files that are new or have
+//! grown since the last one (sled writes each blob file once and never changes it afterwards; one
+//! seen half written is synced again once it has grown), and their directory when one is new.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -54,9 +54,6 @@ const KIND_EXTERNAL: u8 = 0x80;
 const PREV_EXTERNAL: u8 = 2;
 const META_COMPACTED: &[u8] = b"m/compacted";
 const META_FORMAT: &[u8] = b"m/format";
-/// Writes at least this large may have gone to a sled blob file (sled's threshold is a quarter
-/// of its 512 KiB segment, less headers).
-const BLOB_CANDIDATE_BYTES: usize = 64 * 1024;
 /// How many bytes of the large values written last are kept to be shared by the reads that
 /// follow a write (the next write's `prev` above all).
 const RECENT_BYTES: usize = 32 << 20;
@@ -67,14 +64,13 @@ struct Sled {
     data_file: File,
     /// Where sled keeps its blob files.
     blob_dir: PathBuf,
-    /// A write since the last sync may have created a blob file.
-    blobs_dirty: AtomicBool,
     /// The blob files already synced (and still there), with their length when they were: a
-    /// sync `fsync`s only new or grown ones, not every large value ever written. (sled creates
-    /// a blob file, then writes it; a sync may see it half written, and must sync it again.)
-    synced_blobs: Mutex<HashMap<OsString, u64>>,
+    /// sync `fsync`s only new or grown ones. `None` until the first sync, which syncs every file
+    /// and the directories (an earlier run may have died before it did).
+    synced_blobs: Mutex<Option<HashMap<OsString, u64>>>,
     /// Held from reading chunk reference counts to applying their batch: writes and the
-    /// compaction (which runs alongside them) both change counts.
+    /// compaction (which runs alongside them) both change counts. Chunking, hashing and reading
+    /// value lists happen before it is taken (a list never changes once written).
     counts: Mutex<()>,
     recent: Mutex<Recent>,
     ack_before_flush: bool,
@@ -88,7 +84,7 @@ pub(crate) async fn open(options: SledOptions) -> Result<Arc<dyn Store>> {
     Ok(Local::start(sled, recovered, local))
 }
 
-fn sled_error(context: &str, e: sled::Error) -> Error {
+pub(crate) fn sled_error(context: &str, e: sled::Error) -> Error {
     match e {
         sled::Error::Corruption { at, .. } => {
             Error::corrupt(format!("sled:{at:?}"), format!("{context}: sled reports corruption"))
@@ -136,7 +132,7 @@ fn history_key(revision: u64) -> [u8; 9] {
     k
 }
 
-fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
+pub(crate) fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
     let array: [u8; 8] =
         bytes.try_into().map_err(|_| Error::corrupt(what, "expected an 8-byte integer"))?;
     Ok(u64::from_be_bytes(array))
@@ -178,8 +174,6 @@ impl Sled {
             db,
             data_file,
             blob_dir: options.path.join("blobs"),
-            // Sync blobs and the directory once at start: an earlier run may have died before.
-            blobs_dirty: AtomicBool::new(true),
             synced_blobs: Mutex::default(),
             counts: Mutex::default(),
             recent: Mutex::new(Recent::new(RECENT_BYTES)),
@@ -196,7 +190,6 @@ impl Sled {
     /// Drops the events in `(from, to]` and the large values only they still name, and records
     /// `compacted` as the compaction revision if given, in one atomic batch.
     fn drop_events(&self, from: u64, to: u64, compacted: Option<u64>) -> Result<()> {
-        let _counts = self.counts();
         let mut batch = sled::Batch::default();
         let mut refs = Refs::default();
         for entry in self.db.range(history_key(from + 1)..=history_key(to)) {
@@ -217,6 +210,7 @@ impl Sled {
         if let Some(compacted) = compacted {
             batch.insert(META_COMPACTED, &compacted.to_be_bytes());
         }
+        let _counts = self.counts();
         refs.write(&self.db, &mut batch)?;
         self.db.apply_batch(batch).map_err(|e| sled_error("compact", e))
     }
@@ -252,43 +246,60 @@ impl Sled {
         }
     }
 
-    /// `fsync`s the blob files not synced before and the directories that name them.
+    /// `fsync`s the blob files that are new or have grown since the last sync, the blob directory
+    /// when it names a new file, and its parent at the first sync. Nothing changed: one
+    /// directory read.
     fn sync_blobs(&self) -> std::io::Result<()> {
         let mut synced =
             self.synced_blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match std::fs::read_dir(&self.blob_dir) {
-            Ok(entries) => {
-                let mut present = HashMap::with_capacity(synced.len());
-                for entry in entries {
-                    let entry = entry?;
-                    let name = entry.file_name();
-                    // The length before the sync: whatever was written by then is durable after.
-                    let synced_now = entry.metadata().and_then(|m| {
-                        let len = m.len();
-                        if synced.get(&name) != Some(&len) {
-                            File::open(entry.path())?.sync_data()?;
-                        }
-                        Ok(len)
-                    });
-                    match synced_now {
-                        Ok(len) => {
-                            present.insert(name, len);
-                        }
-                        // sled removed a blob it no longer needs.
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                File::open(&self.blob_dir)?.sync_all()?;
-                *synced = present;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        let entries = match std::fs::read_dir(&self.blob_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
+        };
+        let first = synced.is_none();
+        let known = synced.take().unwrap_or_default();
+        let mut present = HashMap::with_capacity(known.len());
+        let mut named_new = first;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            // The length before the sync: whatever was written by then is durable after.
+            let synced_now = entry.metadata().and_then(|m| {
+                let len = m.len();
+                if known.get(&name) != Some(&len) {
+                    File::open(entry.path())?.sync_data()?;
+                }
+                Ok(len)
+            });
+            match synced_now {
+                Ok(len) => {
+                    named_new |= !known.contains_key(&name);
+                    present.insert(name, len);
+                }
+                // sled removed a blob it no longer needs.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    // Keep what was synced before, so the next sync tries the rest again.
+                    *synced = (!first).then_some(known);
+                    return Err(e);
+                }
+            }
         }
-        match self.blob_dir.parent() {
-            Some(parent) => File::open(parent)?.sync_all(),
-            None => Ok(()),
-        }
+        let dirs = (|| {
+            if named_new {
+                File::open(&self.blob_dir)?.sync_all()?;
+            }
+            match self.blob_dir.parent() {
+                Some(parent) if first => File::open(parent)?.sync_all(),
+                _ => Ok(()),
+            }
+        })();
+        *synced = match dirs {
+            Ok(()) => Some(present),
+            Err(_) => (!first).then_some(known),
+        };
+        dirs
     }
 
     /// Reads the compaction revision and the history, which must hold every revision after it
@@ -351,7 +362,6 @@ impl Backend for Sled {
     }
 
     fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
-        let _counts = self.counts();
         let mut batch = sled::Batch::default();
         let mut refs = Refs::default();
         // Revisions whose values this batch stores by content (a later write of the same batch
@@ -385,13 +395,12 @@ impl Backend for Sled {
                 _ => false,
             };
             let event = encode_event(change.event, change.at_ms, external, prev_external);
-            if event.len() >= BLOB_CANDIDATE_BYTES {
-                self.blobs_dirty.store(true, Ordering::SeqCst);
-            }
             batch.insert(&history_key(change.event.revision.0), event);
         }
+        let counts = self.counts();
         refs.write(&self.db, &mut batch)?;
         self.db.apply_batch(batch).map_err(|e| sled_error("write", e))?;
+        drop(counts);
         // Only once stored: a failed batch's revisions are given out again.
         let mut recent = self.recent();
         for record in changes.iter().filter_map(|c| c.record) {
@@ -410,16 +419,9 @@ impl Backend for Sled {
         if self.ack_before_flush {
             return Ok(());
         }
-        let blobs = self.blobs_dirty.swap(false, Ordering::SeqCst);
         self.db.flush().map_err(|e| sled_error("flush", e))?;
         self.data_file.sync_data().map_err(|e| Error::unavailable("fdatasync of sled data", e))?;
-        if blobs {
-            if let Err(e) = self.sync_blobs() {
-                self.blobs_dirty.store(true, Ordering::SeqCst);
-                return Err(Error::unavailable("fsync of sled blobs", e));
-            }
-        }
-        Ok(())
+        self.sync_blobs().map_err(|e| Error::unavailable("fsync of sled blobs", e))
     }
 }
 
@@ -759,11 +761,12 @@ mod tests {
         drop(store);
         {
             let db = raw_open(dir.path());
-            // 81 large values written (40 creates, 40 updates), 79 still needed by a record or an
+            // 80 large values written (40 creates, 40 updates), all still needed by a record or an
             // event; their chunks are the shared 300 KiB once, plus a few per value.
             assert_eq!(keys_with(&db, b"v"), 80);
             let chunk_bytes: usize = db.scan_prefix(b"c").values().map(|v| v.unwrap().len()).sum();
-            assert!(chunk_bytes < 300 * 1024 + 80 * 64 * 1024, "{chunk_bytes} bytes of chunks");
+            // (Each value's own last chunk is at most 32 KiB; unshared it would be 24 MB.)
+            assert!(chunk_bytes < 300 * 1024 + 80 * 33 * 1024, "{chunk_bytes} bytes of chunks");
         }
         let store = open_path(dir.path()).await;
         for i in 1..40 {
@@ -773,6 +776,34 @@ mod tests {
         drop(store);
         let db = raw_open(dir.path());
         for prefix in [&b"v"[..], b"c", b"r"] {
+            assert_eq!(keys_with(&db, prefix), 0, "{:?} keys left", prefix);
+        }
+    }
+
+    /// A large key created and updated in one batch (the update queued before the create is
+    /// applied) names the create's value as its `prev`, stored by the same batch; deleting and
+    /// compacting frees both.
+    #[tokio::test]
+    async fn a_large_key_written_twice_in_one_batch_is_freed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_path(dir.path()).await;
+        let next = Revision(store.current_revision().await.unwrap().0 + 1);
+        let (created, updated) = tokio::join!(
+            store.create("/w/a", large(5, "first")),
+            store.update("/w/a", large(5, "second"), next),
+        );
+        assert_eq!(created.unwrap().mod_revision, next);
+        let updated = updated.unwrap();
+        let mut watch = store.watch("/w/", next).await.unwrap();
+        let event = futures::StreamExt::next(&mut watch).await.unwrap().unwrap();
+        assert!(event.prev.as_ref().unwrap().value == large(5, "first"), "the update's prev");
+        drop(watch);
+        let deleted = store.delete("/w/a", &Preconditions::default()).await.unwrap();
+        assert!(deleted.revision > updated.mod_revision);
+        store.compact(deleted.revision).await.unwrap();
+        drop(store);
+        let db = raw_open(dir.path());
+        for prefix in [&b"v"[..], b"c", b"r", b"d", b"h"] {
             assert_eq!(keys_with(&db, prefix), 0, "{:?} keys left", prefix);
         }
     }

@@ -3,7 +3,8 @@
 //! Protocol, one line each (the parent kills this process at random moments):
 //! * `READY <revision>`: the store opened; its current revision.
 //! * `TRY <writer> <key> PUT <value>` / `TRY <writer> <key> DEL`: printed before the write starts.
-//!   Writer 0 appends [`large_suffix`] to every other value it stores (not to the line), so large
+//!   Writer 0 appends [`large_suffix`] to every other value it stores (not to the line; which:
+//!   [`crash_value_is_large`]), so large
 //!   values, stored by content and sharing their chunks, are crashed and compacted too.
 //! * `ACK <writer> <revision>`: printed only after that writer's last TRY returned success.
 //! * `COMPACTING <revision>`: printed just before an explicit compaction starts.
@@ -19,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use ocm_conformance::data::large_suffix;
+use ocm_conformance::data::{crash_value_is_large, large_suffix};
 use ocm_storage::{
     Engine, HistoryWindow, ListOptions, LocalOptions, Preconditions, Revision, SledOptions, Storage,
 };
@@ -127,7 +128,7 @@ async fn write_loop(store: Storage, writer: usize, keys: usize, run: u64) -> any
         };
         let value = format!("r{run}-w{writer}-s{seq}");
         // Writer 0's every other value is large (stored by content), the rest inline.
-        let stored = match writer == 0 && seq % 2 == 0 {
+        let stored = match crash_value_is_large(&value) {
             true => format!("{value}{}", large_suffix()),
             false => value.clone(),
         };
