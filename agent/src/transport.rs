@@ -187,12 +187,11 @@ impl Link {
         self.acked.lock().unwrap_or_else(PoisonError::into_inner).remove(uid);
     }
 
-    /// The hub's status hashes: a work whose hash differs is reported again at its next pass.
+    /// The hub's status hashes replace what it acknowledged before: a work whose hash differs,
+    /// or that the hub does not list, is reported again at its next pass.
     pub fn hub_hashes(&self, hashes: &[(String, String)]) {
-        let mut acked = self.acked.lock().unwrap_or_else(PoisonError::into_inner);
-        for (uid, hash) in hashes {
-            acked.insert(uid.clone(), hash.clone());
-        }
+        *self.acked.lock().unwrap_or_else(PoisonError::into_inner) =
+            hashes.iter().cloned().collect();
     }
 }
 
@@ -496,5 +495,22 @@ async fn follow(
 pub fn mark_deleting(work: &mut ManifestWork) {
     if work.metadata.deletion_timestamp.is_none() {
         work.metadata.deletion_timestamp = Some(crate::agent::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hub's list replaces what it acknowledged: a work it no longer lists counts as not
+    /// acknowledged (and is reported again), one it lists with a new hash takes that hash.
+    #[test]
+    fn the_hubs_status_hashes_replace_the_acknowledged_ones() {
+        let link = Link::new("c1", "agent");
+        let pair = |uid: &str, hash: &str| (uid.to_owned(), hash.to_owned());
+        link.hub_hashes(&[pair("a", "h1"), pair("b", "h2")]);
+        link.hub_hashes(&[pair("b", "h3")]);
+        let acked = link.acked.lock().unwrap().clone();
+        assert_eq!(acked, HashMap::from([pair("b", "h3")]));
     }
 }

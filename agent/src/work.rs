@@ -37,6 +37,8 @@ use crate::transport::{self, GrpcSource, Incoming, Link, Sink, load_journal, sav
 /// How often every work is reconciled again without an event (drift correction and status
 /// feedback), by default.
 pub const RESYNC: Duration = Duration::from_secs(60);
+/// A steady stream of messages still has the journal written at least this often (in messages).
+const JOURNAL_EVERY: usize = 100;
 
 /// The hub's hash in AppliedManifestWork names: lowercase hex SHA-256 of its URL.
 pub fn hub_hash(hub_url: &str) -> String {
@@ -331,11 +333,16 @@ impl WorkAgent {
         let mut tick = tokio::time::interval(self.resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut journaled = transport::journal_bytes(&known);
+        // Messages taken since the journal was last written.
+        let mut unwritten = 0usize;
         loop {
             tokio::select! {
                 () = &mut source => return,
                 msg = rx.recv() => match msg {
-                    Some(msg) => self.take(msg, &mut known).await,
+                    Some(msg) => {
+                        self.take(msg, &mut known).await;
+                        unwritten += 1;
+                    }
                     None => return,
                 },
                 _ = tick.tick() => {
@@ -345,9 +352,11 @@ impl WorkAgent {
                     }
                 }
             }
-            // Once a burst of messages is taken (or per tick), not per message or work: what
-            // the next spec resync tells the hub, and the journal.
-            if rx.is_empty() {
+            // Once a burst of messages is taken (or per tick), not per message or work, and at
+            // least every JOURNAL_EVERY messages of a steady stream: what the next spec resync
+            // tells the hub, and the journal.
+            if rx.is_empty() || unwritten >= JOURNAL_EVERY {
+                unwritten = 0;
                 if let Sink::Grpc(link) = &self.sink {
                     link.hold(&known);
                 }
@@ -396,7 +405,7 @@ impl WorkAgent {
                 return;
             }
             Incoming::StatusHashes(hashes) => {
-                // Only what the hub lacks is sent again: no work is reconciled for it.
+                // Only what the hub lacks or holds otherwise is sent again; no work is reconciled.
                 let Sink::Grpc(link) = &self.sink else { return };
                 link.hub_hashes(&hashes);
                 for work in known.values() {

@@ -240,11 +240,18 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     ensure!(code == 200, "{code} {body}");
     let e = next(&mut stream_a).await?;
     ensure!(e.get(ext::DELETION_TIMESTAMP).is_some() && e.data.is_none(), "{e:?}");
-    // Deleting, the work waits for its agent: neither the deletion nor a report other than
-    // `Deleted` releases it.
-    grpc::publish(&a, report("a", 2)?).await?;
+    // Deleting, the work waits for its agent: neither the deletion nor a report of the current
+    // generation (the deletion raised it) other than `Deleted` releases it; that report lands.
+    let (_, deleting) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
+    let generation = deleting["metadata"]["generation"].as_i64().context("generation")? as i32;
+    let mut still = status.clone();
+    still["conditions"][0]["message"] = json!("deleting");
+    let mut current = report("a", generation)?;
+    current.set_json(still.to_string());
+    grpc::publish(&a, current).await?;
     let (code, w) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
     ensure!(code == 200 && w["metadata"]["deletionTimestamp"].is_string(), "{code} {w}");
+    ensure!(w["status"]["conditions"][0]["message"] == "deleting", "the report did not land: {w}");
     ensure!(
         w["metadata"]["finalizers"]
             == json!(["cluster.open-cluster-management.io/manifest-work-cleanup"]),
