@@ -283,7 +283,8 @@ async fn set_finalizers(
     Ok(())
 }
 
-fn works_resource() -> ApiResource {
+/// The ManifestWork resource (`work.open-cluster-management.io/v1`) for `kube`'s dynamic API.
+pub fn works_resource() -> ApiResource {
     let gvk = GroupVersionKind::gvk(GROUP, "v1", "ManifestWork");
     ApiResource::from_gvk_with_plural(&gvk, "manifestworks")
 }

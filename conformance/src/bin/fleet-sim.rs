@@ -453,7 +453,6 @@ mod works {
     use serde_json::{Value, json};
 
     use super::{Hub, hub_usage};
-    use kube::api::ApiResource;
 
     type Times = Arc<Mutex<HashMap<String, Instant>>>;
 
@@ -512,12 +511,14 @@ mod works {
         Ok(())
     }
 
-    /// A work named `name` for `cluster` with `manifests`.
-    fn work(name: &str, cluster: &str, manifests: &Value) -> anyhow::Result<DynamicObject> {
-        Ok(serde_json::from_value(json!({
-            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-            "metadata": {"name": name, "namespace": cluster},
-            "spec": {"workload": {"manifests": manifests}}}))?)
+    /// A work named `name` for `cluster` with `manifests`, moved in (a fan-out's manifests are
+    /// 500 KiB: they are not copied again here).
+    fn work(name: &str, cluster: &str, manifests: Value) -> DynamicObject {
+        let mut obj =
+            DynamicObject::new(name, &ocm_agent::transport::works_resource()).within(cluster);
+        obj.data = json!({"spec": {"workload": {"manifests": null}}});
+        obj.data["spec"]["workload"]["manifests"] = manifests;
+        obj
     }
 
     /// The perftool shape: one small ConfigMap named after its work.
@@ -540,22 +541,14 @@ mod works {
         json!([cm])
     }
 
-    fn works() -> ApiResource {
-        let gvk = kube::api::GroupVersionKind::gvk(
-            "work.open-cluster-management.io",
-            "v1",
-            "ManifestWork",
-        );
-        ApiResource::from_gvk_with_plural(&gvk, "manifestworks")
-    }
-
     fn api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(client.clone(), ns, &works())
+        Api::namespaced_with(client.clone(), ns, &ocm_agent::transport::works_resource())
     }
 
     /// Follows every work on the hub and records when each first shows `Applied`.
     fn follow_applied(client: &kube::Client, applied: Times) {
-        let all: Api<DynamicObject> = Api::all_with(client.clone(), &works());
+        let all: Api<DynamicObject> =
+            Api::all_with(client.clone(), &ocm_agent::transport::works_resource());
         tokio::spawn(async move {
             let mut s = std::pin::pin!(watcher(all, watcher::Config::default()));
             while let Some(e) = s.next().await {
@@ -603,7 +596,7 @@ mod works {
             };
             let cluster = &clusters[i % clusters.len()];
             let name = format!("{prefix}-{i}");
-            let (api, obj) = (api(client, cluster), work(&name, cluster, &manifests(&name))?);
+            let (api, obj) = (api(client, cluster), work(&name, cluster, manifests(&name)));
             due.insert(format!("{cluster}/{name}"), at);
             let seat = Arc::clone(&seats).acquire_owned().await?;
             tasks.push(tokio::spawn(async move {
