@@ -330,6 +330,45 @@ impl Sled {
     }
 }
 
+/// How long closing waits for sled's last flush.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Drop for Sled {
+    /// sled 0.34 flushes when its last handle goes and, once its files are gone (a data
+    /// directory removed under a running hub), waits for that flush forever: a hub told to stop
+    /// would never exit. The last flush runs on a thread of its own instead; one that fails or
+    /// does not finish within [`CLOSE_WAIT`] is given up (its handle is leaked, so no later drop
+    /// tries again). What was acknowledged had been synced already.
+    fn drop(&mut self) {
+        let db = self.db.clone();
+        let (done, finished) = std::sync::mpsc::channel();
+        let closing = std::thread::Builder::new().name("sled-close".into()).spawn(move || {
+            match db.flush() {
+                Ok(_) => drop(db),
+                Err(e) => {
+                    tracing::error!(error = %e, "sled: the last flush failed; closing without it");
+                    std::mem::forget(db);
+                }
+            }
+            let _ = done.send(());
+        });
+        match closing {
+            Ok(_) => {
+                if finished.recv_timeout(CLOSE_WAIT).is_err() {
+                    tracing::error!(
+                        wait = ?CLOSE_WAIT,
+                        "sled: the last flush did not finish; closing without it"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "sled: no thread for the last flush; closing without it");
+                std::mem::forget(self.db.clone());
+            }
+        }
+    }
+}
+
 impl Backend for Sled {
     const SYNCS: bool = true;
 
@@ -610,6 +649,35 @@ mod tests {
 
     async fn open_path(path: &Path) -> Storage {
         Storage::open(Engine::Sled(SledOptions::new(path))).await.unwrap()
+    }
+
+    /// A store whose directory is removed under it still closes (sled would wait for its
+    /// last flush forever).
+    #[tokio::test]
+    async fn a_store_whose_directory_is_gone_still_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = open_path(&path).await;
+        // Distinct values, so that sled writes many pages (and blob files for large ones).
+        let value = |i: u64| Bytes::from(crate::chunked::tests::noise(300_000, i));
+        for i in 0..300 {
+            store.create(&format!("/k/a{i}"), value(i)).await.unwrap();
+        }
+        std::fs::remove_dir_all(&path).unwrap();
+        // Writes after the removal fail (the store then refuses work) or are lost with it;
+        // sled's own periodic flush meets the missing files meanwhile.
+        for i in 0..50 {
+            let _ = store.create(&format!("/k/b{i}"), value(1000 + i)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let (done, closed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(store);
+            let _ = done.send(());
+        });
+        closed
+            .recv_timeout(CLOSE_WAIT * 6)
+            .expect("the store closes although its directory is gone");
     }
 
     #[tokio::test]
