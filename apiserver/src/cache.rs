@@ -132,11 +132,33 @@ impl CachedObject {
         Arc::new(serde_json::from_slice(&self.json()).unwrap_or(Value::Null))
     }
 
+    /// The object without its top-level field `key` when that is one of its large values
+    /// (a ManifestWork's manifests) and the object is not kept parsed: what readers of its
+    /// metadata and status need, parsed without the large value (which reads as `null`).
+    /// While hot, the whole object as parsed.
+    pub fn value_without(&self, key: &str) -> Arc<Value> {
+        if let Some(v) =
+            self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
+        {
+            return Arc::clone(v);
+        }
+        let Json::Parts(parts, keys) = &self.json else {
+            return self.value();
+        };
+        let mut out = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            // Parts alternate: the runs between large values (even), the large values (odd).
+            let skip = i % 2 == 1 && keys.get(i / 2).is_some_and(|k| &**k == key);
+            out.extend_from_slice(if skip { b"null" } else { p });
+        }
+        Arc::new(serde_json::from_slice(&out).unwrap_or(Value::Null))
+    }
+
     /// The object as JSON: its storage version, resourceVersion set.
     pub fn json(&self) -> Bytes {
         match &self.json {
             Json::Whole(bytes) => bytes.clone(),
-            Json::Parts(parts) => {
+            Json::Parts(parts, _) => {
                 let mut out = Vec::with_capacity(self.json_len());
                 for p in parts {
                     out.extend_from_slice(p);
@@ -150,7 +172,7 @@ impl CachedObject {
     pub fn json_len(&self) -> usize {
         match &self.json {
             Json::Whole(bytes) => bytes.len(),
-            Json::Parts(parts) => parts.iter().map(Bytes::len).sum(),
+            Json::Parts(parts, _) => parts.iter().map(Bytes::len).sum(),
         }
     }
 
@@ -201,7 +223,9 @@ impl CachedObject {
 #[derive(Debug)]
 enum Json {
     Whole(Bytes),
-    Parts(Box<[Bytes]>),
+    /// The runs between large values and the large values, alternating (a run first and
+    /// last); the keys of the large values.
+    Parts(Box<[Bytes]>, Box<[Box<str>]>),
 }
 
 impl Json {
@@ -211,7 +235,7 @@ impl Json {
         let Some(map) = value.as_object() else {
             return Json::Whole(intern::tight(serde_json::to_vec(value).unwrap_or_default()));
         };
-        let mut parts = Vec::new();
+        let (mut parts, mut keys) = (Vec::new(), Vec::new());
         let mut run = vec![b'{'];
         for (i, (k, v)) in map.iter().enumerate() {
             if i > 0 {
@@ -227,6 +251,7 @@ impl Json {
                 // Only the large value can be shared: the rest carries this object's metadata.
                 parts.push(intern::tight(std::mem::take(&mut run)));
                 parts.push(intern::intern(value));
+                keys.push(Box::from(k.as_str()));
             }
         }
         run.push(b'}');
@@ -234,7 +259,7 @@ impl Json {
             return Json::Whole(intern::tight(run));
         }
         parts.push(intern::tight(run));
-        Json::Parts(parts.into_boxed_slice())
+        Json::Parts(parts.into_boxed_slice(), keys.into_boxed_slice())
     }
 }
 
@@ -762,12 +787,17 @@ mod tests {
         assert_eq!(cb.json(), serde_json::to_vec(&b).unwrap());
         assert_eq!(ca.json_len(), ca.json().len());
         let spec = |o: &CachedObject| match &o.json {
-            Json::Parts(p) => p[1].as_ptr(),
+            Json::Parts(p, _) => p[1].as_ptr(),
             Json::Whole(_) => panic!("a large spec is its own part"),
         };
         assert_eq!(spec(&ca), spec(&cb), "both objects hold one copy of the spec");
+        assert!(Arc::ptr_eq(&ca.value_without("spec"), &ca.value()), "hot: the whole object");
         ca.cool();
         assert_eq!(*ca.value(), a, "a cooled object parses back");
+        let mut headless = a.clone();
+        headless["spec"] = Value::Null;
+        assert_eq!(*ca.value_without("spec"), headless, "cold: parsed without the large spec");
+        assert_eq!(*ca.value_without("status"), a, "only a large value is left out");
         let small = serde_json::json!({"metadata": {"name": "s"}, "data": {"k": "v"}});
         let cs = CachedObject::new("/registry/k/s".into(), small.clone(), 3);
         assert!(matches!(cs.json, Json::Whole(_)));

@@ -158,6 +158,8 @@ pub struct Registry {
     pub scheme: Arc<Scheme>,
     /// The watch cache.
     pub cache: Arc<Cache>,
+    /// Room for the large objects writes hold at once.
+    budget: Arc<crate::limits::WriteBudget>,
 }
 
 pub(crate) fn subject(rt: &ResourceType, name: &str) -> Subject {
@@ -316,7 +318,8 @@ impl Registry {
         background: &crate::background::Background,
     ) -> Result<Registry, ApiError> {
         let cache = Cache::start(storage.clone(), &scheme, config, background).await?;
-        Ok(Registry { storage, scheme, cache })
+        let budget = Arc::new(crate::limits::WriteBudget::new(crate::limits::WRITE_BYTES));
+        Ok(Registry { storage, scheme, cache, budget })
     }
 
     /// Reads one object. `rv`: `None` reads the store (consistent); `Some(0)` the cache; `Some(n)`
@@ -579,6 +582,7 @@ impl Registry {
             if opts.dry_run {
                 return Ok(Written { object: obj, warnings, created: true });
             }
+            let _room = self.budget.reserve(object::json_len(&obj)).await;
             let bytes = to_stored(&mut obj)?;
             match self.storage.create(&rt.key(namespace, &name), bytes).await {
                 Ok(kv) => {
@@ -692,8 +696,9 @@ impl Registry {
             return Err(ApiError::invalid(&rt.group, &rt.kind, name, &[err]));
         }
         let precondition = if body_rv.is_empty() { None } else { Some(parse_rv(&body_rv)?) };
-        self.write_loop(rt, namespace, name, sub, opts, precondition, false, |_| Ok(obj.clone()))
-            .await
+        let make = |_: &Value| Ok(obj.clone());
+        let stage = Stage { sub, tracked: false, make: &make };
+        self.write_loop(rt, namespace, name, opts, precondition, &[stage]).await
     }
 
     /// Patches an object (or the part a subresource owns). A patch that carries
@@ -707,69 +712,11 @@ impl Registry {
         sub: Option<&Subresource>,
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
-        let carried_rv = match patch {
-            Patch::Merge(v) | Patch::Strategic(v) | Patch::Apply(v) => {
-                v.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(str::to_owned)
-            }
-            Patch::Json(p) => p.0.iter().find_map(|op| match op {
-                json_patch::PatchOperation::Add(a)
-                    if a.path.as_str() == "/metadata/resourceVersion" =>
-                {
-                    a.value.as_str().map(str::to_owned)
-                }
-                json_patch::PatchOperation::Replace(r)
-                    if r.path.as_str() == "/metadata/resourceVersion" =>
-                {
-                    r.value.as_str().map(str::to_owned)
-                }
-                _ => None,
-            }),
-        };
-        let precondition = match carried_rv.as_deref() {
-            Some(rv) if !rv.is_empty() => Some(parse_rv(rv)?),
-            _ => None,
-        };
-        let storage_version = rt.storage_api_version();
-        let version =
-            if opts.api_version.is_empty() { storage_version.as_str() } else { &opts.api_version };
-        let converted = version != storage_version;
-        let shape = rt.shape(version);
-        let applied = matches!(patch, Patch::Apply(_));
-        let result = self
-            .write_loop(rt, namespace, name, sub, opts, precondition, applied, |current| {
-                let mut doc = if converted {
-                    rt.strategy.storage_to_version(current.clone(), version)?
-                } else {
-                    current.clone()
-                };
-                match patch {
-                    Patch::Merge(p) => {
-                        if !p.is_object() {
-                            return Err(ApiError::bad_request(
-                                "a merge patch must be a JSON object",
-                            ));
-                        }
-                        json_patch::merge(&mut doc, p);
-                    }
-                    Patch::Strategic(p) => {
-                        smp::apply(&mut doc, p, &shape)
-                            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                    }
-                    Patch::Apply(config) => {
-                        doc = server_side_apply(rt, sub, opts, version, &doc, config, &shape)?;
-                    }
-                    Patch::Json(p) => {
-                        json_patch::patch(&mut doc, p)
-                            .map_err(|e| ApiError::patch_failed(e.to_string()))?;
-                    }
-                }
-                if converted {
-                    rt.strategy.version_to_storage(doc, &storage_version)
-                } else {
-                    Ok(doc)
-                }
-            })
-            .await;
+        let precondition = carried_precondition(patch)?;
+        let (storage_version, version) = patch_versions(rt, opts);
+        let make = |current: &Value| patched(rt, sub, opts, patch, current);
+        let stage = Stage { sub, tracked: matches!(patch, Patch::Apply(_)), make: &make };
+        let result = self.write_loop(rt, namespace, name, opts, precondition, &[stage]).await;
         match (result, patch) {
             // An apply to a missing object creates it.
             (Err(e), Patch::Apply(config)) if e.code == 404 && sub.is_none() => {
@@ -787,9 +734,10 @@ impl Registry {
                         m.insert("name".into(), Value::String(name.to_owned()));
                     }
                 }
+                let shape = rt.shape(&version);
                 let obj =
-                    server_side_apply(rt, None, opts, version, &Value::Null, &config, &shape)?;
-                let obj = if converted {
+                    server_side_apply(rt, None, opts, &version, &Value::Null, &config, &shape)?;
+                let obj = if version != storage_version {
                     rt.strategy.version_to_storage(obj, &storage_version)?
                 } else {
                     obj
@@ -800,24 +748,55 @@ impl Registry {
         }
     }
 
-    /// The read–modify–CAS loop of updates and patches. `make` builds the candidate from the
-    /// current object; a precondition pins the revision (409 when stale, no retry).
-    #[allow(clippy::too_many_arguments)]
-    async fn write_loop<F>(
+    /// Patches applied in order, each to the object or to what one subresource owns, and
+    /// written as one revision: the hub's own writes that change two parts at once (a work's
+    /// finalizer with its first status report). A part that carries
+    /// `metadata.resourceVersion` pins the revision, as in [`Registry::patch`].
+    pub async fn patch_parts(
         &self,
         rt: &ResourceType,
         namespace: &str,
         name: &str,
-        sub: Option<&Subresource>,
+        parts: &[(&Patch, Option<&Subresource>)],
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let makes: Vec<_> = parts
+            .iter()
+            .map(|&(patch, sub)| move |current: &Value| patched(rt, sub, opts, patch, current))
+            .collect();
+        let stages: Vec<Stage<'_>> = parts
+            .iter()
+            .zip(&makes)
+            .map(|(&(patch, sub), make)| Stage {
+                sub,
+                tracked: matches!(patch, Patch::Apply(_)),
+                make,
+            })
+            .collect();
+        let mut precondition = None;
+        for (patch, _) in parts {
+            precondition = precondition.or(carried_precondition(patch)?);
+        }
+        self.write_loop(rt, namespace, name, opts, precondition, &stages).await
+    }
+
+    /// The read–modify–CAS loop of updates and patches: each stage builds its candidate from
+    /// the one before (the first from the current object) under its subresource's rules, and
+    /// the result is written once. A precondition pins the revision (409 when stale, no retry).
+    async fn write_loop(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
         opts: &WriteOptions,
         precondition: Option<u64>,
-        tracked: bool,
-        make: F,
-    ) -> Result<Written, ApiError>
-    where
-        F: Fn(&Value) -> Result<Value, ApiError>,
-    {
+        stages: &[Stage<'_>],
+    ) -> Result<Written, ApiError> {
         let key = rt.key(namespace, name);
+        // The object's size as cached: room for it is held while it is read, changed and
+        // written.
+        let size = self.cache.get(&rt.prefix, &key).ok().flatten().map_or(0, |o| o.json_len());
+        let _room = self.budget.reserve(size).await;
         loop {
             let kv =
                 self.storage.get(&key).await.map_err(|e| from_storage(e, subject(rt, name)))?;
@@ -827,16 +806,29 @@ impl Registry {
                     return Err(ApiError::stale(subject(rt, name)));
                 }
             }
-            let candidate = make(&current)?;
-            let (next, warnings) =
-                self.prepare_update(rt, &current, candidate, sub, opts, tracked)?;
-            let Some(mut next) = next else {
+            let expected = kv.mod_revision;
+            drop(kv);
+            let mut changed: Option<Value> = None;
+            let mut warnings = Vec::new();
+            for stage in stages {
+                let base = changed.as_ref().unwrap_or(&current);
+                let candidate = (stage.make)(base)?;
+                let (next, more) =
+                    self.prepare_update(rt, base, candidate, stage.sub, opts, stage.tracked)?;
+                warnings.extend(more);
+                if next.is_some() {
+                    changed = next;
+                }
+            }
+            let Some(mut next) = changed else {
                 return Ok(Written { object: current, warnings, created: false });
             };
+            // What the write no longer needs is not held while it waits for storage (a
+            // fan-out queues hundreds of writes of large works).
+            drop(current);
             if opts.dry_run {
                 return Ok(Written { object: next, warnings, created: false });
             }
-            let expected = kv.mod_revision;
             let remove = object::is_deleting(&next)
                 && object::finalizers(&next).is_empty()
                 && rt.strategy.ready_to_remove(&next);
@@ -1115,6 +1107,88 @@ impl Registry {
         }
         Ok(out)
     }
+}
+
+/// One part of a write: a candidate built from the object so far, kept under the rules of
+/// the main resource or of one subresource.
+struct Stage<'a> {
+    sub: Option<&'a Subresource>,
+    /// The candidate's managedFields are already final (a server-side apply computed them).
+    tracked: bool,
+    make: &'a (dyn Fn(&Value) -> Result<Value, ApiError> + Sync),
+}
+
+/// The revision a patch pins by carrying `metadata.resourceVersion`.
+fn carried_precondition(patch: &Patch) -> Result<Option<u64>, ApiError> {
+    let carried_rv = match patch {
+        Patch::Merge(v) | Patch::Strategic(v) | Patch::Apply(v) => {
+            v.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(str::to_owned)
+        }
+        Patch::Json(p) => p.0.iter().find_map(|op| match op {
+            json_patch::PatchOperation::Add(a)
+                if a.path.as_str() == "/metadata/resourceVersion" =>
+            {
+                a.value.as_str().map(str::to_owned)
+            }
+            json_patch::PatchOperation::Replace(r)
+                if r.path.as_str() == "/metadata/resourceVersion" =>
+            {
+                r.value.as_str().map(str::to_owned)
+            }
+            _ => None,
+        }),
+    };
+    match carried_rv.as_deref() {
+        Some(rv) if !rv.is_empty() => Ok(Some(parse_rv(rv)?)),
+        _ => Ok(None),
+    }
+}
+
+/// The storage version's apiVersion and the one a patch is written in.
+fn patch_versions(rt: &ResourceType, opts: &WriteOptions) -> (String, String) {
+    let storage_version = rt.storage_api_version();
+    let version = if opts.api_version.is_empty() {
+        storage_version.clone()
+    } else {
+        opts.api_version.clone()
+    };
+    (storage_version, version)
+}
+
+/// `patch` applied to the stored object `current`, in the request's version.
+fn patched(
+    rt: &ResourceType,
+    sub: Option<&Subresource>,
+    opts: &WriteOptions,
+    patch: &Patch,
+    current: &Value,
+) -> Result<Value, ApiError> {
+    let (storage_version, version) = patch_versions(rt, opts);
+    let converted = version != storage_version;
+    let mut doc = if converted {
+        rt.strategy.storage_to_version(current.clone(), &version)?
+    } else {
+        current.clone()
+    };
+    match patch {
+        Patch::Merge(p) => {
+            if !p.is_object() {
+                return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+            }
+            json_patch::merge(&mut doc, p);
+        }
+        Patch::Strategic(p) => {
+            smp::apply(&mut doc, p, &rt.shape(&version))
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+        Patch::Apply(config) => {
+            doc = server_side_apply(rt, sub, opts, &version, &doc, config, &rt.shape(&version))?;
+        }
+        Patch::Json(p) => {
+            json_patch::patch(&mut doc, p).map_err(|e| ApiError::patch_failed(e.to_string()))?;
+        }
+    }
+    if converted { rt.strategy.version_to_storage(doc, &storage_version) } else { Ok(doc) }
 }
 
 /// Who a write is recorded under, and which part of the object it manages.

@@ -157,14 +157,33 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
 
     // a's own report lands (with the finalizer the hub adds) before Publish returns; an older
     // generation's does not.
-    grpc::publish(&a, report("a", 1)?).await?;
     let path = format!("{works}/w");
+    let (_, before) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
+    grpc::publish(&a, report("a", 1)?).await?;
     let (_, stored) = hub.call(&hub.http()?, Method::GET, &path, None, &[]).await?;
     ensure!(stored["status"]["conditions"][0]["message"] == "done", "{stored}");
     ensure!(
         stored["metadata"]["finalizers"]
             == json!(["cluster.open-cluster-management.io/manifest-work-cleanup"]),
         "{stored}"
+    );
+    // The finalizer and the first status are one write: a watcher sees them arrive together.
+    let watched = hub
+        .http()?
+        .get(format!(
+            "{}{works}?watch=1&timeoutSeconds=1&resourceVersion={}",
+            hub.url,
+            before["metadata"]["resourceVersion"].as_str().context("rv")?
+        ))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let events: Vec<Value> = watched.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    ensure!(events.len() == 1, "one write for the first report: {events:?}");
+    ensure!(
+        events[0]["object"]["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"],
+        "{events:?}"
     );
     let patch = json!({"spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cm2", "namespace": "default"}}]}}});

@@ -168,7 +168,7 @@ impl Grpc {
                     && ev.object.same_labels(prev)
                     && ev.object.deleting == prev.deleting
                     && {
-                        let prev = prev.value();
+                        let prev = prev.value_without("spec");
                         let meta = |o| crate::object::meta(o).and_then(|m| m.get("annotations"));
                         crate::object::generation(&obj) == crate::object::generation(&prev)
                             && meta(&obj) == meta(&prev)
@@ -250,7 +250,9 @@ impl Grpc {
         let attrs = Attributes::resource("update", &rt.group, &rt.plural, cluster, &name);
         self.authorize(user, &Attributes { subresource: "status".into(), ..attrs.clone() })?;
         let opts = self.options(user, route);
-        let current = work.value();
+        // The manifests are not needed here: a work no longer kept parsed is read without
+        // them (a fan-out's thousand reports would each parse all of its manifests again).
+        let current = work.value_without("spec");
         let has = crate::object::finalizers(&current).contains(&FINALIZER_MANIFEST_WORK_CLEANUP);
         let finalizer = |present| {
             Patch::Merge(crate::object::finalizer_patch(
@@ -272,10 +274,9 @@ impl Grpc {
             tracing::debug!(work = %name, generation, reported, "status of an older generation");
             return Ok(());
         }
-        if !has && !work.deleting {
+        let add_finalizer = !has && !work.deleting;
+        if add_finalizer {
             self.authorize(user, &attrs)?;
-            let patch = finalizer(true);
-            registry.patch(rt, cluster, &name, &patch, None, &opts).await.map_err(failed)?;
         }
         let stored: ManifestWorkStatus = current
             .get("status")
@@ -284,10 +285,17 @@ impl Grpc {
         // The agent re-reports on every reconnect and resync: an unchanged status is not sent
         // through the registry (which would parse, merge and compare the whole work to find
         // that out).
-        if stored != body.status {
-            let patch = Patch::Merge(json!({"status": body.status}));
-            let sub = rt.subresource("status");
-            registry.patch(rt, cluster, &name, &patch, sub, &opts).await.map_err(failed)?;
+        let status = (stored != body.status).then(|| Patch::Merge(json!({"status": body.status})));
+        let finalizer = add_finalizer.then(|| finalizer(true));
+        // The first report adds the finalizer and writes the status as one revision (a work's
+        // every write stores, caches and compares all of its manifests).
+        let parts: Vec<(&Patch, Option<&crate::scheme::Subresource>)> = finalizer
+            .iter()
+            .map(|p| (p, None))
+            .chain(status.iter().map(|p| (p, rt.subresource("status"))))
+            .collect();
+        if !parts.is_empty() {
+            registry.patch_parts(rt, cluster, &name, &parts, &opts).await.map_err(failed)?;
         }
         Ok(())
     }
