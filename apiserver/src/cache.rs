@@ -90,12 +90,17 @@ impl CachedObject {
         let mut value: Value = serde_json::from_slice(bytes)
             .map_err(|e| ApiError::internal(format!("stored object {key} is not JSON: {e}")))?;
         object::set_resource_version(&mut value, rev);
-        Ok(CachedObject::new(key, value, rev))
+        let json = Json::of_stored(bytes, &value);
+        Ok(CachedObject::with_json(key, value, json, rev))
     }
 
     /// Wraps an object whose resourceVersion is already `rev` (kept parsed until cooled).
     pub fn new(key: String, value: Value, rev: u64) -> CachedObject {
         let json = Json::of(&value);
+        CachedObject::with_json(key, value, json, rev)
+    }
+
+    fn with_json(key: String, value: Value, json: Json, rev: u64) -> CachedObject {
         CachedObject {
             key,
             rev,
@@ -260,6 +265,74 @@ impl Json {
         }
         parts.push(intern::tight(run));
         Json::Parts(parts.into_boxed_slice(), keys.into_boxed_slice())
+    }
+
+    /// What [`Json::of`] makes of `value`, cut from `stored` (the store's JSON of it, which
+    /// lacks only the resourceVersion) instead of written again: the top-level values are
+    /// taken as they are stored, and only `metadata` is written, from `value`. Stored JSON
+    /// that is not an object falls back to writing `value`.
+    fn of_stored(stored: &[u8], value: &Value) -> Json {
+        let (Ok(TopLevel(fields)), Some(map)) =
+            (serde_json::from_slice::<TopLevel<'_>>(stored), value.as_object())
+        else {
+            return Json::of(value);
+        };
+        if fields.len() != map.len() || !fields.iter().any(|(k, _)| k == "metadata") {
+            return Json::of(value);
+        }
+        let (mut parts, mut keys) = (Vec::new(), Vec::new());
+        let mut run = Vec::with_capacity(stored.len().min(4096) + 64);
+        run.push(b'{');
+        for (i, (k, raw)) in fields.iter().enumerate() {
+            if i > 0 {
+                run.push(b',');
+            }
+            // Writing JSON into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut run, k);
+            run.push(b':');
+            let raw = raw.get().as_bytes();
+            if k == "metadata" {
+                let _ = serde_json::to_writer(&mut run, &map.get("metadata"));
+            } else if raw.len() >= intern::MIN_BYTES {
+                parts.push(intern::tight(std::mem::take(&mut run)));
+                parts.push(intern::intern(raw.to_vec()));
+                keys.push(Box::from(k.as_str()));
+            } else {
+                run.extend_from_slice(raw);
+            }
+        }
+        run.push(b'}');
+        if parts.is_empty() {
+            return Json::Whole(intern::tight(run));
+        }
+        parts.push(intern::tight(run));
+        Json::Parts(parts.into_boxed_slice(), keys.into_boxed_slice())
+    }
+}
+
+/// An object's top-level fields as the slices of its JSON that hold them, in order.
+struct TopLevel<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for TopLevel<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = TopLevel<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = m.next_entry()? {
+                    out.push(entry);
+                }
+                Ok(TopLevel(out))
+            }
+        }
+        d.deserialize_map(Fields)
     }
 }
 
@@ -798,6 +871,23 @@ mod tests {
         headless["spec"] = Value::Null;
         assert_eq!(*ca.value_without("spec"), headless, "cold: parsed without the large spec");
         assert_eq!(*ca.value_without("status"), a, "only a large value is left out");
+        // Cut from the stored JSON (no resourceVersion), the same bytes and parts.
+        for (v, rev) in [(&a, 1), (&b, 2)] {
+            let mut stored = v.clone();
+            crate::object::meta_mut(&mut stored).remove("resourceVersion");
+            let obj = CachedObject::from_stored(
+                "/registry/k/x/w".into(),
+                &serde_json::to_vec(&stored).unwrap(),
+                rev,
+            )
+            .unwrap();
+            let mut expected = v.clone();
+            crate::object::set_resource_version(&mut expected, rev);
+            assert_eq!(obj.json(), serde_json::to_vec(&expected).unwrap());
+            assert_eq!(spec(&obj), spec(&ca), "the stored spec is interned too");
+            obj.cool();
+            assert_eq!(*obj.value(), expected);
+        }
         let small = serde_json::json!({"metadata": {"name": "s"}, "data": {"k": "v"}});
         let cs = CachedObject::new("/registry/k/s".into(), small.clone(), 3);
         assert!(matches!(cs.json, Json::Whole(_)));

@@ -167,10 +167,14 @@ pub(crate) fn subject(rt: &ResourceType, name: &str) -> Subject {
 }
 
 /// The JSON the store keeps: the object without its resourceVersion (removed in place; the
-/// caller stamps the new one after the write).
+/// caller stamps the new one after the write), in a buffer of exactly its length: the store
+/// keeps these bytes (its recent values, the watch), and one grown by doubling would hold up
+/// to twice as much.
 fn to_stored(obj: &mut Value) -> Result<Vec<u8>, ApiError> {
     meta_mut(obj).remove("resourceVersion");
-    serde_json::to_vec(obj).map_err(ApiError::internal)
+    let mut out = Vec::with_capacity(object::json_len(obj));
+    serde_json::to_writer(&mut out, obj).map_err(ApiError::internal)?;
+    Ok(out)
 }
 
 fn parse_stored(rt: &ResourceType, kv: &ocm_storage::KeyValue) -> Result<Value, ApiError> {
@@ -582,10 +586,11 @@ impl Registry {
             if opts.dry_run {
                 return Ok(Written { object: obj, warnings, created: true });
             }
-            let _room = self.budget.reserve(object::json_len(&obj)).await;
+            let room = self.budget.reserve(object::json_len(&obj)).await;
             let bytes = to_stored(&mut obj)?;
             match self.storage.create(&rt.key(namespace, &name), bytes).await {
                 Ok(kv) => {
+                    self.release_when_cached(room, kv.mod_revision.get()).await;
                     object::set_resource_version(&mut obj, kv.mod_revision.get());
                     return Ok(Written {
                         object: obj,
@@ -748,6 +753,16 @@ impl Registry {
         }
     }
 
+    /// Gives back a large write's room once the watch cache has the write: until then the
+    /// store's watch still holds the value on its way to the cache, and a burst of large
+    /// writes must not pile values up there either. Bounded: a cache that does not catch up
+    /// within 10 s (it is then far behind for other reasons) lets the room go.
+    async fn release_when_cached(&self, room: Option<tokio::sync::SemaphorePermit<'_>>, rev: u64) {
+        if room.is_some() {
+            self.cache.wait_for(rev, std::time::Duration::from_secs(10)).await;
+        }
+    }
+
     /// Patches applied in order, each to the object or to what one subresource owns, and
     /// written as one revision: the hub's own writes that change two parts at once (a work's
     /// finalizer with its first status report). A part that carries
@@ -796,7 +811,7 @@ impl Registry {
         // The object's size as cached: room for it is held while it is read, changed and
         // written.
         let size = self.cache.get(&rt.prefix, &key).ok().flatten().map_or(0, |o| o.json_len());
-        let _room = self.budget.reserve(size).await;
+        let room = self.budget.reserve(size).await;
         loop {
             let kv =
                 self.storage.get(&key).await.map_err(|e| from_storage(e, subject(rt, name)))?;
@@ -843,6 +858,7 @@ impl Registry {
             };
             match result {
                 Ok(rev) => {
+                    self.release_when_cached(room, rev.get()).await;
                     object::set_resource_version(&mut next, rev.get());
                     return Ok(Written { object: next, warnings, created: false });
                 }

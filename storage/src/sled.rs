@@ -55,8 +55,11 @@ const PREV_EXTERNAL: u8 = 2;
 const META_COMPACTED: &[u8] = b"m/compacted";
 const META_FORMAT: &[u8] = b"m/format";
 /// How many bytes of the large values written last are kept to be shared by the reads that
-/// follow a write (the next write's `prev` above all).
-const RECENT_BYTES: usize = 32 << 20;
+/// follow a write (the next write's `prev` above all). Half the hub's write budget: a
+/// key's next write soon after serves its `prev` from here; a value rewritten later is
+/// assembled from its chunks (32 MiB held 64 MiB resident through a fan-out, little of it
+/// read again).
+const RECENT_BYTES: usize = 8 << 20;
 
 struct Sled {
     db: sled::Db,
