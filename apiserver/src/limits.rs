@@ -166,7 +166,7 @@ impl Default for Inflight {
 /// over (as read, parsed, changed and serialized) until the store has it, so a burst of large
 /// writes — a 500 KiB ManifestWork for a thousand clusters, then every agent's first status
 /// report on it — waits here for room instead of holding all of them at once.
-pub const WRITE_BYTES: usize = 16 << 20;
+pub const WRITE_BYTES: usize = 8 << 20;
 
 /// Objects smaller than this take no room in the write budget: memory for them is bounded by
 /// the in-flight limits, and a heartbeat never queues behind a burst of large writes.
