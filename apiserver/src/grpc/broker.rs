@@ -124,6 +124,38 @@ impl Broker {
         }
     }
 
+    /// Sends the events of a resync answer to the subscribers of `data_type` for `cluster`,
+    /// waiting for room in each one's buffer (an answer may hold more events than the buffer:
+    /// a cluster with hundreds of works). A subscriber that makes no room within `patience`
+    /// is dropped, as a full one is by [`Broker::deliver`].
+    pub async fn deliver_waiting(
+        &self,
+        cluster: &str,
+        data_type: &'static str,
+        events: Vec<CloudEvent>,
+        patience: Duration,
+    ) {
+        let targets: Vec<(u64, mpsc::Sender<CloudEvent>, Arc<AtomicBool>)> = self
+            .lock()
+            .get(data_type)
+            .and_then(|c| c.get(cluster))
+            .map(|list| list.iter().map(|s| (s.id, s.tx.clone(), Arc::clone(&s.dropped))).collect())
+            .unwrap_or_default();
+        for (id, tx, dropped) in targets {
+            for event in &events {
+                match tx.send_timeout(event.clone(), patience).await {
+                    Ok(()) => {}
+                    Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                        dropped.store(true, Ordering::Release);
+                        self.remove(data_type, cluster, id);
+                        break;
+                    }
+                    Err(mpsc::error::SendTimeoutError::Closed(_)) => break,
+                }
+            }
+        }
+    }
+
     /// Drops every subscriber of `data_type` (the hub lost track of what it sent them: they
     /// resubscribe and resync).
     pub fn drop_all(&self, data_type: &'static str) {
@@ -203,5 +235,30 @@ mod tests {
         assert!(quick.events.try_recv().is_err(), "`only` names another subscriber");
         broker.drop_all(dt);
         assert!(quick.dropped.load(Ordering::Acquire) && broker.count() == 0);
+    }
+
+    /// A resync answer longer than the buffer reaches a subscriber that reads; one that does
+    /// not read is dropped after the patience, not waited for forever.
+    #[tokio::test]
+    async fn a_resync_answer_longer_than_the_buffer_waits_for_a_reader() {
+        let broker = Arc::new(Broker::default());
+        let dt = ocm_proto::cloudevents::data_type::MANIFEST_BUNDLES;
+        let mut reader = broker.subscribe("c1", dt);
+        let answer = vec![heartbeat(); 3 * SUBSCRIBER_BUFFER];
+        let sending = {
+            let broker = Arc::clone(&broker);
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                broker.deliver_waiting("c1", dt, answer, Duration::from_secs(30)).await;
+            })
+        };
+        for _ in 0..answer.len() {
+            assert!(reader.events.recv().await.is_some());
+        }
+        sending.await.unwrap();
+        assert!(!reader.dropped.load(Ordering::Acquire), "a reader is never dropped");
+        let stuck = broker.subscribe("c2", dt);
+        broker.deliver_waiting("c2", dt, answer, Duration::from_millis(50)).await;
+        assert!(stuck.dropped.load(Ordering::Acquire) && !broker.has("c2", dt));
     }
 }

@@ -45,6 +45,9 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 pub const MAX_RECEIVE_BYTES: usize = ocm_proto::frame::MAX_MESSAGE;
 /// The one method served outside tonic's encoder ([`subscribe_shared`]).
 const SUBSCRIBE_PATH: &str = "/io.cloudevents.v1.CloudEventService/Subscribe";
+/// How long a resync answer waits for room in a subscriber that does not read before dropping
+/// it.
+const RESYNC_PATIENCE: Duration = Duration::from_secs(30);
 
 /// The CloudEvents service of one hub.
 #[derive(Debug, Clone)]
@@ -189,6 +192,7 @@ impl Grpc {
     /// object that is deleting, newer than the agent's or unknown to it, and a deletion for
     /// every object the agent holds that the hub does not.
     fn resync(&self, route: &Route, cluster: &str, held: &[HeldVersion]) -> Result<(), ApiError> {
+        let mut answer = Vec::new();
         let mut unseen: std::collections::HashMap<&str, i64> =
             held.iter().map(|h| (h.resource_id.as_str(), h.resource_version)).collect();
         for obj in route.objects(&self.state.registry, cluster) {
@@ -196,14 +200,20 @@ impl Grpc {
             let value = obj.value();
             let hub = route.version_of(&value);
             if obj.deleting || hub == 0 || agent.is_none_or(|a| hub > a) {
-                let event = route.encode(&value, cluster, Action::ResyncResponse, false)?;
-                self.broker.deliver(cluster, route.data_type, &event, None);
+                answer.push(route.encode(&value, cluster, Action::ResyncResponse, false)?);
             }
         }
         for id in unseen.keys() {
-            let event = route.encode_gone(id, cluster, Action::ResyncResponse);
-            self.broker.deliver(cluster, route.data_type, &event, None);
+            answer.push(route.encode_gone(id, cluster, Action::ResyncResponse));
         }
+        // The answer may be longer than a subscriber's buffer (a cluster with hundreds of
+        // works): it waits for the agent to read rather than dropping it into another resync,
+        // and waits apart from the request, whose agent may read only once it is answered.
+        let (broker, cluster, data_type) =
+            (Arc::clone(&self.broker), cluster.to_owned(), route.data_type);
+        tokio::spawn(async move {
+            broker.deliver_waiting(&cluster, data_type, answer, RESYNC_PATIENCE).await;
+        });
         Ok(())
     }
 
