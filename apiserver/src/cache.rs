@@ -128,13 +128,16 @@ impl CachedObject {
     /// The object, parsed: shared while hot, parsed again from its JSON otherwise (and then
     /// not kept: the caller holds it as long as it needs it).
     pub fn value(&self) -> Arc<Value> {
-        if let Some(v) =
-            self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
-        {
-            return Arc::clone(v);
+        if let Some(v) = self.hot() {
+            return v;
         }
         // The JSON was made from a Value, so it parses; Null would only follow a bug.
         Arc::new(serde_json::from_slice(&self.json()).unwrap_or(Value::Null))
+    }
+
+    /// The parsed object, while it is kept.
+    fn hot(&self) -> Option<Arc<Value>> {
+        self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The object without its top-level field `key` when that is one of its large values
@@ -142,10 +145,8 @@ impl CachedObject {
     /// metadata and status need, parsed without the large value (which reads as `null`).
     /// While hot, the whole object as parsed.
     pub fn value_without(&self, key: &str) -> Arc<Value> {
-        if let Some(v) =
-            self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
-        {
-            return Arc::clone(v);
+        if let Some(v) = self.hot() {
+            return v;
         }
         let Json::Parts(parts, keys) = &self.json else {
             return self.value();
@@ -240,37 +241,23 @@ impl Json {
         let Some(map) = value.as_object() else {
             return Json::Whole(intern::tight(serde_json::to_vec(value).unwrap_or_default()));
         };
-        let (mut parts, mut keys) = (Vec::new(), Vec::new());
-        let mut run = vec![b'{'];
-        for (i, (k, v)) in map.iter().enumerate() {
-            if i > 0 {
-                run.push(b',');
-            }
+        let mut cut = Cut::default();
+        for (k, v) in map {
+            let at = cut.key(k);
             // Writing JSON into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut run, k);
-            run.push(b':');
-            let at = run.len();
-            let _ = serde_json::to_writer(&mut run, v);
-            if run.len() - at >= intern::MIN_BYTES {
-                let value = run.split_off(at);
-                // Only the large value can be shared: the rest carries this object's metadata.
-                parts.push(intern::tight(std::mem::take(&mut run)));
-                parts.push(intern::intern(value));
-                keys.push(Box::from(k.as_str()));
+            let _ = serde_json::to_writer(&mut cut.run, v);
+            if cut.run.len() - at >= intern::MIN_BYTES {
+                let value = cut.run.split_off(at);
+                cut.large(k, value);
             }
         }
-        run.push(b'}');
-        if parts.is_empty() {
-            return Json::Whole(intern::tight(run));
-        }
-        parts.push(intern::tight(run));
-        Json::Parts(parts.into_boxed_slice(), keys.into_boxed_slice())
+        cut.finish()
     }
 
     /// What [`Json::of`] makes of `value`, cut from `stored` (the store's JSON of it, which
     /// lacks only the resourceVersion) instead of written again: the top-level values are
     /// taken as they are stored, and only `metadata` is written, from `value`. Stored JSON
-    /// that is not an object falls back to writing `value`.
+    /// that is not an object of the same fields falls back to writing `value`.
     fn of_stored(stored: &[u8], value: &Value) -> Json {
         let (Ok(TopLevel(fields)), Some(map)) =
             (serde_json::from_slice::<TopLevel<'_>>(stored), value.as_object())
@@ -280,33 +267,63 @@ impl Json {
         if fields.len() != map.len() || !fields.iter().any(|(k, _)| k == "metadata") {
             return Json::of(value);
         }
-        let (mut parts, mut keys) = (Vec::new(), Vec::new());
-        let mut run = Vec::with_capacity(stored.len().min(4096) + 64);
-        run.push(b'{');
-        for (i, (k, raw)) in fields.iter().enumerate() {
-            if i > 0 {
-                run.push(b',');
-            }
-            // Writing JSON into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut run, k);
-            run.push(b':');
+        let mut cut = Cut::default();
+        for (k, raw) in &fields {
+            cut.key(k);
             let raw = raw.get().as_bytes();
             if k == "metadata" {
-                let _ = serde_json::to_writer(&mut run, &map.get("metadata"));
+                let _ = serde_json::to_writer(&mut cut.run, &map.get("metadata"));
             } else if raw.len() >= intern::MIN_BYTES {
-                parts.push(intern::tight(std::mem::take(&mut run)));
-                parts.push(intern::intern(raw.to_vec()));
-                keys.push(Box::from(k.as_str()));
+                cut.large(k, raw.to_vec());
             } else {
-                run.extend_from_slice(raw);
+                cut.run.extend_from_slice(raw);
             }
         }
-        run.push(b'}');
-        if parts.is_empty() {
-            return Json::Whole(intern::tight(run));
+        cut.finish()
+    }
+}
+
+/// An object's JSON being cut: the parts so far, the keys of the large values among them, and
+/// the run of small fields since the last large value.
+struct Cut {
+    parts: Vec<Bytes>,
+    keys: Vec<Box<str>>,
+    run: Vec<u8>,
+}
+
+impl Default for Cut {
+    fn default() -> Cut {
+        Cut { parts: Vec::new(), keys: Vec::new(), run: vec![b'{'] }
+    }
+}
+
+impl Cut {
+    /// Writes the next field's key; where its value starts in the run.
+    fn key(&mut self, k: &str) -> usize {
+        if self.run.len() > 1 || !self.parts.is_empty() {
+            self.run.push(b',');
         }
-        parts.push(intern::tight(run));
-        Json::Parts(parts.into_boxed_slice(), keys.into_boxed_slice())
+        // Writing JSON into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.run, k);
+        self.run.push(b':');
+        self.run.len()
+    }
+
+    /// The value of field `k` as its own interned part. Only the large value can be shared:
+    /// the run carries this object's metadata.
+    fn large(&mut self, k: &str, value: Vec<u8>) {
+        self.parts.push(intern::tight(std::mem::take(&mut self.run)));
+        self.parts.push(intern::intern(value));
+        self.keys.push(Box::from(k));
+    }
+
+    fn finish(mut self) -> Json {
+        self.run.push(b'}');
+        if self.parts.is_empty() {
+            return Json::Whole(intern::tight(self.run));
+        }
+        self.parts.push(intern::tight(self.run));
+        Json::Parts(self.parts.into_boxed_slice(), self.keys.into_boxed_slice())
     }
 }
 

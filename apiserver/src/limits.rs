@@ -199,7 +199,8 @@ impl WriteBudget {
     }
 
     /// Room free now (bytes).
-    pub fn available(&self) -> usize {
+    #[cfg(test)]
+    fn available(&self) -> usize {
         self.room.available_permits() << 10
     }
 }
@@ -277,6 +278,7 @@ mod tests {
         }
         assert_eq!(limits.held.lock().unwrap()["u"], 1);
     }
+
     #[tokio::test]
     async fn the_write_budget_holds_large_objects_to_its_room() {
         let budget = WriteBudget::new(1 << 20);

@@ -717,11 +717,7 @@ impl Registry {
         sub: Option<&Subresource>,
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
-        let precondition = carried_precondition(patch)?;
-        let (storage_version, version) = patch_versions(rt, opts);
-        let make = |current: &Value| patched(rt, sub, opts, patch, current);
-        let stage = Stage { sub, tracked: matches!(patch, Patch::Apply(_)), make: &make };
-        let result = self.write_loop(rt, namespace, name, opts, precondition, &[stage]).await;
+        let result = self.patch_parts(rt, namespace, name, &[(patch, sub)], opts).await;
         match (result, patch) {
             // An apply to a missing object creates it.
             (Err(e), Patch::Apply(config)) if e.code == 404 && sub.is_none() => {
@@ -739,6 +735,7 @@ impl Registry {
                         m.insert("name".into(), Value::String(name.to_owned()));
                     }
                 }
+                let (storage_version, version) = patch_versions(rt, opts);
                 let shape = rt.shape(&version);
                 let obj =
                     server_side_apply(rt, None, opts, &version, &Value::Null, &config, &shape)?;

@@ -14,6 +14,9 @@ use tokio::sync::mpsc;
 
 /// Events a subscriber may have waiting (OCM's broker buffers 100).
 pub const SUBSCRIBER_BUFFER: usize = 100;
+/// Room a resync answer leaves in a subscriber's buffer for the live changes sent meanwhile
+/// (which drop a subscriber whose buffer is full).
+const RESYNC_HEADROOM: usize = SUBSCRIBER_BUFFER / 2;
 
 struct Subscriber {
     id: u64,
@@ -126,8 +129,9 @@ impl Broker {
 
     /// Sends the events of a resync answer to the subscribers of `data_type` for `cluster`,
     /// waiting for room in each one's buffer (an answer may hold more events than the buffer:
-    /// a cluster with hundreds of works). A subscriber that makes no room within `patience`
-    /// is dropped, as a full one is by [`Broker::deliver`].
+    /// a cluster with hundreds of works), and leaving [`RESYNC_HEADROOM`] of it to live
+    /// changes. A subscriber that makes no room within `patience` is dropped, as a full one is
+    /// by [`Broker::deliver`].
     pub async fn deliver_waiting(
         &self,
         cluster: &str,
@@ -143,14 +147,14 @@ impl Broker {
             .unwrap_or_default();
         for (id, tx, dropped) in targets {
             for event in &events {
-                match tx.send_timeout(event.clone(), patience).await {
+                match send_leaving_headroom(&tx, event, patience).await {
                     Ok(()) => {}
-                    Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                    Err(Unsent::Stuck) => {
                         dropped.store(true, Ordering::Release);
                         self.remove(data_type, cluster, id);
                         break;
                     }
-                    Err(mpsc::error::SendTimeoutError::Closed(_)) => break,
+                    Err(Unsent::Gone) => break,
                 }
             }
         }
@@ -181,6 +185,45 @@ impl Broker {
                 });
             }
         }
+    }
+}
+
+/// Why a waiting send stopped.
+enum Unsent {
+    /// No room for the whole patience.
+    Stuck,
+    /// The subscriber is gone.
+    Gone,
+}
+
+/// How often a waiting send looks for room again. (Waiting on the channel itself would take
+/// the slots as they free, one by one, and leave none to live changes.)
+const ROOM_POLL: Duration = Duration::from_millis(10);
+
+/// Sends `event` once more than [`RESYNC_HEADROOM`] slots are free.
+async fn send_leaving_headroom(
+    tx: &mpsc::Sender<CloudEvent>,
+    event: &CloudEvent,
+    patience: Duration,
+) -> Result<(), Unsent> {
+    let mut waited = Duration::ZERO;
+    loop {
+        if tx.is_closed() {
+            return Err(Unsent::Gone);
+        }
+        if tx.capacity() > RESYNC_HEADROOM {
+            match tx.try_send(event.clone()) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Closed(_)) => return Err(Unsent::Gone),
+                // A live change took the room meanwhile.
+                Err(mpsc::error::TrySendError::Full(_)) => {}
+            }
+        }
+        if waited >= patience {
+            return Err(Unsent::Stuck);
+        }
+        tokio::time::sleep(ROOM_POLL).await;
+        waited += ROOM_POLL;
     }
 }
 
@@ -257,6 +300,25 @@ mod tests {
         }
         sending.await.unwrap();
         assert!(!reader.dropped.load(Ordering::Acquire), "a reader is never dropped");
+        // While an answer waits for a slow reader, live changes still find room.
+        let waiting = {
+            let broker = Arc::clone(&broker);
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                broker.deliver_waiting("c1", dt, answer, Duration::from_secs(30)).await;
+            })
+        };
+        while reader.events.len() < SUBSCRIBER_BUFFER - RESYNC_HEADROOM {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..RESYNC_HEADROOM {
+            broker.deliver("c1", dt, &heartbeat(), None);
+        }
+        assert!(!reader.dropped.load(Ordering::Acquire), "live changes fit beside the answer");
+        for _ in 0..answer.len() + RESYNC_HEADROOM {
+            assert!(reader.events.recv().await.is_some());
+        }
+        waiting.await.unwrap();
         let stuck = broker.subscribe("c2", dt);
         broker.deliver_waiting("c2", dt, answer, Duration::from_millis(50)).await;
         assert!(stuck.dropped.load(Ordering::Acquire) && !broker.has("c2", dt));

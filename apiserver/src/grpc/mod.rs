@@ -264,7 +264,7 @@ impl Grpc {
         // them (a fan-out's thousand reports would each parse all of its manifests again).
         let current = work.value_without("spec");
         let has = crate::object::finalizers(&current).contains(&FINALIZER_MANIFEST_WORK_CLEANUP);
-        let finalizer = |present| {
+        let finalizer_patch = |present| {
             Patch::Merge(crate::object::finalizer_patch(
                 &current,
                 FINALIZER_MANIFEST_WORK_CLEANUP,
@@ -274,7 +274,7 @@ impl Grpc {
         if deleted {
             if has {
                 self.authorize(user, &attrs)?;
-                let patch = finalizer(false);
+                let patch = finalizer_patch(false);
                 registry.patch(rt, cluster, &name, &patch, None, &opts).await.map_err(failed)?;
             }
             return Ok(());
@@ -296,7 +296,7 @@ impl Grpc {
         // through the registry (which would parse, merge and compare the whole work to find
         // that out).
         let status = (stored != body.status).then(|| Patch::Merge(json!({"status": body.status})));
-        let finalizer = add_finalizer.then(|| finalizer(true));
+        let finalizer = add_finalizer.then(|| finalizer_patch(true));
         // The first report adds the finalizer and writes the status as one revision (a work's
         // every write stores, caches and compares all of its manifests).
         let parts: Vec<(&Patch, Option<&crate::scheme::Subresource>)> = finalizer
