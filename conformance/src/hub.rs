@@ -397,6 +397,18 @@ pub fn rbac_path(obj: &Value) -> anyhow::Result<String> {
     })
 }
 
+/// A KiB figure of a process's `/proc/<pid>/status` (`VmRSS`; `VmHWM`, the peak since start or
+/// since the last reset).
+pub fn proc_status_kib(pid: u32, key: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .with_context(|| format!("no {key} in /proc/{pid}/status"))?
+        .parse()?)
+}
+
 /// Polls `check` every 50 ms until it yields a value, or fails after `limit` naming `what`.
 pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> anyhow::Result<T>
 where

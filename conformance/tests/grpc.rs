@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use ocm_agent::grpc::{self, Client, Endpoint};
 use ocm_conformance::hub::{Backend, TestHub, eventually};
-use ocm_conformance::kubectl::create;
+use ocm_conformance::kubectl::{create, delete, merge_patch};
 use ocm_proto::api::work::v1::ManifestWorkStatus;
 use ocm_proto::cloudevents::v1::CloudEvent;
 use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext, status_hash};
@@ -187,9 +187,8 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     );
     let patch = json!({"spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cm2", "namespace": "default"}}]}}});
-    let merge = [("content-type", "application/merge-patch+json")];
-    let (code, body) = hub.call(&hub.http()?, Method::PATCH, &path, Some(&patch), &merge).await?;
-    ensure!(code == 200 && body["metadata"]["generation"] == 2, "{code} {body}");
+    let body = merge_patch(&hub, &hub.http()?, &path, patch).await?;
+    ensure!(body["metadata"]["generation"] == 2, "{body}");
     let e = next(&mut stream_a).await?;
     ensure!(e.r#type == format!("{bundles}.spec.update_request"), "{e:?}");
     ensure!(e.integer(ext::RESOURCE_VERSION) == Some(2), "{e:?}");
@@ -255,8 +254,7 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
     ensure!(after["spec"]["renewTime"] == "2030-01-01T00:00:00.000000Z", "{after}");
 
     // The release: a `Deleted` report lets a deleted work go.
-    let (code, body) = hub.call(&hub.http()?, Method::DELETE, &path, None, &[]).await?;
-    ensure!(code == 200, "{code} {body}");
+    delete(&hub, &hub.http()?, &path).await?;
     let e = next(&mut stream_a).await?;
     ensure!(e.get(ext::DELETION_TIMESTAMP).is_some() && e.data.is_none(), "{e:?}");
     // Deleting, the work waits for its agent: neither the deletion nor a report of the current

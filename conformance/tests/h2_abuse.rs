@@ -10,18 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
 use bytes::Bytes;
-use ocm_conformance::hub::{Backend, TestHub};
+use ocm_conformance::hub::{self, Backend, TestHub};
 
 /// The tests of this file run one at a time: the hub runs in this process, and the flood test
 /// reads the process's memory.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The resident set of this process (the hub runs in it), in KiB.
-fn rss_kib() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
-    Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
-}
 
 /// An HTTP/2 connection to the hub as the admin, spoken with the `h2` crate's client.
 async fn h2_connection(hub: &TestHub) -> anyhow::Result<h2::client::SendRequest<Bytes>> {
@@ -63,7 +56,7 @@ async fn a_rapid_reset_flood_leaves_memory_bounded_and_others_served() -> anyhow
     let good = hub.http()?;
     let url = format!("{}/api/v1/namespaces", hub.url);
     good.get(&url).send().await?.error_for_status()?;
-    let before = rss_kib()?;
+    let before = hub::proc_status_kib(std::process::id(), "VmRSS")?;
 
     // The well-behaved client keeps asking while the flood runs.
     let stop = Arc::new(AtomicBool::new(false));
@@ -111,7 +104,7 @@ async fn a_rapid_reset_flood_leaves_memory_bounded_and_others_served() -> anyhow
     }
     stop.store(true, Ordering::Relaxed);
     good_task.await?;
-    let after = rss_kib()?;
+    let after = hub::proc_status_kib(std::process::id(), "VmRSS")?;
     let (served, failed) = (served.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     eprintln!(
         "rapid reset: {pairs} pairs on {connections} connections in {:?}; RSS {before} -> {after} KiB; good client {served} served, {failed} failed",

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use ocm_apiserver::cache::CacheConfig;
 use ocm_conformance::fidelity;
-use ocm_conformance::hub::{Backend, TestHub, managed_entry};
+use ocm_conformance::hub::{self, Backend, TestHub, managed_entry};
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -1678,18 +1678,12 @@ async fn watch_all_namespaces_and_by_name(b: Backend) -> anyhow::Result<()> {
     let sel = enc("metadata.name=target");
     // resourceVersion=0 is "any": served from the cache, which may not have the create yet
     // (on etcd it follows a watch), as Kubernetes allows. Ask until it has.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let l = loop {
-        let l = api
-            .get(&format!("{}?fieldSelector={sel}&limit=500&resourceVersion=0", cms("a")))
-            .await?
-            .ok(200)?;
-        if names_of(&l)? == strs(&["target"]) || std::time::Instant::now() > deadline {
-            break l;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
-    ensure!(names_of(&l)? == strs(&["target"]), "{l}");
+    let list = format!("{}?fieldSelector={sel}&limit=500&resourceVersion=0", cms("a"));
+    let l = hub::eventually("the cached list has the create", Duration::from_secs(10), || async {
+        let l = api.get(&list).await?.ok(200)?;
+        Ok((names_of(&l)? == strs(&["target"])).then_some(l))
+    })
+    .await?;
     api.delete(&format!("{}/target", cms("a"))).await?.ok(200)?;
     let mut w = api
         .watch(&format!(

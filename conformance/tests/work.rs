@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use ocm_apiserver::scheme::Profile;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
-use ocm_conformance::kubectl::{create, merge_patch};
+use ocm_conformance::kubectl::{create, delete, merge_patch};
 use ocm_conformance::programs;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -245,9 +245,7 @@ async fn restarts_and_a_hub_away_lose_nothing(transport: &str) -> anyhow::Result
     ensure!(cfg_holds(&cluster, "3").await?["metadata"]["uid"] == *uid, "cfg was made again");
     hub.resume().await?;
     // Deleting the work once the hub is back removes what it applied.
-    let (code, body) =
-        hub.call(&hub.http()?, Method::DELETE, &format!("{WORKS}/w1"), None, &[]).await?;
-    ensure!(code == 200, "{code} {body}");
+    delete(&hub, &hub.http()?, &format!("{WORKS}/w1")).await?;
     eventually("w1 gone from the hub and cfg from the cluster", WAIT, || async {
         Ok((get(&hub, &format!("{WORKS}/w1")).await?.is_none()
             && get(&cluster, "/api/v1/namespaces/default/configmaps/cfg").await?.is_none())
@@ -310,10 +308,7 @@ async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> any
     // An update reaches the cluster, and Applied follows the new generation.
     let patch =
         json!({"spec": {"workload": {"manifests": [deployment("web"), configmap("cfg", "2")]}}});
-    let merge = [("content-type", "application/merge-patch+json")];
-    let (code, body) =
-        hub.call(&http, Method::PATCH, &format!("{WORKS}/w1"), Some(&patch), &merge).await?;
-    ensure!(code == 200, "{code} {body}");
+    merge_patch(&hub, &http, &format!("{WORKS}/w1"), patch).await?;
     let w = applied(&hub, "w1").await?;
     ensure!(w["metadata"]["generation"] == 2, "{w}");
     let cfg = get(&cluster, "/api/v1/namespaces/default/configmaps/cfg").await?.context("cfg")?;
@@ -321,9 +316,7 @@ async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> any
 
     // A manifest dropped from the work is deleted from the cluster.
     let patch = json!({"spec": {"workload": {"manifests": [configmap("cfg", "2")]}}});
-    let (code, body) =
-        hub.call(&http, Method::PATCH, &format!("{WORKS}/w1"), Some(&patch), &merge).await?;
-    ensure!(code == 200, "{code} {body}");
+    merge_patch(&hub, &http, &format!("{WORKS}/w1"), patch).await?;
     eventually("the dropped Deployment deleted", WAIT, || async {
         Ok(get(&cluster, "/apis/apps/v1/namespaces/default/deployments/web")
             .await?
@@ -343,9 +336,7 @@ async fn works_are_applied_updated_pruned_and_cleaned_up(transport: &str) -> any
 
     // Deleting the works: the agent removes what it owns, then lets the hub's objects go.
     for name in ["w1", "w2"] {
-        let (code, body) =
-            hub.call(&http, Method::DELETE, &format!("{WORKS}/{name}"), None, &[]).await?;
-        ensure!(code == 200, "{code} {body}");
+        delete(&hub, &http, &format!("{WORKS}/{name}")).await?;
     }
     eventually("both works gone from the hub", WAIT, || async {
         Ok((get(&hub, &format!("{WORKS}/w1")).await?.is_none()
@@ -444,19 +435,10 @@ async fn strategies_feedback_and_drift_correction(transport: &str) -> anyhow::Re
     ensure!(entry["operation"] == "Apply", "{ssa}");
 
     // Drift: a change made on the cluster is put back at the next resync.
-    let merge = [("content-type", "application/merge-patch+json")];
     let tamper = json!({"data": {"v": "tampered"}});
     for name in ["plain", "once"] {
-        let (code, body) = cluster
-            .call(
-                &on_cluster,
-                Method::PATCH,
-                &format!("/api/v1/namespaces/default/configmaps/{name}"),
-                Some(&tamper),
-                &merge,
-            )
-            .await?;
-        ensure!(code == 200, "{code} {body}");
+        let path = format!("/api/v1/namespaces/default/configmaps/{name}");
+        merge_patch(&cluster, &on_cluster, &path, tamper.clone()).await?;
     }
     eventually("the drift on plain corrected", WAIT, || async {
         Ok((cm("plain").await?["data"]["v"] == "1").then_some(()))
@@ -467,16 +449,8 @@ async fn strategies_feedback_and_drift_correction(transport: &str) -> anyhow::Re
 
     // Status feedback follows the Deployment's status on the cluster.
     let status = json!({"status": {"readyReplicas": 1, "replicas": 1, "availableReplicas": 1, "observedGeneration": 1}});
-    let (code, body) = cluster
-        .call(
-            &on_cluster,
-            Method::PATCH,
-            "/apis/apps/v1/namespaces/default/deployments/web/status",
-            Some(&status),
-            &merge,
-        )
-        .await?;
-    ensure!(code == 200, "{code} {body}");
+    let path = "/apis/apps/v1/namespaces/default/deployments/web/status";
+    merge_patch(&cluster, &on_cluster, path, status).await?;
     let values = eventually("the Deployment's feedback on the hub", WAIT, || async {
         let Some(w) = get(&hub, &format!("{WORKS}/w")).await? else { return Ok(None) };
         let web = w["status"]["resourceStatus"]["manifests"]
@@ -493,8 +467,7 @@ async fn strategies_feedback_and_drift_correction(transport: &str) -> anyhow::Re
     ensure!(value("generation") == Some(json!({"type": "Integer", "integer": 1})), "{values:?}");
 
     // Deleting the work leaves what it only read.
-    let (code, body) = hub.call(&http, Method::DELETE, &format!("{WORKS}/w"), None, &[]).await?;
-    ensure!(code == 200, "{code} {body}");
+    delete(&hub, &http, &format!("{WORKS}/w")).await?;
     eventually("the work gone", WAIT, || async {
         Ok(get(&hub, &format!("{WORKS}/w")).await?.is_none().then_some(()))
     })

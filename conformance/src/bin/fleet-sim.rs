@@ -30,6 +30,7 @@ use ocm_agent::agent::{self, CaSource, JoinRequest, Options};
 use ocm_agent::cluster::{Claim, Cluster, Resources};
 use ocm_agent::error::AgentError;
 use ocm_agent::state::DataDir;
+use ocm_conformance::hub;
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -154,20 +155,8 @@ fn hub_usage(pid: u32) -> anyhow::Result<(f64, u64)> {
     let fields: Vec<&str> = after.split_whitespace().collect();
     // Fields after the command: state is [0]; utime [11], stime [12] (clock ticks, 100/s).
     let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    let rss = proc_status_kib(pid, "VmRSS")?;
+    let rss = hub::proc_status_kib(pid, "VmRSS")?;
     Ok((ticks / 100.0, rss))
-}
-
-/// A KiB figure of the hub's `/proc/<pid>/status` (`VmRSS`; `VmHWM`, the peak since start or
-/// since the last reset).
-fn proc_status_kib(pid: u32, key: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    Ok(status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next())
-        .with_context(|| key.to_owned())?
-        .parse()?)
 }
 
 async fn admin(hub: &Hub) -> anyhow::Result<kube::Client> {
@@ -746,7 +735,7 @@ mod works {
         latencies(&sent, &applied).await?;
         let done = start.elapsed();
         let (_, after) = hub_usage(pid)?;
-        let peak = super::proc_status_kib(pid, "VmHWM")?;
+        let peak = ocm_conformance::hub::proc_status_kib(pid, "VmHWM")?;
         println!(
             "| agents | manifests KiB | all created | all received | all Applied | hub RSS before MiB | peak MiB | peak − before MiB | after MiB |"
         );
