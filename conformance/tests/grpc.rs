@@ -2,8 +2,8 @@
 //! real mTLS: the `subscription-id` header and heartbeats; works reaching only their cluster's
 //! subscribers; RBAC keeping cluster `a-x`'s agent from subscribing to or publishing for cluster
 //! `a` (by the event's cluster, and by the object the event carries); the resync protocol;
-//! status reports of an older generation ignored; Publish of a Kubernetes kind (a Lease); and
-//! callers without credentials refused.
+//! status reports of an older generation ignored; Publish of a Kubernetes kind (a Lease); a
+//! denied cluster's open streams ended; and callers without credentials refused.
 
 use std::time::Duration;
 
@@ -304,6 +304,47 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
         ..event(&format!("{bundles}.status.update_request"), "a")?
     };
     ensure!(refused(grpc::publish(&a, bad_type).await, "InvalidArgument"));
+    Ok(())
+}
+
+/// An open stream is authorized again when RBAC changes: denying a cluster (the hub takes its
+/// agent's RBAC away) ends its agent's subscriptions within 5 s (issue 6), and leaves another
+/// cluster's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_clusters_streams_end() -> anyhow::Result<()> {
+    let hub = hub().await?;
+    accepted(&hub, &["a", "b"]).await?;
+    let (a, b) = (agent(&hub, "a").await?, agent(&hub, "b").await?);
+    let mut stream_a = grpc::subscribe(&a, "a", data_type::MANIFEST_BUNDLES).await?;
+    let mut stream_b = grpc::subscribe(&b, "b", data_type::MANIFEST_BUNDLES).await?;
+    for stream in [&mut stream_a, &mut stream_b] {
+        let ask = tokio::time::timeout(WAIT, stream.message()).await??.context("ended")?;
+        ensure!(ask.r#type.ends_with(".status.resync_request"), "{ask:?}");
+    }
+    let cluster = "/apis/cluster.open-cluster-management.io/v1/managedclusters/a";
+    merge_patch(&hub, &hub.http()?, cluster, json!({"spec": {"hubAcceptsClient": false}})).await?;
+    let end = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match stream_a.message().await {
+                Ok(Some(e)) if e.r#type == HEARTBEAT => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .context("a denied cluster's stream still open after 5 s")?;
+    ensure!(
+        matches!(&end, Err(s) if s.code() == tonic::Code::PermissionDenied),
+        "the stream ended otherwise: {end:?}"
+    );
+    ensure!(refused(
+        grpc::subscribe(&a, "a", data_type::MANIFEST_BUNDLES).await,
+        "PermissionDenied"
+    ));
+    // b's stream is still served: its heartbeats keep coming.
+    let beat =
+        tokio::time::timeout(WAIT, stream_b.message()).await??.context("b's stream ended")?;
+    ensure!(beat.r#type == HEARTBEAT, "{beat:?}");
     Ok(())
 }
 

@@ -427,7 +427,8 @@ impl CloudEventService for Grpc {
         let cluster = sr.cluster_name.as_str();
         let ns = route.namespace(cluster);
         let name = if route.owner == routes::Owner::Name { cluster } else { "" };
-        self.authorize(&user, &Attributes::resource("watch", &rt.group, &rt.plural, &ns, name))?;
+        let attrs = Attributes::resource("watch", &rt.group, &rt.plural, &ns, name);
+        self.authorize(&user, &attrs)?;
         let sub = self.broker.subscribe(cluster, route.data_type);
         if route.bundles {
             // The hub asks for the statuses it lacks (OCM's sources do on connect): the agent
@@ -452,10 +453,25 @@ impl CloudEventService for Grpc {
         }
         let id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(cluster, data_type = route.data_type, user = %user.name, "subscribed");
+        // As a REST watch does, an open stream is authorized again whenever RBAC changes: a
+        // cluster denied or deleted (its agent's RBAC removed) loses its streams at once.
+        let (state, mut rbac) = (Arc::clone(&self.state), self.state.access.changes());
         let stream = async_stream::stream! {
             let mut sub = sub;
-            while let Some(event) = sub.events.recv().await {
-                yield Ok(event);
+            loop {
+                tokio::select! {
+                    event = sub.events.recv() => match event {
+                        Some(event) => yield Ok(event),
+                        None => break,
+                    },
+                    Ok(()) = rbac.changed() => {
+                        if let Err(e) = state.access.check(&user, &attrs) {
+                            tracing::info!(user = %user.name, "subscription ended: no longer authorized");
+                            yield Err(Status::permission_denied(e.message));
+                            return;
+                        }
+                    }
+                }
             }
             if sub.dropped.load(Ordering::Acquire) {
                 yield Err(Status::unavailable("the subscriber fell behind: subscribe again and resync"));
