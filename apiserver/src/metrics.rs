@@ -1,6 +1,7 @@
 //! The hub's Prometheus metrics: kube-apiserver's request, watch and object families under its
 //! names and labels (ecosystem.md §2.1, the 1.34 `group`/`resource` labels), storage latency,
-//! the watch cache, and the fleet's `ocm_` gauges, computed from the watch cache at scrape time.
+//! the watch cache, the fleet's `ocm_` gauges, computed from the watch cache at scrape time, and
+//! the gRPC CloudEvents server's `grpc_server_ce_*` family under OCM's names.
 //!
 //! One [`Metrics`] per hub (tests run several hubs in one process), rendered by [`Metrics::render`]
 //! in Prometheus' classic text format (what `promtool check metrics` reads).
@@ -111,11 +112,25 @@ pub struct Metrics {
     pub csr_approvals: IntCounterVec,
     /// CSRs the signer answered, by result (`ocm_csr_signings_total`).
     pub csr_signings: IntCounterVec,
+    grpc: GrpcFamilies,
     scraped: Scraped,
     /// The group and resource of each storage prefix.
     kinds: HashMap<String, (String, String)>,
     /// One scrape at a time: each resets and refills the scrape-time gauges.
     scrape: std::sync::Mutex<()>,
+}
+
+/// The gRPC CloudEvents server's families: OCM sdk-go's (`server/grpc/metrics`) names, labels
+/// and buckets, except its `cluster` label (at 10,000 clusters, one series per cluster, data
+/// type, method and code would outweigh the agents' own state), plus the open subscriptions.
+#[derive(Clone)]
+struct GrpcFamilies {
+    called: IntCounterVec,
+    processed: IntCounterVec,
+    duration: HistogramVec,
+    received: IntCounterVec,
+    sent: IntCounterVec,
+    subscribers: IntGaugeVec,
 }
 
 /// The families computed at scrape time.
@@ -252,6 +267,47 @@ impl Metrics {
         for result in ["issued", "failed"] {
             csr_signings.with_label_values(&[result]);
         }
+        let call = ["data_type", "method"];
+        let call_and_code = ["data_type", "method", "grpc_code"];
+        let grpc = GrpcFamilies {
+            called: counter(
+                &r,
+                "grpc_server_ce_called_total",
+                "[ALPHA] Total number of RPC requests for cloudevents called on the grpc server.",
+                &call,
+            ),
+            processed: counter(
+                &r,
+                "grpc_server_ce_processed_total",
+                "[ALPHA] Total number of RPC requests for cloudevents processed on the server, regardless of success or failure.",
+                &call_and_code,
+            ),
+            duration: histogram(
+                &r,
+                "grpc_server_ce_processed_duration_seconds",
+                "[ALPHA] Histogram of the duration of RPC requests for cloudevents processed on the server (Publish).",
+                &call_and_code,
+                prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets"),
+            ),
+            received: counter(
+                &r,
+                "grpc_server_ce_message_received_total",
+                "[ALPHA] Total number of messages for cloudevents received on the gRPC server.",
+                &call,
+            ),
+            sent: counter(
+                &r,
+                "grpc_server_ce_message_sent_total",
+                "[ALPHA] Total number of messages for cloudevents sent by the gRPC server.",
+                &call,
+            ),
+            subscribers: gauge(
+                &r,
+                "ocm_grpc_subscriptions",
+                "Open CloudEvents subscriptions (Subscribe streams) by data type.",
+                &["data_type"],
+            ),
+        };
         let group_resource = ["group", "resource"];
         let scraped = Scraped {
             inflight: gauge(
@@ -363,6 +419,7 @@ impl Metrics {
             scheduling,
             csr_approvals,
             csr_signings,
+            grpc,
             scraped,
             kinds,
             scrape: std::sync::Mutex::new(()),
@@ -407,6 +464,29 @@ impl Metrics {
         WatchEvents {
             count: self.watch_events.with_label_values(&values),
             sizes: self.watch_event_sizes.with_label_values(&values),
+        }
+    }
+
+    /// A gRPC call began: `method` (`Publish`, `Subscribe`) for `data_type` (a served data type,
+    /// or `unknown`), its request received. The returned guard counts what it sends and
+    /// records how it ended.
+    pub fn grpc_call(&self, data_type: &'static str, method: &'static str) -> GrpcCall {
+        let g = &self.grpc;
+        g.called.with_label_values(&[data_type, method]).inc();
+        g.received.with_label_values(&[data_type, method]).inc();
+        let subscribed = (method == "Subscribe").then(|| {
+            let open = g.subscribers.with_label_values(&[data_type]);
+            open.inc();
+            open
+        });
+        GrpcCall {
+            families: g.clone(),
+            data_type,
+            method,
+            sent: g.sent.with_label_values(&[data_type, method]),
+            subscribed,
+            started: Instant::now(),
+            ended: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -614,6 +694,72 @@ impl Drop for LongRunning {
     }
 }
 
+/// One gRPC call in progress (see [`Metrics::grpc_call`]). A call dropped before it ended (the
+/// client went away) ends as `Canceled`.
+pub struct GrpcCall {
+    families: GrpcFamilies,
+    data_type: &'static str,
+    method: &'static str,
+    sent: prometheus::IntCounter,
+    subscribed: Option<prometheus::IntGauge>,
+    started: Instant,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl GrpcCall {
+    /// One message (an event, or Publish's reply) was sent.
+    pub fn sent(&self) {
+        self.sent.inc();
+    }
+
+    /// The call ended with `code` (only the first end counts). A Publish's duration is recorded
+    /// (as OCM does; a stream's lifetime says nothing about the server).
+    pub fn end(&self, code: tonic::Code) {
+        if self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        let values = [self.data_type, self.method, grpc_code(code)];
+        self.families.processed.with_label_values(&values).inc();
+        match &self.subscribed {
+            Some(open) => open.dec(),
+            None => {
+                let elapsed = self.started.elapsed().as_secs_f64();
+                self.families.duration.with_label_values(&values).observe(elapsed);
+            }
+        }
+    }
+}
+
+impl Drop for GrpcCall {
+    fn drop(&mut self) {
+        self.end(tonic::Code::Cancelled);
+    }
+}
+
+/// A status code's name as gRPC-Go prints it (the `grpc_code` label values of OCM's metrics).
+fn grpc_code(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
 /// One watch's event counter and size histogram (looked up once per watch).
 pub struct WatchEvents {
     count: prometheus::IntCounter,
@@ -692,5 +838,56 @@ mod tests {
         assert_eq!(gathered(&m, "ocm_storage_request_duration_seconds").len(), 1);
         // Known label values exist at zero from the start.
         assert_eq!(gathered(&m, "ocm_csr_approvals_total").len(), 2);
+    }
+
+    /// A gRPC call's families: a Publish ends with its code and duration; a Subscribe counts
+    /// what it sends and its open stream, and ends as `Canceled` when dropped unended.
+    #[test]
+    fn grpc_calls_record_their_end() {
+        let m = Metrics::new(&[], Profile::Hub);
+        m.grpc_call("io.open-cluster-management.works.v1alpha1.manifestbundles", "Publish")
+            .end(tonic::Code::PermissionDenied);
+        let sub =
+            m.grpc_call("io.open-cluster-management.works.v1alpha1.manifestbundles", "Subscribe");
+        sub.sent();
+        sub.sent();
+        assert_eq!(gathered(&m, "ocm_grpc_subscriptions")[0].get_gauge().get_value(), 1.0);
+        drop(sub);
+        assert_eq!(gathered(&m, "ocm_grpc_subscriptions")[0].get_gauge().get_value(), 0.0);
+        let codes = |name: &str| -> Vec<(String, String, u64)> {
+            gathered(&m, name)
+                .iter()
+                .map(|s| {
+                    let label = |n: &str| {
+                        s.get_label().iter().find(|l| l.name() == n).map(|l| l.value().to_owned())
+                    };
+                    let count = if name.ends_with("_seconds") {
+                        s.get_histogram().get_sample_count()
+                    } else {
+                        s.get_counter().get_value() as u64
+                    };
+                    (
+                        label("method").unwrap_or_default(),
+                        label("grpc_code").unwrap_or_default(),
+                        count,
+                    )
+                })
+                .collect()
+        };
+        let mut processed = codes("grpc_server_ce_processed_total");
+        processed.sort();
+        assert_eq!(
+            processed,
+            [
+                ("Publish".into(), "PermissionDenied".into(), 1),
+                ("Subscribe".into(), "Canceled".into(), 1)
+            ]
+        );
+        assert_eq!(
+            codes("grpc_server_ce_processed_duration_seconds"),
+            [("Publish".into(), "PermissionDenied".into(), 1)]
+        );
+        let sent = codes("grpc_server_ce_message_sent_total");
+        assert_eq!(sent.iter().find(|s| s.0 == "Subscribe").map(|s| s.2), Some(2));
     }
 }

@@ -55,6 +55,15 @@ pub async fn check_metrics(exposition: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// [`check_metrics`], unless the run was told to skip promtool (said on stderr).
+pub async fn check_metrics_unless_skipped(exposition: &str) -> anyhow::Result<()> {
+    if skip_requested() {
+        eprintln!("{SKIP_PROMTOOL_ENV} set: promtool check skipped");
+        return Ok(());
+    }
+    check_metrics(exposition).await
+}
+
 /// `promtool <verb> rules FILE...` (verb `check` or `test`): fails with its output unless clean.
 pub async fn rules(verb: &str, files: &[&Path]) -> anyhow::Result<String> {
     let mut args = vec![verb, "rules"];

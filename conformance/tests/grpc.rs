@@ -11,6 +11,7 @@ use anyhow::{Context as _, ensure};
 use ocm_agent::grpc::{self, Client, Endpoint};
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use ocm_conformance::kubectl::{create, delete, merge_patch};
+use ocm_conformance::prom;
 use ocm_proto::api::work::v1::ManifestWorkStatus;
 use ocm_proto::cloudevents::v1::CloudEvent;
 use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext, status_hash};
@@ -309,7 +310,7 @@ async fn clusters_are_kept_apart_and_the_protocol_holds() -> anyhow::Result<()> 
 
 /// An open stream is authorized again when RBAC changes: denying a cluster (the hub takes its
 /// agent's RBAC away) ends its agent's subscriptions within 5 s (issue 6), and leaves another
-/// cluster's alone.
+/// cluster's alone; the gRPC metrics count both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_clusters_streams_end() -> anyhow::Result<()> {
     let hub = hub().await?;
@@ -345,6 +346,24 @@ async fn a_denied_clusters_streams_end() -> anyhow::Result<()> {
     let beat =
         tokio::time::timeout(WAIT, stream_b.message()).await??.context("b's stream ended")?;
     ensure!(beat.r#type == HEARTBEAT, "{beat:?}");
+
+    // /metrics tells it under OCM's gRPC names (without its per-cluster label), promtool-clean.
+    let (code, body) = hub.call(&hub.http()?, Method::GET, "/metrics", None, &[]).await?;
+    ensure!(code == 200, "GET /metrics: {code} {body}");
+    let text = body.as_str().context("the exposition")?;
+    prom::check_metrics_unless_skipped(text).await?;
+    let samples = prom::samples(text)?;
+    let bundles = [("data_type", data_type::MANIFEST_BUNDLES), ("method", "Subscribe")];
+    let ended = |code: &'static str| {
+        let with = [bundles[0], bundles[1], ("grpc_code", code)];
+        prom::sum(&samples, "grpc_server_ce_processed_total", &with)
+    };
+    ensure!(ended("PermissionDenied") == 2.0, "a's stream and its second try: {text}");
+    ensure!(prom::value(&samples, "grpc_server_ce_called_total", &bundles)? == 3.0);
+    // b's stream is open; its status resync request and heartbeats were sent.
+    let open = [("data_type", data_type::MANIFEST_BUNDLES)];
+    ensure!(prom::value(&samples, "ocm_grpc_subscriptions", &open)? == 1.0);
+    ensure!(prom::value(&samples, "grpc_server_ce_message_sent_total", &bundles)? >= 3.0);
     Ok(())
 }
 

@@ -25,15 +25,6 @@ async fn scrape(hub: &TestHub, client: &reqwest::Client) -> anyhow::Result<(Stri
     Ok((text, samples))
 }
 
-/// promtool's verdict, unless the run was told to skip promtool.
-async fn promtool_check(exposition: &str) -> anyhow::Result<()> {
-    if prom::skip_requested() {
-        eprintln!("{} set: promtool check skipped", prom::SKIP_PROMTOOL_ENV);
-        return Ok(());
-    }
-    prom::check_metrics(exposition).await
-}
-
 fn work(name: &str) -> serde_json::Value {
     json!({
         "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
@@ -114,7 +105,7 @@ async fn metrics_count_requests_watches_objects_and_the_fleet() -> anyhow::Resul
             Ok((open == 0.0).then_some((text, s)))
         })
         .await?;
-    promtool_check(&text).await?;
+    prom::check_metrics_unless_skipped(&text).await?;
     let post = [
         ("verb", "POST"),
         ("group", CLUSTER_GROUP),
@@ -244,7 +235,7 @@ async fn metrics_are_authorized_like_kube_apiserver() -> anyhow::Result<()> {
     let monitor = hub.http_as("prometheus", Some("system:monitoring"))?;
     let (text, s) = scrape(&hub, &monitor).await?;
     ensure!(prom::value(&s, "ocm_build_info", &[("profile", "hub")])? == 1.0);
-    promtool_check(&text).await?;
+    prom::check_metrics_unless_skipped(&text).await?;
     // A nonResourceURL granted through RBAC works as well.
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "scraper"},
@@ -283,7 +274,7 @@ async fn kubectl_get_raw_metrics_passes_promtool() -> anyhow::Result<()> {
         prom::sum(&s, "apiserver_request_total", &[("verb", "GET"), ("resource", "")]) >= 1.0,
         "discovery GETs"
     );
-    promtool_check(&text).await?;
+    prom::check_metrics_unless_skipped(&text).await?;
     hub.stop().await;
     Ok(())
 }

@@ -33,6 +33,7 @@ use crate::authz::Attributes;
 use crate::background::Background;
 use crate::cache::{EventType as Change, Msg, Start};
 use crate::error::ApiError;
+use crate::metrics::GrpcCall;
 use crate::registry::{Patch, WriteOptions};
 use crate::rest::{ApiState, Identity};
 use crate::tls::PeerInfo;
@@ -363,9 +364,14 @@ impl Grpc {
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<CloudEvent, Status>> + Send>>;
 
-#[tonic::async_trait]
-impl CloudEventService for Grpc {
-    async fn publish(&self, req: Request<PublishRequest>) -> Result<Response<()>, Status> {
+impl Grpc {
+    /// The served data type `name` names, as a bounded metrics label (`unknown` otherwise).
+    fn data_type_label(&self, name: &str) -> &'static str {
+        self.routes.get(name).map_or("unknown", |r| r.data_type)
+    }
+
+    /// Publish, measured by its caller.
+    async fn publish_event(&self, req: Request<PublishRequest>) -> Result<(), Status> {
         let user = self.authenticate(&req)?;
         let event = req.into_inner().event.ok_or_else(|| Status::invalid_argument("no event"))?;
         let t =
@@ -406,14 +412,14 @@ impl CloudEventService for Grpc {
             }
             _ => self.object(&user, route, &cluster, &t, &event).await?,
         }
-        Ok(Response::new(()))
+        Ok(())
     }
 
-    type SubscribeStream = EventStream;
-
-    async fn subscribe(
+    /// Subscribe, measured by `call`, which its stream ends.
+    async fn subscribe_measured(
         &self,
         req: Request<SubscriptionRequest>,
+        call: Arc<GrpcCall>,
     ) -> Result<Response<EventStream>, Status> {
         let user = self.authenticate(&req)?;
         let sr = req.into_inner();
@@ -461,12 +467,16 @@ impl CloudEventService for Grpc {
             loop {
                 tokio::select! {
                     event = sub.events.recv() => match event {
-                        Some(event) => yield Ok(event),
+                        Some(event) => {
+                            call.sent();
+                            yield Ok(event)
+                        }
                         None => break,
                     },
                     Ok(()) = rbac.changed() => {
                         if let Err(e) = state.access.check(&user, &attrs) {
                             tracing::info!(user = %user.name, "subscription ended: no longer authorized");
+                            call.end(tonic::Code::PermissionDenied);
                             yield Err(Status::permission_denied(e.message));
                             return;
                         }
@@ -474,7 +484,10 @@ impl CloudEventService for Grpc {
                 }
             }
             if sub.dropped.load(Ordering::Acquire) {
+                call.end(tonic::Code::Unavailable);
                 yield Err(Status::unavailable("the subscriber fell behind: subscribe again and resync"));
+            } else {
+                call.end(tonic::Code::Ok);
             }
         };
         let mut resp = Response::new(Box::pin(stream) as EventStream);
@@ -482,6 +495,43 @@ impl CloudEventService for Grpc {
             resp.metadata_mut().insert(ocm_proto::cloudevents::SUBSCRIPTION_ID, v);
         }
         Ok(resp)
+    }
+}
+
+#[tonic::async_trait]
+impl CloudEventService for Grpc {
+    async fn publish(&self, req: Request<PublishRequest>) -> Result<Response<()>, Status> {
+        let data_type = req
+            .get_ref()
+            .event
+            .as_ref()
+            .and_then(|e| EventType::parse(&e.r#type).ok())
+            .map_or("unknown", |t| self.data_type_label(&t.data_type()));
+        let call = self.state.metrics.grpc_call(data_type, "Publish");
+        let result = self.publish_event(req).await;
+        match &result {
+            Ok(()) => {
+                call.sent();
+                call.end(tonic::Code::Ok);
+            }
+            Err(status) => call.end(status.code()),
+        }
+        result.map(Response::new)
+    }
+
+    type SubscribeStream = EventStream;
+
+    async fn subscribe(
+        &self,
+        req: Request<SubscriptionRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let data_type = self.data_type_label(&req.get_ref().data_type);
+        let call = Arc::new(self.state.metrics.grpc_call(data_type, "Subscribe"));
+        let result = self.subscribe_measured(req, Arc::clone(&call)).await;
+        if let Err(status) = &result {
+            call.end(status.code());
+        }
+        result
     }
 }
 
