@@ -224,6 +224,15 @@ struct ServeArgs {
     /// free port; the hub profile only).
     #[arg(long, default_value = "127.0.0.1:8090")]
     grpc_listen: SocketAddr,
+    /// The IP address or DNS name agents reach the hub at: the join command, cluster-info (HTTPS
+    /// and gRPC URLs) and admin.kubeconfig name it, and the serving certificate covers it
+    /// (default: the listen address; 127.0.0.1 when listening on every address).
+    #[arg(long, value_parser = ocm_apiserver::server::parse_host)]
+    advertise_address: Option<String>,
+    /// Another DNS name or IP address the hub's own serving certificate covers (repeatable or
+    /// comma-separated), for clients that reach it by other names (a load balancer, an alias).
+    #[arg(long, value_delimiter = ',', value_parser = ocm_apiserver::server::parse_host)]
+    tls_san: Vec<String>,
     /// Seconds between the heartbeats every gRPC subscriber gets (OCM's default, at least 1).
     #[arg(long, default_value_t = 10,
           value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=3600))]
@@ -372,6 +381,8 @@ fn main() -> ExitCode {
     let mut config = ServeConfig::new(args.data_dir);
     config.listen = args.listen;
     config.grpc_listen = Some(args.grpc_listen);
+    config.advertise_address = args.advertise_address;
+    config.tls_sans = args.tls_san;
     config.grpc_heartbeat = std::time::Duration::from_secs(args.grpc_heartbeat_seconds);
     config.storage = storage;
     config.sled_cache_bytes = args.sled_cache_mb << 20;

@@ -102,6 +102,13 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// HTTP/1 head and idle limits.
     pub timeouts: Timeouts,
+    /// The host (IP address or DNS name) agents and clients reach the hub at: the URLs of the
+    /// join command, `kube-public/cluster-info` (HTTPS and gRPC), `admin.kubeconfig` and
+    /// `endpoints.json` name it, and the self-issued serving certificate covers it. `None`: the
+    /// listen address (loopback when it is unspecified).
+    pub advertise_address: Option<String>,
+    /// Further names or addresses the self-issued serving certificate covers (`--tls-san`).
+    pub tls_sans: Vec<String>,
 }
 
 impl ServeConfig {
@@ -132,7 +139,29 @@ impl ServeConfig {
             registration: Default::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             timeouts: Timeouts::default(),
+            advertise_address: None,
+            tls_sans: Vec::new(),
         }
+    }
+}
+
+/// Checks a host agents are told to reach the hub at (`--advertise-address`, `--tls-san`): an
+/// IP address or a DNS-1123 subdomain; returns it (an IPv6 address without brackets).
+pub fn parse_host(text: &str) -> Result<String, String> {
+    let bare = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
+    if bare.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(bare.to_owned());
+    }
+    crate::object::check_dns_subdomain(text)
+        .map(|()| text.to_owned())
+        .map_err(|e| format!("{text:?} is neither an IP address nor a DNS name: {e}"))
+}
+
+/// `https://HOST:PORT`, an IPv6 address in brackets.
+fn https_url(host: &str, port: u16) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(ip)) => format!("https://[{ip}]:{port}"),
+        _ => format!("https://{host}:{port}"),
     }
 }
 
@@ -237,8 +266,18 @@ pub async fn run(
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr =
         listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
-    let reachable = |a: SocketAddr| {
-        if a.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], a.port())) } else { a }
+    // The host clients are told: the advertised one, else the listen address (loopback for
+    // an unspecified one, which only a client on this machine can use).
+    let host = match (&config.advertise_address, addr.ip()) {
+        (Some(host), _) => host.clone(),
+        (None, ip) if ip.is_unspecified() => {
+            tracing::warn!(
+                listen = %addr,
+                "listening on every address, but telling agents 127.0.0.1: pass --advertise-address with the address or name other machines reach this hub at"
+            );
+            "127.0.0.1".to_owned()
+        }
+        (None, ip) => ip.to_string(),
     };
     // The gRPC listener (hub profile) and the URL agents are told.
     let grpc = match config.grpc_listen.filter(|_| config.profile == Profile::Hub) {
@@ -246,14 +285,16 @@ pub async fn run(
             let bind = |source| ServeError::Bind { addr: at, source };
             let l = TcpListener::bind(at).await.map_err(bind)?;
             let bound = l.local_addr().map_err(bind)?;
-            Some((l, bound, format!("https://{}", reachable(bound))))
+            Some((l, bound, https_url(&host, bound.port())))
         }
         None => None,
     };
-    let reach = reachable(addr);
     let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
-    let pki = Arc::new(Pki::load_or_create(&config.data_dir, &[addr.ip().to_string()])?);
-    let server_url = format!("https://{reach}");
+    let mut sans = vec![host.clone()];
+    sans.extend(Some(addr.ip()).filter(|ip| !ip.is_unspecified()).map(|ip| ip.to_string()));
+    sans.extend(config.tls_sans.iter().cloned());
+    let pki = Arc::new(Pki::load_or_create(&config.data_dir, &sans)?);
+    let server_url = https_url(&host, addr.port());
     pki.write_admin_kubeconfig(&config.data_dir.join("admin.kubeconfig"), &server_url)?;
     let (cert, key) = config.tls_cert.clone().unwrap_or_else(|| pki.serving_files());
     let mut client_ca = vec![pki.ca_file()];
@@ -312,7 +353,7 @@ pub async fn run(
         }
     }
     let state = Arc::new(ApiState {
-        discovery: Discovery::new(&registry.scheme, &reach.to_string()),
+        discovery: Discovery::new(&registry.scheme, server_url.trim_start_matches("https://")),
         openapi: crate::openapi::OpenApi::new(&registry.scheme),
         registry,
         ready: AtomicBool::new(false),
@@ -601,3 +642,22 @@ async fn publish_cluster_info(
 pub const CLUSTER_INFO: &str = "cluster-info";
 /// Its key naming the hub's gRPC server.
 const GRPC_SERVER_KEY: &str = ocm_proto::cloudevents::CLUSTER_INFO_GRPC_SERVER;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An advertised host is an IP address (IPv6 with or without brackets) or a DNS name; the
+    /// URLs put IPv6 in brackets.
+    #[test]
+    fn advertised_hosts_and_their_urls() {
+        assert_eq!(parse_host("10.0.0.5").unwrap(), "10.0.0.5");
+        assert_eq!(parse_host("[fd00::5]").unwrap(), "fd00::5");
+        assert_eq!(parse_host("hub.example.com").unwrap(), "hub.example.com");
+        for bad in ["https://hub", "hub:6443", "Hub.Example", "", "a b", "[hub]"] {
+            assert!(parse_host(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(https_url("fd00::5", 6443), "https://[fd00::5]:6443");
+        assert_eq!(https_url("hub.example.com", 8090), "https://hub.example.com:8090");
+    }
+}

@@ -111,9 +111,16 @@ impl TestHub {
         config.listen = addr;
         // A restart keeps both addresses, so connected agents find it again.
         config.grpc_listen = grpc;
+        // A hub listening on every address is reached on loopback.
+        let local = |mut a: std::net::SocketAddr| {
+            if a.ip().is_unspecified() {
+                a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            format!("https://{a}")
+        };
         Ok(TestHub {
-            url: format!("https://{addr}"),
-            grpc_url: grpc.map(|a| format!("https://{a}")),
+            url: local(addr),
+            grpc_url: grpc.map(local),
             join_command,
             dir: path,
             owned_dir: dir,
@@ -250,6 +257,19 @@ impl TestHub {
     /// An HTTPS client without a client certificate.
     pub fn anonymous(&self) -> anyhow::Result<reqwest::Client> {
         self.client(false, true)
+    }
+
+    /// An HTTPS client without a client certificate that resolves `name` to `at` (to reach the
+    /// hub by a name its certificate may or may not cover).
+    pub fn anonymous_resolving(
+        &self,
+        name: &str,
+        at: std::net::SocketAddr,
+    ) -> anyhow::Result<reqwest::Client> {
+        Ok(reqwest::Client::builder()
+            .use_preconfigured_tls(self.tls(false)?)
+            .resolve(name, at)
+            .build()?)
     }
 
     /// An HTTPS client without a client certificate that sends `Authorization: Bearer token`.
