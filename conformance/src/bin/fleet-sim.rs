@@ -434,12 +434,13 @@ mod works {
     use futures::StreamExt as _;
     use hdrhistogram::Histogram;
     use kube::api::{Api, DynamicObject, PostParams};
-    use kube::runtime::watcher;
+    use kube::runtime::{WatchStreamExt as _, watcher};
     use ocm_agent::grpc::{self, Endpoint};
     use ocm_agent::state::DataDir;
     use ocm_proto::cloudevents::v1::CloudEvent;
     use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ext};
     use serde_json::{Value, json};
+    use tokio_util::task::AbortOnDropHandle;
 
     use super::{Hub, hub_usage};
 
@@ -534,12 +535,14 @@ mod works {
         Api::namespaced_with(client.clone(), ns, &ocm_agent::transport::works_resource())
     }
 
-    /// Follows every work on the hub and records when each first shows `Applied`.
-    fn follow_applied(client: &kube::Client, applied: Times) {
+    /// Follows every work on the hub and records when each first shows `Applied`, until the
+    /// returned handle is dropped. A failed watch is retried with kube's backoff (a hub gone at
+    /// the end of a run once kept it retrying at full speed, and the simulator never exited).
+    fn follow_applied(client: &kube::Client, applied: Times) -> AbortOnDropHandle<()> {
         let all: Api<DynamicObject> =
             Api::all_with(client.clone(), &ocm_agent::transport::works_resource());
-        tokio::spawn(async move {
-            let mut s = std::pin::pin!(watcher(all, watcher::Config::default()));
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut s = std::pin::pin!(watcher(all, watcher::Config::default()).default_backoff());
             while let Some(e) = s.next().await {
                 if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e {
                     let done =
@@ -553,7 +556,7 @@ mod works {
                     }
                 }
             }
-        });
+        }))
     }
 
     /// Creates `count` works at `rate` per second (`prefix-<i>`, round robin over `clusters`,
@@ -662,7 +665,7 @@ mod works {
     ) -> anyhow::Result<()> {
         let (received, applied): (Times, Times) = Default::default();
         let (clusters, rss0, rss1) = subscribe_all(hub, ca, dirs, pid, &received).await?;
-        follow_applied(client, Arc::clone(&applied));
+        let _following = follow_applied(client, Arc::clone(&applied));
         println!(
             "| agents | creates/s scheduled | achieved | works | create → received p50 ms | p99 ms | create → Applied on the hub p99 ms |"
         );
@@ -718,7 +721,7 @@ mod works {
     ) -> anyhow::Result<()> {
         let (received, applied): (Times, Times) = Default::default();
         let (clusters, _, _) = subscribe_all(hub, ca, dirs, pid, &received).await?;
-        follow_applied(client, Arc::clone(&applied));
+        let _following = follow_applied(client, Arc::clone(&applied));
         let manifests = big_configmap(kib);
         let size = manifests.to_string().len();
         tokio::time::sleep(Duration::from_secs(2)).await;
