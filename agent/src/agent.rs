@@ -42,6 +42,9 @@ pub struct Options {
     pub work_resync: Duration,
     /// How works reach the agent (`--transport`).
     pub transport: Transport,
+    /// How long an AppliedManifestWork without its work on the hub is kept before it is
+    /// deleted with what it owns (`--appliedmanifestwork-eviction-grace-period`).
+    pub eviction_grace: Duration,
 }
 
 /// How works reach the agent.
@@ -69,6 +72,7 @@ impl Options {
             work: true,
             work_resync: crate::work::RESYNC,
             transport: Transport::Grpc { server: None, healthiness: Duration::from_secs(30) },
+            eviction_grace: crate::work::EVICTION_GRACE,
         }
     }
 }
@@ -390,6 +394,7 @@ async fn work_loop(shared: Arc<Shared>) {
             &shared.id.cluster_name,
             Arc::clone(&shared.cluster),
             shared.opts.work_resync,
+            shared.opts.eviction_grace,
             shared.opts.data_dir.clone(),
         );
         agent.run().await;

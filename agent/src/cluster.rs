@@ -97,6 +97,15 @@ pub trait Cluster: Send + Sync + 'static {
         Box::pin(async { Err(no_workloads()) })
     }
 
+    /// Every live object of the cluster-scoped kind `kind` names (its `apiVersion` and `kind`).
+    fn list<'a>(
+        &'a self,
+        kind: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<Vec<serde_json::Value>, AgentError>> {
+        let _ = kind;
+        Box::pin(async { Err(no_workloads()) })
+    }
+
     /// Replaces the status of the live object `object` names (its `status` subresource).
     fn replace_status<'a>(
         &'a self,
@@ -466,6 +475,21 @@ impl Cluster for KubeCluster {
                 .unwrap_or("");
             let live = api.get_opt(name).await.map_err(cluster_err)?;
             Ok(live.map(|o| serde_json::to_value(o).unwrap_or_default()))
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        kind: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<Vec<serde_json::Value>, AgentError>> {
+        Box::pin(async move {
+            let (api, _, _) = self.api_for(kind).await?;
+            let list = api.list(&kube::api::ListParams::default()).await.map_err(cluster_err)?;
+            Ok(list
+                .items
+                .into_iter()
+                .map(|o| serde_json::to_value(o).unwrap_or_default())
+                .collect())
         })
     }
 

@@ -74,6 +74,12 @@ struct Common {
     /// seconds (OCM's serverHealthinessTimeout).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     grpc_healthiness_seconds: u64,
+    /// How long an AppliedManifestWork on the cluster whose ManifestWork the hub no longer
+    /// has (or that another hub's agent made) is kept before it is deleted with the resources
+    /// it owns (OCM's flag; 876000h, 100 years, or more never evicts).
+    #[arg(long = "appliedmanifestwork-eviction-grace-period", default_value = "60m",
+          value_parser = ocm_proto::duration::parse_duration)]
+    eviction_grace: Duration,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy)]
@@ -201,6 +207,7 @@ fn main() -> ExitCode {
     opts.healthcheck_period = Duration::from_secs(common.cluster_healthcheck_period);
     opts.cert_expiration = common.client_cert_expiration_seconds.map(Duration::from_secs);
     opts.work_resync = Duration::from_secs(common.work_resync_seconds);
+    opts.eviction_grace = common.eviction_grace;
     opts.transport = match common.transport {
         TransportArg::Grpc => ocm_agent::agent::Transport::Grpc {
             server: common.grpc_server.clone(),

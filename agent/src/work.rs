@@ -25,6 +25,7 @@ use ocm_proto::api::work::v1::{
     UPDATE_STRATEGY_CREATE_ONLY, UPDATE_STRATEGY_READ_ONLY, UPDATE_STRATEGY_SERVER_SIDE_APPLY,
 };
 use ocm_proto::api::work::{FINALIZER_MANIFEST_WORK_CLEANUP as FINALIZER, GROUP};
+use time::format_description::well_known::Rfc3339;
 use tokio::sync::mpsc;
 
 use serde_json::{Value, json};
@@ -37,6 +38,11 @@ use crate::transport::{self, GrpcSource, Incoming, Link, Sink, load_journal, sav
 /// How often every work is reconciled again without an event (drift correction and status
 /// feedback), by default.
 pub const RESYNC: Duration = Duration::from_secs(60);
+/// How long an AppliedManifestWork whose work is gone from the hub is kept, by default (OCM's
+/// `--appliedmanifestwork-eviction-grace-period`).
+pub const EVICTION_GRACE: Duration = Duration::from_secs(3600);
+/// A grace period this long or longer never evicts (OCM's rule: 100 years).
+const NEVER_EVICT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// A steady stream of messages still has the journal written at least this often (in messages).
 const JOURNAL_EVERY: usize = 100;
 
@@ -262,6 +268,8 @@ pub struct WorkAgent {
     cluster_name: String,
     hub_hash: String,
     resync: Duration,
+    /// How long an unmanaged AppliedManifestWork is kept ([`EVICTION_GRACE`]).
+    eviction_grace: Duration,
     /// Where the works held are journaled.
     journal: DataDir,
 }
@@ -285,13 +293,15 @@ pub enum Outcome {
 
 impl WorkAgent {
     /// The agent of `cluster_name` on the hub at `hub_url`, with works from `source`,
-    /// reconciling every work at least every `resync` and journaling them in `journal`.
+    /// reconciling every work at least every `resync`, evicting AppliedManifestWorks without
+    /// their work after `eviction_grace`, and journaling the works in `journal`.
     pub fn new(
         source: Source,
         hub_url: &str,
         cluster_name: &str,
         cluster: Arc<dyn Cluster>,
         resync: Duration,
+        eviction_grace: Duration,
         journal: DataDir,
     ) -> WorkAgent {
         let sink = match &source {
@@ -307,6 +317,7 @@ impl WorkAgent {
             cluster_name: cluster_name.to_owned(),
             hub_hash: hub_hash(hub_url),
             resync: resync.max(Duration::from_secs(1)),
+            eviction_grace,
             journal,
         }
     }
@@ -335,11 +346,15 @@ impl WorkAgent {
         let mut journaled = transport::journal_bytes(&known);
         // Messages taken since the journal was last written.
         let mut unwritten = 0usize;
+        // Whether the hub has said what it holds since the start: only then is a work missing
+        // from `known` known to be gone (until then `known` is the journal's).
+        let mut heard = false;
         loop {
             tokio::select! {
                 () = &mut source => return,
                 msg = rx.recv() => match msg {
                     Some(msg) => {
+                        heard |= matches!(msg, Incoming::Relisted(_) | Incoming::StatusHashes(_));
                         self.take(msg, &mut known).await;
                         unwritten += 1;
                     }
@@ -349,6 +364,9 @@ impl WorkAgent {
                     let names: Vec<String> = known.keys().cloned().collect();
                     for name in names {
                         self.pass(&name, &mut known).await;
+                    }
+                    if let Err(e) = self.evict_unmanaged(&known, heard).await {
+                        tracing::debug!(error = %e, "AppliedManifestWorks not checked; at the next pass");
                     }
                 }
             }
@@ -440,6 +458,70 @@ impl WorkAgent {
                 tracing::warn!(work = %name, error = %e, "work not reconciled; retrying at the next pass")
             }
         }
+    }
+
+    /// OCM's unmanaged-AppliedManifestWork eviction (ocm.md §4): an AppliedManifestWork on the
+    /// cluster that another hub's agent made (its hub hash is not this hub's), or whose work
+    /// the hub no longer holds (known only once the hub has said what it holds, `heard`), is
+    /// marked with `status.evictionStartTime`; once the grace period has passed since then it is
+    /// deleted, and the cluster's garbage collector deletes what it owns (orphaned and read-only
+    /// resources carry no owner reference and stay). A mark is cleared when its work returns.
+    async fn evict_unmanaged(
+        &self,
+        known: &BTreeMap<String, ManifestWork>,
+        heard: bool,
+    ) -> Result<(), AgentError> {
+        if self.eviction_grace >= NEVER_EVICT {
+            return Ok(());
+        }
+        let kind = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "AppliedManifestWork"});
+        let now = time::OffsetDateTime::now_utc();
+        for mut amw in self.cluster.list(&kind).await? {
+            let Ok(typed) = serde_json::from_value::<AppliedManifestWork>(amw.clone()) else {
+                continue;
+            };
+            let spec = typed.spec.unwrap_or_default();
+            let unmanaged = spec.hub_hash != self.hub_hash
+                || (heard && !known.contains_key(&spec.manifest_work_name));
+            let started = amw
+                .pointer("/status/evictionStartTime")
+                .and_then(Value::as_str)
+                .and_then(|t| time::OffsetDateTime::parse(t, &Rfc3339).ok());
+            let name = typed.metadata.name.unwrap_or_default();
+            match (unmanaged, started) {
+                (false, None) => {}
+                (false, Some(_)) => {
+                    amw["status"]["evictionStartTime"] = Value::Null;
+                    self.cluster.replace_status(&amw).await?;
+                    tracing::info!(applied_work = %name, "its work is back: eviction called off");
+                }
+                (true, None) => {
+                    let start = now.replace_nanosecond(0).unwrap_or(now);
+                    amw["status"]["evictionStartTime"] =
+                        json!(start.format(&Rfc3339).unwrap_or_default());
+                    self.cluster.replace_status(&amw).await?;
+                    tracing::info!(
+                        applied_work = %name,
+                        grace = ?self.eviction_grace,
+                        "its work is not on this hub: evicted after the grace period"
+                    );
+                }
+                (true, Some(start)) if now >= start + self.eviction_grace => {
+                    let amw_ref = Applied {
+                        group: Some(GROUP.into()),
+                        version: "v1".into(),
+                        resource: "appliedmanifestworks".into(),
+                        name: name.clone(),
+                        uid: typed.metadata.uid,
+                        namespace: None,
+                    };
+                    self.cluster.delete(&amw_ref).await?;
+                    tracing::info!(applied_work = %name, "evicted with the resources it owns");
+                }
+                (true, Some(_)) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Writes the journal when the works held changed (serialized once per pass).

@@ -2,7 +2,8 @@
 //! joined to a hub applies its cluster's works to a `--profile cluster` instance through the
 //! `kube` crate, records them in an AppliedManifestWork, reports `Applied`/`Available` with
 //! `observedGeneration`, follows updates, deletes what a work drops, and on deletion removes
-//! what it owns (keeping what the delete option orphans) before the hub's object goes.
+//! what it owns (keeping what the delete option orphans) before the hub's object goes; and
+//! AppliedManifestWorks of another hub or of works the hub no longer holds are evicted.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -138,7 +139,84 @@ both_transports!(
     works_are_applied_updated_pruned_and_cleaned_up,
     strategies_feedback_and_drift_correction,
     restarts_and_a_hub_away_lose_nothing,
+    unmanaged_applied_works_are_evicted,
 );
+
+/// OCM's eviction of unmanaged AppliedManifestWorks: one left by another hub's agent and one
+/// of this hub's for a work the hub does not hold are marked with `evictionStartTime`, then,
+/// after the grace period, deleted with what they own; the agent's own AppliedManifestWork
+/// and what it applied stay, and a mark put on it is taken off.
+async fn unmanaged_applied_works_are_evicted(transport: &str) -> anyhow::Result<()> {
+    let grace = ["--appliedmanifestwork-eviction-grace-period", "3s"];
+    let flags = ["--work-resync-seconds", "1", "--transport", transport, grace[0], grace[1]];
+    let (hub, cluster, _agent, _dir) = joined(&flags).await?;
+    let on_cluster = cluster.http()?;
+    let work = json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "w1", "namespace": "c1"},
+        "spec": {"workload": {"manifests": [configmap("cfg", "1")]}}});
+    create(&hub, &hub.http()?, WORKS, work).await?;
+    applied(&hub, "w1").await?;
+    let amws = get(&cluster, AMWS).await?.context("AppliedManifestWorks")?;
+    let own = amws["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|a| a["spec"]["manifestWorkName"] == "w1"))
+        .context("w1's AppliedManifestWork")?
+        .clone();
+    let own_hash = own["spec"]["hubHash"].as_str().context("hubHash")?.to_owned();
+    // A mark on an AppliedManifestWork whose work the hub holds is taken off.
+    let own_path = format!("{AMWS}/{own_hash}-w1");
+    let mark = json!({"status": {"evictionStartTime": "2026-01-01T00:00:00Z"}});
+    merge_patch(&cluster, &on_cluster, &format!("{own_path}/status"), mark).await?;
+    eventually("the mark on w1's taken off", WAIT, || async {
+        let amw = get(&cluster, &own_path).await?.context("w1's AppliedManifestWork")?;
+        Ok(amw["status"].get("evictionStartTime").is_none_or(Value::is_null).then_some(()))
+    })
+    .await?;
+    // Left behind: by another hub's agent, and by this hub's for a work it no longer holds,
+    // each owning a ConfigMap.
+    let other_hash = "0".repeat(64);
+    let left = [(other_hash.as_str(), "w9"), (own_hash.as_str(), "ghost")];
+    for (hash, work) in left {
+        let amw = json!({"apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "AppliedManifestWork", "metadata": {"name": format!("{hash}-{work}")},
+            "spec": {"hubHash": hash, "manifestWorkName": work, "agentID": hash}});
+        let amw = create(&cluster, &on_cluster, AMWS, amw).await?;
+        let mut cm = configmap(&format!("left-{work}"), "x");
+        cm["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "AppliedManifestWork",
+            "name": amw["metadata"]["name"], "uid": amw["metadata"]["uid"]}]);
+        create(&cluster, &on_cluster, "/api/v1/namespaces/default/configmaps", cm).await?;
+    }
+    let amw_path = |hash: &str, work: &str| format!("{AMWS}/{hash}-{work}");
+    eventually("both marked for eviction", WAIT, || async {
+        let mut marked = 0;
+        for (hash, work) in left {
+            let amw = get(&cluster, &amw_path(hash, work)).await?;
+            marked += usize::from(
+                amw.is_some_and(|a| a["status"]["evictionStartTime"].as_str().is_some()),
+            );
+        }
+        Ok((marked == left.len()).then_some(()))
+    })
+    .await?;
+    eventually("both evicted with the ConfigMaps they own", WAIT, || async {
+        let mut gone = 0;
+        for (hash, work) in left {
+            let cm = format!("/api/v1/namespaces/default/configmaps/left-{work}");
+            gone += usize::from(
+                get(&cluster, &amw_path(hash, work)).await?.is_none()
+                    && get(&cluster, &cm).await?.is_none(),
+            );
+        }
+        Ok((gone == left.len()).then_some(()))
+    })
+    .await?;
+    let still = get(&cluster, &amw_path(&own_hash, "w1")).await?.context("w1's was evicted")?;
+    ensure!(still["status"].get("evictionStartTime").is_none_or(Value::is_null), "{still}");
+    ensure!(still["metadata"]["uid"] == own["metadata"]["uid"], "{still}");
+    cfg_holds(&cluster, "1").await?;
+    Ok(())
+}
 
 /// Starts `klusterlet ARGS` on data dir `dir` for `cluster`, with the `extra` flags.
 fn klusterlet(
