@@ -247,6 +247,26 @@ async fn agent_metrics(http: &reqwest::Client, port: u16) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The hub's printed join command as `klusterlet` arguments, for cluster `name` against
+/// `cluster`'s kubeconfig with data dir `dir`.
+fn printed_join(printed: &str, name: &str, cluster: &TestHub, dir: &Path) -> Vec<String> {
+    let mut args: Vec<String> = printed
+        .split_whitespace()
+        .skip(1)
+        .map(|a| if a == "<cluster-name>" { name.to_owned() } else { a.to_owned() })
+        .collect();
+    args.extend(
+        [
+            "--data-dir",
+            &dir.display().to_string(),
+            "--cluster-kubeconfig",
+            &cluster.kubeconfig().display().to_string(),
+        ]
+        .map(str::to_owned),
+    );
+    args
+}
+
 /// Joins `name` with a CA file and the given token, against `cluster`'s kubeconfig.
 fn join_args(hub: &TestHub, token: &str, name: &str, cluster: &TestHub, dir: &Path) -> Vec<String> {
     [
@@ -292,22 +312,8 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
     let printed = hub.join_command.clone().context("no join command printed on first start")?;
     ensure!(printed.contains("--ca-hash sha256:") && printed.contains(&hub.url), "{printed}");
     let dir = tempfile::tempdir()?;
-    let mut args: Vec<String> = printed
-        .split_whitespace()
-        .skip(1)
-        .map(|a| if a == "<cluster-name>" { "c1".to_owned() } else { a.to_owned() })
-        .collect();
-    args.extend(
-        [
-            "--data-dir",
-            &dir.path().display().to_string(),
-            "--cluster-kubeconfig",
-            &cluster.kubeconfig().display().to_string(),
-            "--cluster-healthcheck-period",
-            "1",
-        ]
-        .map(str::to_owned),
-    );
+    let mut args = printed_join(&printed, "c1", &cluster, dir.path());
+    args.extend(["--cluster-healthcheck-period", "1"].map(str::to_owned));
     let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     args.extend(["--metrics-listen".to_owned(), format!("127.0.0.1:{metrics_port}")]);
     let agent = Agent::spawn(&args, dir.path())?;
@@ -453,21 +459,7 @@ async fn an_advertised_address_is_what_agents_are_told_and_reach() -> anyhow::Re
     // An agent joined through the printed command: Available over HTTPS, its work over gRPC.
     let cluster = managed_cluster(&[("n1", "1", "1Gi")], &[]).await?;
     let dir = tempfile::tempdir()?;
-    let mut args: Vec<String> = printed
-        .split_whitespace()
-        .skip(1)
-        .map(|a| if a == "<cluster-name>" { "c1".to_owned() } else { a.to_owned() })
-        .collect();
-    args.extend(
-        [
-            "--data-dir",
-            &dir.path().display().to_string(),
-            "--cluster-kubeconfig",
-            &cluster.kubeconfig().display().to_string(),
-        ]
-        .map(str::to_owned),
-    );
-    let agent = Agent::spawn(&args, dir.path())?;
+    let agent = Agent::spawn(&printed_join(&printed, "c1", &cluster, dir.path()), dir.path())?;
     eventually("c1 registered", WAIT, || async { cluster_obj(&hub, &http, "c1").await })
         .await
         .with_context(|| agent.output())?;
