@@ -460,20 +460,20 @@ impl WorkAgent {
         }
     }
 
-    /// OCM's unmanaged-AppliedManifestWork eviction (ocm.md §4): an AppliedManifestWork on the
-    /// cluster that another hub's agent made (its hub hash is not this hub's), or whose work
-    /// the hub no longer holds (known only once the hub has said what it holds, `heard`), is
-    /// marked with `status.evictionStartTime`; once the grace period has passed since then it is
-    /// deleted, and the cluster's garbage collector deletes what it owns (orphaned and read-only
-    /// resources carry no owner reference and stay). A mark is cleared when its work returns.
+    /// OCM's unmanaged-AppliedManifestWork eviction (ocm.md §4), over this agent's own
+    /// AppliedManifestWorks only (`spec.agentID`, the cluster name: another agent on the same
+    /// cluster keeps its own): one made while the agent served another hub (its hub hash is not
+    /// this hub's), or whose work the hub no longer holds (known only once the hub has said
+    /// what it holds, `heard`), is marked with `status.evictionStartTime`; once the grace period
+    /// has passed since then it is deleted, and the cluster's garbage collector deletes what it
+    /// owns (orphaned and read-only resources carry no owner reference and stay). A mark is
+    /// cleared when its work returns, or when eviction is off (a grace of 100 years or more).
     async fn evict_unmanaged(
         &self,
         known: &BTreeMap<String, ManifestWork>,
         heard: bool,
     ) -> Result<(), AgentError> {
-        if self.eviction_grace >= NEVER_EVICT {
-            return Ok(());
-        }
+        let never = self.eviction_grace >= NEVER_EVICT;
         let kind = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "AppliedManifestWork"});
         let now = time::OffsetDateTime::now_utc();
         for mut amw in self.cluster.list(&kind).await? {
@@ -481,12 +481,18 @@ impl WorkAgent {
                 continue;
             };
             let spec = typed.spec.unwrap_or_default();
-            let unmanaged = spec.hub_hash != self.hub_hash
-                || (heard && !known.contains_key(&spec.manifest_work_name));
-            let started = amw
-                .pointer("/status/evictionStartTime")
-                .and_then(Value::as_str)
-                .and_then(|t| time::OffsetDateTime::parse(t, &Rfc3339).ok());
+            if spec.agent_id.as_deref() != Some(self.cluster_name.as_str())
+                || typed.metadata.deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            let unmanaged = !never
+                && (spec.hub_hash != self.hub_hash
+                    || (heard && !known.contains_key(&spec.manifest_work_name)));
+            let mark = amw.pointer("/status/evictionStartTime").filter(|v| !v.is_null());
+            // A mark that does not parse is replaced (unmanaged) or cleared (managed).
+            let started = mark
+                .map(|v| v.as_str().and_then(|t| time::OffsetDateTime::parse(t, &Rfc3339).ok()));
             let name = typed.metadata.name.unwrap_or_default();
             match (unmanaged, started) {
                 (false, None) => {}
@@ -495,7 +501,7 @@ impl WorkAgent {
                     self.cluster.replace_status(&amw).await?;
                     tracing::info!(applied_work = %name, "its work is back: eviction called off");
                 }
-                (true, None) => {
+                (true, None | Some(None)) => {
                     let start = now.replace_nanosecond(0).unwrap_or(now);
                     amw["status"]["evictionStartTime"] =
                         json!(start.format(&Rfc3339).unwrap_or_default());
@@ -506,7 +512,12 @@ impl WorkAgent {
                         "its work is not on this hub: evicted after the grace period"
                     );
                 }
-                (true, Some(start)) if now >= start + self.eviction_grace => {
+                // A start so far ahead that the sum overflows is never due.
+                (true, Some(Some(start)))
+                    if start
+                        .checked_add(self.eviction_grace.try_into().unwrap_or(time::Duration::MAX))
+                        .is_some_and(|due| now >= due) =>
+                {
                     let amw_ref = Applied {
                         group: Some(GROUP.into()),
                         version: "v1".into(),
@@ -518,7 +529,7 @@ impl WorkAgent {
                     self.cluster.delete(&amw_ref).await?;
                     tracing::info!(applied_work = %name, "evicted with the resources it owns");
                 }
-                (true, Some(_)) => {}
+                (true, Some(Some(_))) => {}
             }
         }
         Ok(())

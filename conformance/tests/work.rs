@@ -145,7 +145,8 @@ both_transports!(
 /// OCM's eviction of unmanaged AppliedManifestWorks: one left by another hub's agent and one
 /// of this hub's for a work the hub does not hold are marked with `evictionStartTime`, then,
 /// after the grace period, deleted with what they own; the agent's own AppliedManifestWork
-/// and what it applied stay, and a mark put on it is taken off.
+/// and what it applied stay, and a mark put on it is taken off; another agent's (its agentID
+/// differs) is left alone.
 async fn unmanaged_applied_works_are_evicted(transport: &str) -> anyhow::Result<()> {
     let grace = ["--appliedmanifestwork-eviction-grace-period", "3s"];
     let flags = ["--work-resync-seconds", "1", "--transport", transport, grace[0], grace[1]];
@@ -179,7 +180,7 @@ async fn unmanaged_applied_works_are_evicted(transport: &str) -> anyhow::Result<
     for (hash, work) in left {
         let amw = json!({"apiVersion": "work.open-cluster-management.io/v1",
             "kind": "AppliedManifestWork", "metadata": {"name": format!("{hash}-{work}")},
-            "spec": {"hubHash": hash, "manifestWorkName": work, "agentID": hash}});
+            "spec": {"hubHash": hash, "manifestWorkName": work, "agentID": "c1"}});
         let amw = create(&cluster, &on_cluster, AMWS, amw).await?;
         let mut cm = configmap(&format!("left-{work}"), "x");
         cm["metadata"]["ownerReferences"] = json!([{
@@ -187,6 +188,12 @@ async fn unmanaged_applied_works_are_evicted(transport: &str) -> anyhow::Result<
             "name": amw["metadata"]["name"], "uid": amw["metadata"]["uid"]}]);
         create(&cluster, &on_cluster, "/api/v1/namespaces/default/configmaps", cm).await?;
     }
+    // Another agent's on the same cluster (its agentID is not c1's) is never this agent's to
+    // evict.
+    let foreign = json!({"apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "AppliedManifestWork", "metadata": {"name": format!("{other_hash}-theirs")},
+        "spec": {"hubHash": other_hash, "manifestWorkName": "theirs", "agentID": "another-agent"}});
+    create(&cluster, &on_cluster, AMWS, foreign).await?;
     let amw_path = |hash: &str, work: &str| format!("{AMWS}/{hash}-{work}");
     eventually("both marked for eviction", WAIT, || async {
         let mut marked = 0;
@@ -211,6 +218,9 @@ async fn unmanaged_applied_works_are_evicted(transport: &str) -> anyhow::Result<
         Ok((gone == left.len()).then_some(()))
     })
     .await?;
+    let theirs = get(&cluster, &amw_path(&other_hash, "theirs")).await?;
+    let theirs = theirs.context("another agent's AppliedManifestWork was evicted")?;
+    ensure!(theirs["status"].get("evictionStartTime").is_none_or(Value::is_null), "{theirs}");
     let still = get(&cluster, &amw_path(&own_hash, "w1")).await?.context("w1's was evicted")?;
     ensure!(still["status"].get("evictionStartTime").is_none_or(Value::is_null), "{still}");
     ensure!(still["metadata"]["uid"] == own["metadata"]["uid"], "{still}");
