@@ -284,20 +284,20 @@ impl Metrics {
             ),
             duration: histogram(
                 &r,
-                "grpc_server_ce_processed_duration_seconds",
+                "grpc_server_ce_processing_duration_seconds",
                 "[ALPHA] Histogram of the duration of RPC requests for cloudevents processed on the server (Publish).",
                 &call_and_code,
                 prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets"),
             ),
             received: counter(
                 &r,
-                "grpc_server_ce_message_received_total",
+                "grpc_server_ce_msg_received_total",
                 "[ALPHA] Total number of messages for cloudevents received on the gRPC server.",
                 &call,
             ),
             sent: counter(
                 &r,
-                "grpc_server_ce_message_sent_total",
+                "grpc_server_ce_msg_sent_total",
                 "[ALPHA] Total number of messages for cloudevents sent by the gRPC server.",
                 &call,
             ),
@@ -884,10 +884,10 @@ mod tests {
             ]
         );
         assert_eq!(
-            codes("grpc_server_ce_processed_duration_seconds"),
+            codes("grpc_server_ce_processing_duration_seconds"),
             [("Publish".into(), "PermissionDenied".into(), 1)]
         );
-        let sent = codes("grpc_server_ce_message_sent_total");
+        let sent = codes("grpc_server_ce_msg_sent_total");
         assert_eq!(sent.iter().find(|s| s.0 == "Subscribe").map(|s| s.2), Some(2));
     }
 }

@@ -104,8 +104,8 @@ pub struct ServeConfig {
     pub timeouts: Timeouts,
     /// The host (IP address or DNS name) agents and clients reach the hub at: the URLs of the
     /// join command, `kube-public/cluster-info` (HTTPS and gRPC), `admin.kubeconfig` and
-    /// `endpoints.json` name it, and the self-issued serving certificate covers it. `None`: the
-    /// listen address (loopback when it is unspecified).
+    /// `endpoints.json` name it, and the self-issued serving certificate covers it. `None`: each
+    /// listener's own address (loopback when it is unspecified); the certificate covers both.
     pub advertise_address: Option<String>,
     /// Further names or addresses the self-issued serving certificate covers (`--tls-san`).
     pub tls_sans: Vec<String>,
@@ -149,7 +149,10 @@ impl ServeConfig {
 /// IP address or a DNS-1123 subdomain; returns it (an IPv6 address without brackets).
 pub fn parse_host(text: &str) -> Result<String, String> {
     let bare = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
-    if bare.parse::<std::net::IpAddr>().is_ok() {
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        if ip.is_unspecified() {
+            return Err(format!("{text:?} is no address a client can reach; give the host's own"));
+        }
         return Ok(bare.to_owned());
     }
     crate::object::check_dns_subdomain(text)
@@ -285,13 +288,35 @@ pub async fn run(
             let bind = |source| ServeError::Bind { addr: at, source };
             let l = TcpListener::bind(at).await.map_err(bind)?;
             let bound = l.local_addr().map_err(bind)?;
-            Some((l, bound, https_url(&host, bound.port())))
+            // Agents are told the advertised host, else where gRPC listens (as for HTTPS).
+            let grpc_host = match (&config.advertise_address, bound.ip()) {
+                (Some(host), ip) => {
+                    if ip.is_loopback() {
+                        tracing::warn!(
+                            grpc_listen = %bound,
+                            advertised = %host,
+                            "gRPC listens on loopback only, so agents on other machines cannot stream their works: pass --grpc-listen with a reachable address (e.g. 0.0.0.0:8090)"
+                        );
+                    }
+                    host.clone()
+                }
+                (None, ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+                (None, ip) => ip.to_string(),
+            };
+            Some((l, bound, https_url(&grpc_host, bound.port())))
         }
         None => None,
     };
     let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
     let mut sans = vec![host.clone()];
-    sans.extend(Some(addr.ip()).filter(|ip| !ip.is_unspecified()).map(|ip| ip.to_string()));
+    let grpc_ip = grpc.as_ref().map(|(_, bound, _)| bound.ip());
+    sans.extend(
+        [Some(addr.ip()), grpc_ip]
+            .into_iter()
+            .flatten()
+            .filter(|ip| !ip.is_unspecified())
+            .map(|ip| ip.to_string()),
+    );
     sans.extend(config.tls_sans.iter().cloned());
     let pki = Arc::new(Pki::load_or_create(&config.data_dir, &sans)?);
     let server_url = https_url(&host, addr.port());
@@ -654,7 +679,7 @@ mod tests {
         assert_eq!(parse_host("10.0.0.5").unwrap(), "10.0.0.5");
         assert_eq!(parse_host("[fd00::5]").unwrap(), "fd00::5");
         assert_eq!(parse_host("hub.example.com").unwrap(), "hub.example.com");
-        for bad in ["https://hub", "hub:6443", "Hub.Example", "", "a b", "[hub]"] {
+        for bad in ["https://hub", "hub:6443", "Hub.Example", "", "a b", "[hub]", "0.0.0.0", "::"] {
             assert!(parse_host(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(https_url("fd00::5", 6443), "https://[fd00::5]:6443");

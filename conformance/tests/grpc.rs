@@ -363,7 +363,7 @@ async fn a_denied_clusters_streams_end() -> anyhow::Result<()> {
     // b's stream is open; its status resync request and heartbeats were sent.
     let open = [("data_type", data_type::MANIFEST_BUNDLES)];
     ensure!(prom::value(&samples, "ocm_grpc_subscriptions", &open)? == 1.0);
-    ensure!(prom::value(&samples, "grpc_server_ce_message_sent_total", &bundles)? >= 3.0);
+    ensure!(prom::value(&samples, "grpc_server_ce_msg_sent_total", &bundles)? >= 3.0);
     Ok(())
 }
 

@@ -420,7 +420,8 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
 /// A hub listening on every address and told the address agents reach it at
 /// (`--advertise-address`, here the loopback alias 127.0.0.2) names that address in its join
 /// command and cluster-info (HTTPS and gRPC), its certificate covers it and every `--tls-san`
-/// (and no other name), and an agent joined through the printed command works over both.
+/// (a name it was not given fails), and an agent joined through the printed command works over
+/// both. (127.0.0.2 is loopback on Linux, where the suite runs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_advertised_address_is_what_agents_are_told_and_reach() -> anyhow::Result<()> {
     let hub = TestHub::start_with(Backend::Memory, |c| {

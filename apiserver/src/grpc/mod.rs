@@ -434,6 +434,8 @@ impl Grpc {
         let ns = route.namespace(cluster);
         let name = if route.owner == routes::Owner::Name { cluster } else { "" };
         let attrs = Attributes::resource("watch", &rt.group, &rt.plural, &ns, name);
+        // Taken before the check, so no RBAC change between the two goes unseen.
+        let mut rbac = self.state.access.changes();
         self.authorize(&user, &attrs)?;
         let sub = self.broker.subscribe(cluster, route.data_type);
         if route.bundles {
@@ -461,7 +463,7 @@ impl Grpc {
         tracing::debug!(cluster, data_type = route.data_type, user = %user.name, "subscribed");
         // As a REST watch does, an open stream is authorized again whenever RBAC changes: a
         // cluster denied or deleted (its agent's RBAC removed) loses its streams at once.
-        let (state, mut rbac) = (Arc::clone(&self.state), self.state.access.changes());
+        let state = Arc::clone(&self.state);
         let stream = async_stream::stream! {
             let mut sub = sub;
             loop {
