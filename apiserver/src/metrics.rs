@@ -123,7 +123,6 @@ pub struct Metrics {
 /// The gRPC CloudEvents server's families: OCM sdk-go's (`server/grpc/metrics`) names, labels
 /// and buckets, except its `cluster` label (at 10,000 clusters, one series per cluster, data
 /// type, method and code would outweigh the agents' own state), plus the open subscriptions.
-#[derive(Clone)]
 struct GrpcFamilies {
     called: IntCounterVec,
     processed: IntCounterVec,
@@ -480,7 +479,8 @@ impl Metrics {
             open
         });
         GrpcCall {
-            families: g.clone(),
+            processed: g.processed.clone(),
+            duration: g.duration.clone(),
             data_type,
             method,
             sent: g.sent.with_label_values(&[data_type, method]),
@@ -697,7 +697,8 @@ impl Drop for LongRunning {
 /// One gRPC call in progress (see [`Metrics::grpc_call`]). A call dropped before it ended (the
 /// client went away) ends as `Canceled`.
 pub struct GrpcCall {
-    families: GrpcFamilies,
+    processed: IntCounterVec,
+    duration: HistogramVec,
     data_type: &'static str,
     method: &'static str,
     sent: prometheus::IntCounter,
@@ -719,12 +720,12 @@ impl GrpcCall {
             return;
         }
         let values = [self.data_type, self.method, grpc_code(code)];
-        self.families.processed.with_label_values(&values).inc();
+        self.processed.with_label_values(&values).inc();
         match &self.subscribed {
             Some(open) => open.dec(),
             None => {
                 let elapsed = self.started.elapsed().as_secs_f64();
-                self.families.duration.with_label_values(&values).observe(elapsed);
+                self.duration.with_label_values(&values).observe(elapsed);
             }
         }
     }

@@ -160,11 +160,26 @@ pub fn parse_host(text: &str) -> Result<String, String> {
         .map_err(|e| format!("{text:?} is neither an IP address nor a DNS name: {e}"))
 }
 
+/// `HOST:PORT`, an IPv6 address in brackets.
+fn authority(host: &str, port: u16) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
+}
+
 /// `https://HOST:PORT`, an IPv6 address in brackets.
 fn https_url(host: &str, port: u16) -> String {
-    match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V6(ip)) => format!("https://[{ip}]:{port}"),
-        _ => format!("https://{host}:{port}"),
+    format!("https://{}", authority(host, port))
+}
+
+/// The host clients are told for a listener bound at `bound`: the advertised one, else the
+/// bound address (loopback for an unspecified one, which only a client on this machine can use).
+fn told_host(advertised: Option<&str>, bound: SocketAddr) -> String {
+    match (advertised, bound.ip()) {
+        (Some(host), _) => host.to_owned(),
+        (None, ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        (None, ip) => ip.to_string(),
     }
 }
 
@@ -269,41 +284,28 @@ pub async fn run(
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr =
         listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
-    // The host clients are told: the advertised one, else the listen address (loopback for
-    // an unspecified one, which only a client on this machine can use).
-    let host = match (&config.advertise_address, addr.ip()) {
-        (Some(host), _) => host.clone(),
-        (None, ip) if ip.is_unspecified() => {
-            tracing::warn!(
-                listen = %addr,
-                "listening on every address, but telling agents 127.0.0.1: pass --advertise-address with the address or name other machines reach this hub at"
-            );
-            "127.0.0.1".to_owned()
-        }
-        (None, ip) => ip.to_string(),
-    };
+    let advertised = config.advertise_address.as_deref();
+    if advertised.is_none() && addr.ip().is_unspecified() {
+        tracing::warn!(
+            listen = %addr,
+            "listening on every address, but telling agents 127.0.0.1: pass --advertise-address with the address or name other machines reach this hub at"
+        );
+    }
+    let host = told_host(advertised, addr);
     // The gRPC listener (hub profile) and the URL agents are told.
     let grpc = match config.grpc_listen.filter(|_| config.profile == Profile::Hub) {
         Some(at) => {
             let bind = |source| ServeError::Bind { addr: at, source };
             let l = TcpListener::bind(at).await.map_err(bind)?;
             let bound = l.local_addr().map_err(bind)?;
-            // Agents are told the advertised host, else where gRPC listens (as for HTTPS).
-            let grpc_host = match (&config.advertise_address, bound.ip()) {
-                (Some(host), ip) => {
-                    if ip.is_loopback() {
-                        tracing::warn!(
-                            grpc_listen = %bound,
-                            advertised = %host,
-                            "gRPC listens on loopback only, so agents on other machines cannot stream their works: pass --grpc-listen with a reachable address (e.g. 0.0.0.0:8090)"
-                        );
-                    }
-                    host.clone()
-                }
-                (None, ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
-                (None, ip) => ip.to_string(),
-            };
-            Some((l, bound, https_url(&grpc_host, bound.port())))
+            if let Some(host) = advertised.filter(|_| bound.ip().is_loopback()) {
+                tracing::warn!(
+                    grpc_listen = %bound,
+                    advertised = %host,
+                    "gRPC listens on loopback only, so agents on other machines cannot stream their works: pass --grpc-listen with a reachable address (e.g. 0.0.0.0:8090)"
+                );
+            }
+            Some((l, bound, https_url(&told_host(advertised, bound), bound.port())))
         }
         None => None,
     };
@@ -378,7 +380,7 @@ pub async fn run(
         }
     }
     let state = Arc::new(ApiState {
-        discovery: Discovery::new(&registry.scheme, server_url.trim_start_matches("https://")),
+        discovery: Discovery::new(&registry.scheme, &authority(&host, addr.port())),
         openapi: crate::openapi::OpenApi::new(&registry.scheme),
         registry,
         ready: AtomicBool::new(false),
@@ -684,5 +686,9 @@ mod tests {
         }
         assert_eq!(https_url("fd00::5", 6443), "https://[fd00::5]:6443");
         assert_eq!(https_url("hub.example.com", 8090), "https://hub.example.com:8090");
+        let any: SocketAddr = ([0, 0, 0, 0], 6443).into();
+        assert_eq!(told_host(None, any), "127.0.0.1");
+        assert_eq!(told_host(Some("hub.example.com"), any), "hub.example.com");
+        assert_eq!(told_host(None, ([10, 0, 0, 5], 6443).into()), "10.0.0.5");
     }
 }

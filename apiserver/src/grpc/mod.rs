@@ -56,6 +56,8 @@ pub struct Grpc {
     state: Arc<ApiState>,
     routes: Arc<Routes>,
     broker: Arc<Broker>,
+    /// The hub's background tasks, which resync answers join (ended with the hub).
+    background: Background,
 }
 
 /// The status an agent reports for a work (OCM's `ManifestBundleStatus`; its spec echo is
@@ -82,7 +84,7 @@ impl Grpc {
     pub fn start(state: Arc<ApiState>, heartbeat: Duration, background: &Background) -> Grpc {
         let routes = Arc::new(Routes::new(&state.registry.scheme));
         let broker = Arc::new(Broker::default());
-        let grpc = Grpc { state, routes, broker };
+        let grpc = Grpc { state, routes, broker, background: background.clone() };
         for route in grpc.routes.all().iter().filter(|r| r.subscribe) {
             background.spawn(grpc.clone().fan_out(Arc::clone(route)));
         }
@@ -212,7 +214,7 @@ impl Grpc {
         // and waits apart from the request, whose agent may read only once it is answered.
         let (broker, cluster, data_type) =
             (Arc::clone(&self.broker), cluster.to_owned(), route.data_type);
-        tokio::spawn(async move {
+        self.background.spawn(async move {
             broker.deliver_waiting(&cluster, data_type, answer, RESYNC_PATIENCE).await;
         });
         Ok(())

@@ -738,7 +738,7 @@ mod works {
         latencies(&sent, &applied).await?;
         let done = start.elapsed();
         let (_, after) = hub_usage(pid)?;
-        let peak = ocm_conformance::hub::proc_status_kib(pid, "VmHWM")?;
+        let peak = super::hub::proc_status_kib(pid, "VmHWM")?;
         println!(
             "| agents | manifests KiB | all created | all received | all Applied | hub RSS before MiB | peak MiB | peak − before MiB | after MiB |"
         );
