@@ -41,9 +41,30 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Tries at a start on fresh ports when the ones picked were taken before etcd bound them.
+const START_ATTEMPTS: usize = 5;
+
 impl EtcdServer {
-    /// Starts a single-member etcd and waits until it reports healthy.
+    /// Starts a single-member etcd and waits until it reports healthy. A free port is picked
+    /// and then handed to etcd, so another process may take it in between (tests run in
+    /// parallel): etcd then exits with "address already in use", and the start is tried again
+    /// on new ports.
     pub fn start() -> anyhow::Result<EtcdServer> {
+        let mut attempt = 1;
+        loop {
+            match EtcdServer::start_once() {
+                Err(e)
+                    if attempt < START_ATTEMPTS
+                        && format!("{e:#}").contains("address already in use") =>
+                {
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn start_once() -> anyhow::Result<EtcdServer> {
         let binary = find_binary()?;
         let dir = tempfile::tempdir().context("creating etcd data dir")?;
         let (client_port, peer_port) = (free_port()?, free_port()?);
