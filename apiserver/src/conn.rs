@@ -1,4 +1,6 @@
-//! Per-connection HTTP/1 deadlines: the request head must arrive within a short time of its
+//! Per-connection HTTP/1 handling: deadlines, and letting go of an idle connection's buffers.
+//!
+//! Deadlines: the request head must arrive within a short time of its
 //! first byte (slowloris), while a keep-alive connection may sit idle between requests for much
 //! longer (an agent renewing its Lease every 10–60 s keeps one TLS session, not one per renewal).
 //!
@@ -10,6 +12,14 @@
 //! disarms it. Bytes that arrive while a response is still being sent (pipelining) are not
 //! timed; hyper's idle limit still bounds them. HTTP/2 connections (ALPN `h2`, or the h2 preface) are left alone: their pings
 //! and window updates arrive between requests by design, and h2 has its own limits.
+//!
+//! Idle connections: hyper keeps an 8 KiB read buffer and an 8 KiB header write buffer for
+//! every HTTP/1 connection as long as it lives, idle or not; at 10,000 agents that each renew
+//! every 10 s over their own keep-alive connection, that is most of the hub's memory per agent.
+//! [`serve_http1`] ends hyper's state for a connection that has been idle for [`PARK_AFTER`]
+//! and keeps only the TLS stream, waiting for the socket to become readable; then it serves the
+//! connection with a fresh hyper state. nginx does the same with its keep-alive connections
+//! (it frees their request buffers and waits on the socket).
 
 use std::future::Future;
 use std::io;
@@ -21,12 +31,23 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use hyper::body::{Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper::service::HttpService;
+use hyper_util::rt::TokioIo;
+use prometheus::IntGauge;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, MissedTickBehavior, Sleep};
+use tokio_rustls::server::TlsStream;
 
 /// The first bytes of an HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
+
+/// An HTTP/1 connection with no request and no byte for this long lets go of hyper's state and
+/// buffers (see the module docs). Far shorter than any heartbeat period, far longer than the
+/// gap between a client's requests in one exchange (an agent's Lease GET and UPDATE).
+pub const PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// What a connection's service tells its I/O: requests started, responses not yet finished.
 #[derive(Debug, Default)]
@@ -35,6 +56,8 @@ pub struct Requests {
     started: AtomicU64,
     /// Responses whose body has not been dropped yet.
     in_flight: AtomicUsize,
+    /// Reads that returned bytes (the parking check's sign of life).
+    reads: AtomicU64,
 }
 
 impl Requests {
@@ -48,6 +71,12 @@ impl Requests {
 
     fn idle(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) == 0
+    }
+
+    /// Requests started and reads so far: unchanged over a period, with nothing in flight,
+    /// means the connection was idle for that period.
+    fn activity(&self) -> (u64, u64) {
+        (self.started.load(Ordering::Acquire), self.reads.load(Ordering::Acquire))
     }
 }
 
@@ -105,12 +134,29 @@ pub struct HeadDeadline<T> {
     armed: Option<(Pin<Box<Sleep>>, u64)>,
     /// Whether any byte was read yet (the h2 preface check looks at the first read).
     started: bool,
+    /// Bytes read from `inner` by an earlier hyper state and not consumed by it, served
+    /// before `inner` is read again.
+    unread: Bytes,
 }
 
 impl<T> HeadDeadline<T> {
     /// Wraps `inner`; `h2` (from ALPN) turns the deadline off.
     pub fn new(inner: T, requests: Arc<Requests>, limit: Duration, h2: bool) -> HeadDeadline<T> {
-        HeadDeadline { inner, requests, limit, enabled: !h2, armed: None, started: false }
+        HeadDeadline {
+            inner,
+            requests,
+            limit,
+            enabled: !h2,
+            armed: None,
+            started: false,
+            unread: Bytes::new(),
+        }
+    }
+
+    /// Puts back bytes read but not consumed: the next reads return them first.
+    fn unread(&mut self, bytes: Bytes) {
+        debug_assert!(self.unread.is_empty());
+        self.unread = bytes;
     }
 
     /// Disarms once the head was handed to the service; returns whether the deadline passed.
@@ -132,7 +178,16 @@ impl<T: AsyncRead + Unpin> AsyncRead for HeadDeadline<T> {
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let polled = if this.unread.is_empty() {
+            Pin::new(&mut this.inner).poll_read(cx, buf)
+        } else {
+            let n = this.unread.len().min(buf.remaining());
+            buf.put_slice(&this.unread.split_to(n));
+            Poll::Ready(Ok(()))
+        };
+        if buf.filled().len() > before {
+            this.requests.reads.fetch_add(1, Ordering::AcqRel);
+        }
         if !this.enabled {
             return polled;
         }
@@ -191,3 +246,99 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for HeadDeadline<T> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+/// Serves one HTTP/1.1 connection until it closes, letting go of hyper's state and buffers
+/// whenever it has been idle for [`PARK_AFTER`] (see the module docs). `builder` holds the
+/// HTTP/1 settings; a connection with no request for `idle` is closed, parked or not.
+pub async fn serve_http1<S>(
+    mut io: HeadDeadline<TlsStream<TcpStream>>,
+    mut svc: S,
+    builder: &http1::Builder,
+    idle: Duration,
+    parked: &IntGauge,
+) -> Result<(), hyper::Error>
+where
+    S: HttpService<Incoming, ResBody = Body> + Unpin,
+    S::Future: Unpin,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let requests = Arc::clone(&io.requests);
+    let mut last_active = Instant::now();
+    loop {
+        let mut conn = builder.serve_connection(TokioIo::new(io), svc);
+        let mut tick = tokio::time::interval_at(Instant::now() + PARK_AFTER, PARK_AFTER);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut seen = requests.activity();
+        let mut parking = false;
+        std::future::poll_fn(|cx| {
+            while !parking && tick.poll_tick(cx).is_ready() {
+                let now = requests.activity();
+                if now == seen && requests.idle() {
+                    // hyper closes an idle connection's state at once, without touching the
+                    // I/O (`poll_without_shutdown`).
+                    Pin::new(&mut conn).graceful_shutdown();
+                    parking = true;
+                } else {
+                    seen = now;
+                    last_active = Instant::now();
+                }
+            }
+            conn.poll_without_shutdown(cx)
+        })
+        .await?;
+        let parts = conn.into_parts();
+        io = parts.io.into_inner();
+        svc = parts.service;
+        if !parking {
+            // The client closed, or asked to (`Connection: close`): end as hyper would.
+            let _ = tokio::time::timeout(SHUTDOWN_WAIT, io.shutdown()).await;
+            return Ok(());
+        }
+        if !parts.read_buf.is_empty() {
+            // Part of a head, read before it stalled: the next state reads it first (and
+            // the head deadline armed when it arrived still runs).
+            io.unread(parts.read_buf);
+            continue;
+        }
+        // Plaintext rustls decrypted but hyper did not take, or the peer's close_notify: the
+        // socket may never become readable again, so serve at once.
+        let (tcp, tls) = io.inner.get_mut();
+        let pending = tls
+            .process_new_packets()
+            .map_or(true, |s| s.plaintext_bytes_to_read() > 0 || s.peer_has_closed());
+        if pending {
+            continue;
+        }
+        let _parked = Parked::new(parked);
+        tokio::select! {
+            ready = tcp.readable() => {
+                if ready.is_err() {
+                    return Ok(());
+                }
+            }
+            _ = tokio::time::sleep_until(last_active + idle) => {
+                let _ = tokio::time::timeout(SHUTDOWN_WAIT, io.shutdown()).await;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One parked connection in the gauge, until dropped.
+struct Parked<'a>(&'a IntGauge);
+
+impl Parked<'_> {
+    fn new(gauge: &IntGauge) -> Parked<'_> {
+        gauge.inc();
+        Parked(gauge)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// How long closing a connection may take to send its TLS close_notify.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);

@@ -16,8 +16,8 @@ use ocm_proto::api::cluster::v1beta1::{
 };
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts,
-    TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, TextEncoder,
 };
 
 use crate::registry::Registry;
@@ -112,6 +112,9 @@ pub struct Metrics {
     pub csr_approvals: IntCounterVec,
     /// CSRs the signer answered, by result (`ocm_csr_signings_total`).
     pub csr_signings: IntCounterVec,
+    /// HTTP/1.1 connections idle with only their TLS session kept
+    /// (`ocm_http1_parked_connections`, [`crate::conn::serve_http1`]).
+    pub http1_parked: IntGauge,
     grpc: GrpcFamilies,
     scraped: Scraped,
     /// The group and resource of each storage prefix.
@@ -387,6 +390,14 @@ impl Metrics {
                 &["namespace"],
             ),
         };
+        let http1_parked = register(
+            &r,
+            IntGauge::with_opts(opts(
+                "ocm_http1_parked_connections",
+                "Open HTTP/1.1 connections idle for a second or more, holding only their TLS session until the next request.",
+            ))
+            .expect("valid gauge"),
+        );
         let build = gauge(
             &r,
             "ocm_build_info",
@@ -418,6 +429,7 @@ impl Metrics {
             scheduling,
             csr_approvals,
             csr_signings,
+            http1_parked,
             grpc,
             scraped,
             kinds,

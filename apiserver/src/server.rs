@@ -427,25 +427,38 @@ pub async fn run(
 
     let timeouts = config.timeouts;
     let https = Acceptor { tls: acceptor, state: tls, connections };
+    let parked = state.metrics.http1_parked.clone();
     accept_loop(listener, https, &background, shutdown, move |stream, who, peer| {
-        let router = router.clone();
+        let (router, parked) = (router.clone(), parked.clone());
         async move {
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let alpn = stream.get_ref().1.alpn_protocol();
+            let (h1, h2) = (alpn == Some(b"http/1.1"), alpn == Some(b"h2"));
             let requests = Arc::new(Requests::default());
             let io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
             let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                 let in_flight = requests.begin();
                 req.extensions_mut().insert(Arc::clone(&who));
                 let call = router.clone().oneshot(req.map(axum::body::Body::new));
-                async move {
+                // Boxed: an HTTP/1 connection hands its service from one hyper state to the
+                // next (`conn::serve_http1`), which needs an `Unpin` future.
+                Box::pin(async move {
                     let resp = call.await?;
                     Ok::<_, std::convert::Infallible>(resp.map(|b| Tracked::body(b, in_flight)))
-                }
+                })
             });
-            if let Err(e) = http_builder(timeouts)
-                .serve_connection(TokioIo::new(io), TowerToHyperService::new(svc))
-                .await
-            {
+            let svc = TowerToHyperService::new(svc);
+            // A client that chose HTTP/1.1 in its handshake (kube-rs, every agent on REST)
+            // gets the connection that lets go of its buffers while idle; HTTP/2 and clients
+            // that chose nothing get the auto-detecting server.
+            let served: Result<(), Box<dyn std::error::Error + Send + Sync>> = if h1 {
+                let http1 = http1_builder(timeouts);
+                crate::conn::serve_http1(io, svc, &http1, timeouts.idle, &parked)
+                    .await
+                    .map_err(Into::into)
+            } else {
+                http_builder(timeouts).serve_connection(TokioIo::new(io), svc).await
+            };
+            if let Err(e) = served {
                 tracing::debug!(%peer, error = %e, "connection ended");
             }
         }
@@ -575,7 +588,7 @@ pub(crate) fn http_builder(timeouts: Timeouts) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         // hyper's one timer runs while it waits for a head, idle or not: the idle limit.
         .header_read_timeout(timeouts.idle)
-        .max_headers(100);
+        .max_headers(MAX_HEADERS);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -587,6 +600,17 @@ pub(crate) fn http_builder(timeouts: Timeouts) -> auto::Builder<TokioExecutor> {
         .keep_alive_timeout(Duration::from_secs(10));
     builder
 }
+
+/// The HTTP/1.1 settings of [`http_builder`], for connections that chose HTTP/1.1 in their
+/// TLS handshake (served by [`crate::conn::serve_http1`]).
+fn http1_builder(timeouts: Timeouts) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(timeouts.idle).max_headers(MAX_HEADERS);
+    builder
+}
+
+/// Header fields an HTTP/1 request may carry.
+const MAX_HEADERS: usize = 100;
 
 /// Creates the default RBAC on first start (`cluster-admin` for `system:masters`, discovery and
 /// self-review rights for every authenticated user, OCM's bootstrap role); objects that exist

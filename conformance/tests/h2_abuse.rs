@@ -2,7 +2,8 @@
 //! the hub advertises its stream limit, a rapid-reset flood on one connection leaves the hub's
 //! memory bounded while a well-behaved client keeps being served without an error, a request
 //! with a thousand headers is refused with 431, and an HTTP/1.1 connection is cut off when a
-//! request head trickles in (slowloris) but kept while it idles between requests.
+//! request head trickles in (slowloris) but kept while it idles between requests, with its
+//! HTTP state let go (parked) while idle and nothing read before a pause lost.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -158,14 +159,21 @@ async fn http1_connection(
     Ok(tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp).await?)
 }
 
-/// Sends one GET on `conn` and reads its response (Content-Length framed) to the end; the
-/// status code.
+/// Sends one GET on `conn` and reads its response; the status code.
 async fn http1_get(
     conn: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
     path: &str,
 ) -> anyhow::Result<u16> {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::AsyncWriteExt as _;
     conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: hub\r\n\r\n").as_bytes()).await?;
+    http1_response(conn).await
+}
+
+/// Reads one response (Content-Length framed) on `conn` to the end; the status code.
+async fn http1_response(
+    conn: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) -> anyhow::Result<u16> {
+    use tokio::io::AsyncReadExt as _;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -258,6 +266,59 @@ async fn a_trickled_head_is_cut_off_and_an_idle_keep_alive_is_kept() -> anyhow::
     ensure!(http1_get(&mut idler, "/api/v1/namespaces").await? == 200);
     ensure!(!closes_within(&mut idler, idle / 2).await, "an idle connection went early");
     ensure!(closes_within(&mut idler, idle * 2).await, "an idle connection was kept");
+    hub.stop().await;
+    Ok(())
+}
+
+/// The hub's `ocm_http1_parked_connections`, read over HTTP/2 (which is never parked, so the
+/// reading itself does not move it).
+async fn parked(hub: &TestHub) -> anyhow::Result<f64> {
+    let mut send = h2_connection(hub).await?.ready().await?;
+    let (resp, _) = send.send_request(request(hub, "/metrics")?, true)?;
+    let resp = resp.await?;
+    ensure!(resp.status() == 200, "/metrics answered {}", resp.status());
+    let mut body = resp.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        body.flow_control().release_capacity(chunk.len())?;
+        text.extend_from_slice(&chunk);
+    }
+    let samples = ocm_conformance::prom::samples(&String::from_utf8(text)?)?;
+    ocm_conformance::prom::value(&samples, "ocm_http1_parked_connections", &[])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http1_connection_lets_go_of_its_state_and_is_served_again() -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let _serial = SERIAL.lock().await;
+    let hub = TestHub::start_with(Backend::Memory, |c| {
+        c.timeouts = ocm_apiserver::server::Timeouts {
+            head: Duration::from_secs(10),
+            idle: Duration::from_secs(20),
+        };
+    })
+    .await?;
+    let park = ocm_apiserver::conn::PARK_AFTER;
+    let before = parked(&hub).await?;
+
+    // Idle past the parking delay (it parks between one and two delays after its last
+    // request): counted as parked, then served on the same TLS session, and no longer parked.
+    let mut conn = http1_connection(&hub).await?;
+    ensure!(http1_get(&mut conn, "/api/v1/namespaces").await? == 200);
+    tokio::time::sleep(park * 2 + Duration::from_millis(500)).await;
+    let idle = parked(&hub).await?;
+    ensure!(idle == before + 1.0, "parked connections {before} before, {idle} while idle");
+    ensure!(http1_get(&mut conn, "/api/v1/namespaces").await? == 200, "not served after parking");
+    let busy = parked(&hub).await?;
+    ensure!(busy == before, "parked connections {busy} after the request, {before} before");
+
+    // Part of a head, then a pause past the parking delay, then the rest: the bytes read
+    // before the pause are not lost.
+    conn.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: hub\r\n").await?;
+    tokio::time::sleep(park * 3).await;
+    conn.write_all(b"\r\n").await?;
+    ensure!(http1_response(&mut conn).await? == 200, "a head split by a pause was not served");
     hub.stop().await;
     Ok(())
 }
