@@ -36,13 +36,13 @@ use hyper::server::conn::http1;
 use hyper::service::HttpService;
 use hyper_util::rt::TokioIo;
 use prometheus::IntGauge;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, MissedTickBehavior, Sleep};
 use tokio_rustls::server::TlsStream;
 
 /// The first bytes of an HTTP/2 connection (RFC 9113 §3.4).
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// An HTTP/1 connection with no request and no byte for this long lets go of hyper's state and
 /// buffers (see the module docs). Far shorter than any heartbeat period, far longer than the
@@ -245,6 +245,37 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for HeadDeadline<T> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// Reads a connection's first bytes (waiting at most `idle`) to tell HTTP/2's preface from an
+/// HTTP/1 request, and puts them back for the server that follows: `Some(true)` for HTTP/2,
+/// `None` when the client closed or sent nothing in time. For clients that chose no protocol
+/// in their TLS handshake (kube-rs chooses none for HTTP/1.1).
+pub async fn sniff_h2<T: AsyncRead + Unpin>(
+    io: &mut HeadDeadline<T>,
+    idle: Duration,
+) -> io::Result<Option<bool>> {
+    let mut got = Vec::with_capacity(H2_PREFACE.len());
+    let sniffed = tokio::time::timeout(idle, async {
+        let mut buf = [0u8; H2_PREFACE.len()];
+        loop {
+            let n = io.read(&mut buf[..H2_PREFACE.len() - got.len()]).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            got.extend_from_slice(&buf[..n]);
+            if !H2_PREFACE.starts_with(&got) {
+                return Ok(Some(false));
+            }
+            if got.len() == H2_PREFACE.len() {
+                return Ok(Some(true));
+            }
+        }
+    })
+    .await
+    .unwrap_or(Ok(None));
+    io.unread(Bytes::from(got));
+    sniffed
 }
 
 /// Serves one HTTP/1.1 connection until it closes, letting go of hyper's state and buffers

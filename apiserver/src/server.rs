@@ -431,10 +431,9 @@ pub async fn run(
     accept_loop(listener, https, &background, shutdown, move |stream, who, peer| {
         let (router, parked) = (router.clone(), parked.clone());
         async move {
-            let alpn = stream.get_ref().1.alpn_protocol();
-            let (h1, h2) = (alpn == Some(b"http/1.1"), alpn == Some(b"h2"));
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
             let requests = Arc::new(Requests::default());
-            let io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
+            let mut io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
             let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                 let in_flight = requests.begin();
                 req.extensions_mut().insert(Arc::clone(&who));
@@ -447,16 +446,21 @@ pub async fn run(
                 })
             });
             let svc = TowerToHyperService::new(svc);
-            // A client that chose HTTP/1.1 in its handshake (kube-rs, every agent on REST)
-            // gets the connection that lets go of its buffers while idle; HTTP/2 and clients
-            // that chose nothing get the auto-detecting server.
-            let served: Result<(), Box<dyn std::error::Error + Send + Sync>> = if h1 {
+            // HTTP/1 (kube-rs and every agent on REST, which choose no protocol in the TLS
+            // handshake, or a client that chose HTTP/1.1) gets the server that lets go of a
+            // connection's buffers while it idles; HTTP/2 (chosen, or its preface) hyper's.
+            let h2 = h2
+                || match crate::conn::sniff_h2(&mut io, timeouts.idle).await {
+                    Ok(Some(h2)) => h2,
+                    Ok(None) | Err(_) => return,
+                };
+            let served: Result<(), Box<dyn std::error::Error + Send + Sync>> = if h2 {
+                http_builder(timeouts).serve_connection(TokioIo::new(io), svc).await
+            } else {
                 let http1 = http1_builder(timeouts);
                 crate::conn::serve_http1(io, svc, &http1, timeouts.idle, &parked)
                     .await
                     .map_err(Into::into)
-            } else {
-                http_builder(timeouts).serve_connection(TokioIo::new(io), svc).await
             };
             if let Err(e) = served {
                 tracing::debug!(%peer, error = %e, "connection ended");

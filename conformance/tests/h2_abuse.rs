@@ -19,8 +19,16 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// An HTTP/2 connection to the hub as the admin, spoken with the `h2` crate's client.
 async fn h2_connection(hub: &TestHub) -> anyhow::Result<h2::client::SendRequest<Bytes>> {
+    h2_connection_with(hub, vec![b"h2".to_vec()]).await
+}
+
+/// [`h2_connection`] with `alpn` offered in the TLS handshake (none: prior knowledge).
+async fn h2_connection_with(
+    hub: &TestHub,
+    alpn: Vec<Vec<u8>>,
+) -> anyhow::Result<h2::client::SendRequest<Bytes>> {
     let mut tls = hub.admin_tls()?;
-    tls.alpn_protocols = vec![b"h2".to_vec()];
+    tls.alpn_protocols = alpn;
     let addr = hub.url.trim_start_matches("https://").to_owned();
     let tcp = tokio::net::TcpStream::connect(&addr).await?;
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
@@ -46,6 +54,10 @@ async fn the_stream_limit_is_advertised() -> anyhow::Result<()> {
     ensure!(resp.status() == 200, "{}", resp.status());
     let limit = send.current_max_send_streams();
     ensure!(limit == ocm_apiserver::server::MAX_CONCURRENT_STREAMS as usize, "advertised {limit}");
+    // HTTP/2 with prior knowledge: no protocol chosen in the handshake, the preface tells.
+    let mut send = h2_connection_with(&hub, Vec::new()).await?.ready().await?;
+    let (resp, _) = send.send_request(request(&hub, "/api/v1/namespaces")?, true)?;
+    ensure!(resp.await?.status() == 200, "HTTP/2 with prior knowledge was not served");
     hub.stop().await;
     Ok(())
 }
@@ -148,12 +160,20 @@ async fn a_thousand_headers_are_refused() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A raw HTTP/1.1 connection to the hub as the admin.
+/// A raw HTTP/1.1 connection to the hub as the admin, `http/1.1` chosen in the handshake.
 async fn http1_connection(
     hub: &TestHub,
 ) -> anyhow::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    http1_connection_with(hub, vec![b"http/1.1".to_vec()]).await
+}
+
+/// [`http1_connection`] with `alpn` offered (none, as kube-rs's HTTP/1 client).
+async fn http1_connection_with(
+    hub: &TestHub,
+    alpn: Vec<Vec<u8>>,
+) -> anyhow::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     let mut tls = hub.admin_tls()?;
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tls.alpn_protocols = alpn;
     let tcp = tokio::net::TcpStream::connect(hub.url.trim_start_matches("https://")).await?;
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
     Ok(tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp).await?)
@@ -304,7 +324,8 @@ async fn an_idle_http1_connection_lets_go_of_its_state_and_is_served_again() -> 
 
     // Idle past the parking delay (it parks between one and two delays after its last
     // request): counted as parked, then served on the same TLS session, and no longer parked.
-    let mut conn = http1_connection(&hub).await?;
+    // No protocol chosen in the handshake, as kube-rs does.
+    let mut conn = http1_connection_with(&hub, Vec::new()).await?;
     ensure!(http1_get(&mut conn, "/api/v1/namespaces").await? == 200);
     tokio::time::sleep(park * 2 + Duration::from_millis(500)).await;
     let idle = parked(&hub).await?;
