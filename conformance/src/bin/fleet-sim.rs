@@ -239,6 +239,10 @@ async fn join_agents(
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let bin = hub_binary(args.hub.clone())?;
+    // The renewing agents' clients, kept (connections open) until the hub is stopped: the
+    // closing scrape sees the fleet connected, and the hub is stopped with it (declared
+    // before `hub`, so dropped after it).
+    let mut connected: Vec<kube::Client> = Vec::new();
     let hub = start_hub(&bin, args.agents).await?;
     let client = admin(&hub).await?;
     let token = create_token(&client).await?;
@@ -354,13 +358,20 @@ async fn main() -> anyhow::Result<()> {
                         }
                         next += period;
                     }
+                    c
                 }));
             }
+            // Every agent keeps its connection open (until the hub stops): RSS is the hub's
+            // with all agents connected, as in a fleet.
+            let mut open = Vec::with_capacity(tasks.len());
             for t in tasks {
-                t.await?;
+                open.push(t.await?);
             }
             let took = began.elapsed().as_secs_f64();
             let (cpu1, rss) = hub_usage(pid)?;
+            // (A hub from before parking has no such gauge.)
+            let parked = parked(&client).await.map_or("-".to_owned(), |n| n.to_string());
+            connected.extend(open);
             let secs = took.max(duration.as_secs_f64());
             let h = hist.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
             let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -380,6 +391,7 @@ async fn main() -> anyhow::Result<()> {
                 rss as f64 / 1024.0,
                 (rss.saturating_sub(rss_base)) as f64 / args.agents as f64,
             );
+            println!("HTTP/1 connections parked at the end of the window: {parked}");
         }
         "works" | "fanout" => {
             let mut dirs = Vec::new();
@@ -422,6 +434,13 @@ async fn scrape(client: &kube::Client, agents: usize) -> anyhow::Result<()> {
         text.len() as f64 / 1024.0
     );
     Ok(())
+}
+
+/// The hub's `ocm_http1_parked_connections`.
+async fn parked(client: &kube::Client) -> anyhow::Result<f64> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let samples = ocm_conformance::prom::samples(&client.request_text(req).await?)?;
+    ocm_conformance::prom::value(&samples, "ocm_http1_parked_connections", &[])
 }
 
 /// The `works` mode: simulated gRPC work agents and ManifestWork delivery.
