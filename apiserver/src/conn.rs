@@ -37,9 +37,7 @@ use hyper::service::HttpService;
 use hyper_util::rt::TokioIo;
 use prometheus::IntGauge;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, MissedTickBehavior, Sleep};
-use tokio_rustls::server::TlsStream;
 
 /// The first bytes of an HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -282,7 +280,7 @@ pub async fn sniff_h2<T: AsyncRead + Unpin>(
 /// whenever it has been idle for [`PARK_AFTER`] (see the module docs). `builder` holds the
 /// HTTP/1 settings; a connection with no request for `idle` is closed, parked or not.
 pub async fn serve_http1<S>(
-    mut io: HeadDeadline<TlsStream<TcpStream>>,
+    mut io: HeadDeadline<crate::server::Stream>,
     mut svc: S,
     builder: &http1::Builder,
     idle: Duration,
