@@ -413,7 +413,7 @@ async fn grpc_server(shared: &Shared) -> Result<String, AgentError> {
         Ok(url) => {
             let url = reachable_as(&url, &shared.id.hub);
             if dir.read(GRPC_SERVER_FILE)?.as_deref() != Some(url.as_str()) {
-                dir.write(GRPC_SERVER_FILE, url.as_bytes(), false)?;
+                dir.write_async(GRPC_SERVER_FILE, url.clone().into_bytes(), false).await?;
             }
             Ok(url)
         }
@@ -487,6 +487,9 @@ async fn status_loop(shared: Arc<Shared>) {
     loop {
         let period = shared.opts.healthcheck_period;
         let next = match shared.counted("status", report_status(&shared)).await {
+            // Accepted, and the hub's controller has not said so yet: report as soon as it
+            // has (within a second of acceptance, not a whole period later).
+            Ok(Report::Accepting) => ACCEPTING_RECHECK,
             // A write that lost a race with the hub's own status write is made again at once.
             Err(e) if matches!(&e, AgentError::Hub(kube::Error::Api(s)) if s.code == 409) => {
                 Duration::from_millis(100)
@@ -496,21 +499,35 @@ async fn status_loop(shared: Arc<Shared>) {
                 period.min(Duration::from_secs(5))
             }
             // A failing API server is rechecked every 5 s (OCM's), so it turns False in time.
-            Ok(()) if shared.failing_since.load(Ordering::Relaxed) != 0 => {
+            Ok(Report::Done) if shared.failing_since.load(Ordering::Relaxed) != 0 => {
                 period.min(Duration::from_secs(5))
             }
-            Ok(()) => period,
+            Ok(Report::Done) => period,
         };
         tokio::time::sleep(next).await;
     }
 }
+
+/// What a status report came to.
+enum Report {
+    /// Reported (or nothing to report: not accepted, or the clock out of sync).
+    Done,
+    /// `hubAcceptsClient` is set but the hub has not yet added `HubAcceptedManagedCluster`,
+    /// which comes within moments: look again soon. (OCM's agent watches its ManagedCluster;
+    /// this one polls, so without this its first report could wait a whole healthcheck period,
+    /// 60 s by default, after `klusterlet join` returned on acceptance.)
+    Accepting,
+}
+
+/// How soon a cluster being accepted is looked at again.
+const ACCEPTING_RECHECK: Duration = Duration::from_secs(1);
 
 /// How long the cluster's API server must fail before it is reported unavailable (OCM's).
 const UNAVAILABLE_AFTER: i64 = 20;
 /// Custom claims reported at most (OCM's `--max-custom-cluster-claims`).
 const MAX_CUSTOM_CLAIMS: usize = 20;
 
-async fn report_status(shared: &Shared) -> Result<(), AgentError> {
+async fn report_status(shared: &Shared) -> Result<Report, AgentError> {
     let url = &shared.id.hub;
     let name = &shared.id.cluster_name;
     let clusters = reg::clusters(shared.client());
@@ -525,13 +542,15 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
     }
     let mut status = mc.status.clone().unwrap_or_default();
     if !is_condition_true(&status.conditions, api::v1::CONDITION_HUB_ACCEPTED) {
-        return Ok(()); // nothing to report before acceptance (and no right to)
+        // Nothing to report before acceptance (and no right to).
+        let accepting = mc.spec.as_ref().and_then(|s| s.hub_accepts_client) == Some(true);
+        return Ok(if accepting { Report::Accepting } else { Report::Done });
     }
     let synced =
         ocm_proto::api::meta::find_condition(&status.conditions, api::v1::CONDITION_CLOCK_SYNCED);
     if synced.is_some_and(|c| c.status == CONDITION_FALSE) {
         tracing::warn!("the hub says this clock is out of sync; not reporting status");
-        return Ok(());
+        return Ok(Report::Done);
     }
     let stamp = now();
     set_condition(
@@ -612,13 +631,13 @@ async fn report_status(shared: &Shared) -> Result<(), AgentError> {
         .flatten()
         .all(|(k, v)| current.pointer(&format!("/status/{k}")) == Some(v));
     if unchanged {
-        return Ok(());
+        return Ok(Report::Done);
     }
     clusters
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| hub::explain_certificate(url, e))?;
-    Ok(())
+    Ok(Report::Done)
 }
 
 /// Rotates the certificate when a fifth of its lifetime is left (OCM's threshold is 20–25 %).

@@ -66,6 +66,21 @@ impl DataDir {
         fs::rename(&tmp, &target).map_err(file_err(&target))
     }
 
+    /// [`DataDir::write`] on tokio's blocking pool: its `fsync` takes milliseconds, and an
+    /// agent's loops share their task (a simulator's thousand agents share two threads), so a
+    /// write made in a loop must not hold them meanwhile.
+    pub async fn write_async(
+        &self,
+        name: &'static str,
+        contents: Vec<u8>,
+        secret: bool,
+    ) -> Result<(), AgentError> {
+        let dir = self.clone();
+        tokio::task::spawn_blocking(move || dir.write(name, &contents, secret)).await.map_err(
+            |e| AgentError::File { path: self.file(name), detail: format!("write ended: {e}") },
+        )?
+    }
+
     /// Reads `name`, `None` when it does not exist.
     pub fn read(&self, name: &str) -> Result<Option<String>, AgentError> {
         let path = self.file(name);

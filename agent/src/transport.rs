@@ -77,8 +77,8 @@ pub fn journal_bytes(works: &BTreeMap<String, ManifestWork>) -> Vec<u8> {
 
 /// Writes the journal (atomically; the previous one stays whole until the rename). It holds
 /// every manifest, Secrets included, so only the agent's user may read it.
-pub fn save_journal(dir: &DataDir, bytes: &[u8]) -> Result<(), AgentError> {
-    dir.write(JOURNAL, bytes, true)
+pub async fn save_journal(dir: &DataDir, bytes: Vec<u8>) -> Result<(), AgentError> {
+    dir.write_async(JOURNAL, bytes, true).await
 }
 
 /// Where status and finalizer changes go.

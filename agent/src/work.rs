@@ -378,7 +378,7 @@ impl WorkAgent {
                 if let Sink::Grpc(link) = &self.sink {
                     link.hold(&known);
                 }
-                self.journal(&known, &mut journaled);
+                self.journal(&known, &mut journaled).await;
             }
         }
     }
@@ -536,10 +536,10 @@ impl WorkAgent {
     }
 
     /// Writes the journal when the works held changed (serialized once per pass).
-    fn journal(&self, known: &BTreeMap<String, ManifestWork>, last: &mut Vec<u8>) {
+    async fn journal(&self, known: &BTreeMap<String, ManifestWork>, last: &mut Vec<u8>) {
         let now = transport::journal_bytes(known);
         if now != *last {
-            match save_journal(&self.journal, &now) {
+            match save_journal(&self.journal, now.clone()).await {
                 Ok(()) => *last = now,
                 Err(e) => tracing::warn!(error = %e, "the work journal was not written"),
             }

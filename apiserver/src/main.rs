@@ -289,7 +289,7 @@ struct ServeArgs {
     /// did not issue (TokenReview), for aggregated mode.
     #[arg(long)]
     authentication_kubeconfig: Option<String>,
-    /// Connections served at once; more are closed on accept (each agent holds one).
+    /// Connections served at once; more are closed on accept (a running agent holds up to three).
     #[arg(long, default_value_t = ocm_apiserver::server::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections: usize,

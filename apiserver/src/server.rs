@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -505,6 +505,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     Fut: Future<Output = ()> + Send + 'static,
 {
     tokio::pin!(shutdown);
+    let (mut warned, mut refused) = (None, 0u64);
     loop {
         let (tcp, peer) = tokio::select! {
             _ = &mut shutdown => break,
@@ -518,7 +519,17 @@ pub(crate) async fn accept_loop<F, Fut>(
             },
         };
         let Ok(slot) = Arc::clone(&acceptor.connections).try_acquire_owned() else {
-            tracing::debug!(%peer, "too many connections");
+            // Agents retry, so this is seen as slow joins and late reports: said at most every
+            // 10 s, with how many were closed since.
+            refused += 1;
+            if warned.is_none_or(|at: Instant| at.elapsed() >= REFUSED_WARN_EVERY) {
+                tracing::warn!(
+                    %peer,
+                    closed = refused,
+                    "connection cap (--max-connections) reached: new connections are closed"
+                );
+                (warned, refused) = (Some(Instant::now()), 0);
+            }
             continue;
         };
         let (tls, state, serve) =
@@ -563,12 +574,17 @@ async fn handshake(
     }
 }
 
+/// How often a hub at its connection cap says so.
+const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// A client that has not finished its TLS handshake by then is dropped.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once by default (`--max-connections`); more are closed on accept.
-/// Every agent holds one, so this bounds the fleet one hub serves: 10,000 agents need more
-/// file descriptors than most defaults give (`ulimit -n`).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 16384;
+/// A running agent holds up to three (its REST client's, a second while its Lease and status
+/// requests overlap, its work stream), so this bounds the fleet one hub serves: 20,000 agents
+/// fit, and need more file descriptors than most defaults give (`ulimit -n`; the systemd unit
+/// raises it). An idle connection costs the hub about 5 KiB.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 65536;
 /// Concurrent HTTP/2 streams per connection (hyper's default, set explicitly: reliability.md
 /// §5.3).
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;

@@ -312,8 +312,8 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
     let printed = hub.join_command.clone().context("no join command printed on first start")?;
     ensure!(printed.contains("--ca-hash sha256:") && printed.contains(&hub.url), "{printed}");
     let dir = tempfile::tempdir()?;
+    // As a new user runs it: the agent's default healthcheck period (60 s).
     let mut args = printed_join(&printed, "c1", &cluster, dir.path());
-    args.extend(["--cluster-healthcheck-period", "1"].map(str::to_owned));
     let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     args.extend(["--metrics-listen".to_owned(), format!("127.0.0.1:{metrics_port}")]);
     let agent = Agent::spawn(&args, dir.path())?;
@@ -355,7 +355,17 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
             && out.contains("set hubAcceptsClient=true"),
         "{out}"
     );
-    let mc = until_available(&hub, &http, "c1").await.with_context(|| agent.output())?;
+    // Joined and Available within 10 s of the accept (the bound): the agent looks
+    // again within a second while the hub finishes accepting, not a healthcheck period later.
+    let mc = eventually("c1 joined and available", Duration::from_secs(10), || async {
+        let mc = cluster_obj(&hub, &http, "c1").await?;
+        Ok(mc.filter(|mc| {
+            status_of(mc, "ManagedClusterJoined") == "True"
+                && status_of(mc, "ManagedClusterConditionAvailable") == "True"
+        }))
+    })
+    .await
+    .with_context(|| agent.output())?;
     agent_metrics(&http, metrics_port).await?;
     ensure!(status_of(&mc, "HubAcceptedManagedCluster") == "True", "{mc}");
     ensure!(status_of(&mc, "ManagedClusterConditionClockSynced") == "True", "{mc}");

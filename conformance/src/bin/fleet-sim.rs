@@ -130,7 +130,10 @@ async fn start_hub(bin: &Path, agents: usize) -> anyhow::Result<Hub> {
         .arg("--data-dir")
         .arg(dir.path())
         .arg(format!("--auto-approve-identities=system:bootstrap:{TOKEN_ID}"))
-        .arg(format!("--max-connections={}", agents + 1024))
+        // A running agent holds up to three connections (its REST client's, a second while
+        // its Lease and status requests overlap, its work stream); over the cap the hub closes
+        // new ones, and an agent whose report was refused retries 5 s later.
+        .arg(format!("--max-connections={}", agents * 3 + 1024))
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()?;
