@@ -399,7 +399,7 @@ pub async fn run(
         metrics,
     });
     let router = crate::rest::router(Arc::clone(&state));
-    let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let connections = Arc::new(tokio::sync::Semaphore::new(connection_cap(config.max_connections)));
     let mut endpoints_body = json!({"https": server_url});
     let grpc_addr = grpc.as_ref().map(|(_, bound, _)| *bound);
     if let Some((grpc_listener, _, grpc_url)) = grpc {
@@ -574,6 +574,37 @@ async fn handshake(
     }
 }
 
+/// File descriptors kept for everything but connections: storage (sled's files and blob
+/// directory, etcd's client), certificates read at reload, the data dir.
+const FDS_RESERVED: u64 = 1024;
+
+/// The connection cap the process can honour: `wanted`, lowered to the open-file limit less
+/// [`FDS_RESERVED`]. The soft limit is first raised to the hard one (as Go's runtime does).
+/// Without this a fleet that opens more connections than the process has descriptors for
+/// takes the descriptors storage needs: an fsync that cannot open its directory fails, and
+/// the store refuses all further work.
+fn connection_cap(wanted: usize) -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            limit.current = limit.maximum;
+        }
+    }
+    let Some(files) = limit.current else { return wanted };
+    let fit = usize::try_from(files.saturating_sub(FDS_RESERVED).max(1)).unwrap_or(usize::MAX);
+    if fit < wanted {
+        tracing::warn!(
+            max_connections = wanted,
+            open_file_limit = files,
+            serving = fit,
+            "--max-connections is over what the open-file limit allows (less {FDS_RESERVED} for storage); raise `ulimit -n` (the systemd unit sets LimitNOFILE)"
+        );
+    }
+    fit.min(wanted)
+}
+
 /// How often a hub at its connection cap says so.
 const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -732,6 +763,22 @@ mod tests {
 
     /// An advertised host is an IP address (IPv6 with or without brackets) or a DNS name; the
     /// URLs put IPv6 in brackets.
+    #[test]
+    fn the_connection_cap_leaves_descriptors_for_storage() {
+        let files = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let cap = connection_cap(usize::MAX);
+        // After the call the soft limit is the hard one when it was lower (`None` is
+        // unlimited, and an unlimited hard limit is left alone).
+        let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let raised = if files.current < files.maximum { files.maximum } else { files.current };
+        assert_eq!(now.current, raised);
+        match now.current {
+            Some(n) => assert_eq!(cap as u64, n.saturating_sub(FDS_RESERVED).max(1)),
+            None => assert_eq!(cap, usize::MAX),
+        }
+        assert_eq!(connection_cap(10), 10, "a cap under the limit is kept");
+    }
+
     #[test]
     fn advertised_hosts_and_their_urls() {
         assert_eq!(parse_host("10.0.0.5").unwrap(), "10.0.0.5");
