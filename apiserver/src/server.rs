@@ -595,12 +595,25 @@ fn connection_cap(wanted: usize) -> usize {
     let Some(files) = limit.current else { return wanted };
     let fit = usize::try_from(files.saturating_sub(FDS_RESERVED).max(1)).unwrap_or(usize::MAX);
     if fit < wanted {
-        tracing::warn!(
-            max_connections = wanted,
-            open_file_limit = files,
-            serving = fit,
+        // A cap asked for is worth a warning; the default is lowered quietly.
+        let message = format!(
             "--max-connections is over what the open-file limit allows (less {FDS_RESERVED} for storage); raise `ulimit -n` (the systemd unit sets LimitNOFILE)"
         );
+        if wanted == DEFAULT_MAX_CONNECTIONS {
+            tracing::info!(
+                max_connections = wanted,
+                open_file_limit = files,
+                serving = fit,
+                "{message}"
+            );
+        } else {
+            tracing::warn!(
+                max_connections = wanted,
+                open_file_limit = files,
+                serving = fit,
+                "{message}"
+            );
+        }
     }
     fit.min(wanted)
 }
