@@ -486,29 +486,49 @@ async fn renew_lease(shared: &Shared) -> Result<(), AgentError> {
 async fn status_loop(shared: Arc<Shared>) {
     loop {
         let period = shared.opts.healthcheck_period;
-        let next = match shared.counted("status", report_status(&shared)).await {
-            // Accepted, and the hub's controller has not said so yet: report as soon as it
-            // has (within a second of acceptance, not a whole period later).
-            Ok(Report::Accepting) => ACCEPTING_RECHECK,
-            // A write that lost a race with the hub's own status write is made again at once.
-            Err(e) if matches!(&e, AgentError::Hub(kube::Error::Api(s)) if s.code == 409) => {
-                Duration::from_millis(100)
-            }
-            Err(e) => {
+        let outcome = shared.counted("status", report_status(&shared)).await;
+        if let Err(e) = &outcome {
+            if !is_conflict(e) {
                 tracing::warn!(error = %e, "status report failed; retrying");
-                period.min(Duration::from_secs(5))
             }
-            // A failing API server is rechecked every 5 s (OCM's), so it turns False in time.
-            Ok(Report::Done) if shared.failing_since.load(Ordering::Relaxed) != 0 => {
-                period.min(Duration::from_secs(5))
-            }
-            Ok(Report::Done) => period,
-        };
+        }
+        let failing = shared.failing_since.load(Ordering::Relaxed) != 0;
+        let next = next_report(&outcome, period, failing);
         tokio::time::sleep(next).await;
     }
 }
 
+/// How long after a report the next one is made.
+fn next_report(outcome: &Result<Report, AgentError>, period: Duration, failing: bool) -> Duration {
+    match outcome {
+        // Accepted, and the hub's controller has not said so yet: report as soon as it has
+        // (within a second of acceptance, not a whole period later).
+        Ok(Report::Accepting) => ACCEPTING_RECHECK,
+        // A write that lost a race with the hub's own status write is made again at once.
+        Err(e) if is_conflict(e) => Duration::from_millis(100),
+        Err(_) => period.min(Duration::from_secs(5)),
+        // A failing API server is rechecked every 5 s (OCM's), so it turns False in time.
+        Ok(Report::Done) if failing => period.min(Duration::from_secs(5)),
+        Ok(Report::Done) => period,
+    }
+}
+
+fn is_conflict(e: &AgentError) -> bool {
+    matches!(e, AgentError::Hub(kube::Error::Api(s)) if s.code == 409)
+}
+
+/// Whether `mc` is accepted on the hub (`None`: report) and, when not, what that comes to.
+fn acceptance(mc: &ManagedCluster) -> Option<Report> {
+    let conditions = mc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    if is_condition_true(conditions, api::v1::CONDITION_HUB_ACCEPTED) {
+        return None;
+    }
+    let accepting = mc.spec.as_ref().and_then(|s| s.hub_accepts_client) == Some(true);
+    Some(if accepting { Report::Accepting } else { Report::Done })
+}
+
 /// What a status report came to.
+#[derive(Debug, PartialEq, Eq)]
 enum Report {
     /// Reported (or nothing to report: not accepted, or the clock out of sync).
     Done,
@@ -540,12 +560,11 @@ async fn report_status(shared: &Shared) -> Result<Report, AgentError> {
             shared.lease_changed.notify_one();
         }
     }
-    let mut status = mc.status.clone().unwrap_or_default();
-    if !is_condition_true(&status.conditions, api::v1::CONDITION_HUB_ACCEPTED) {
-        // Nothing to report before acceptance (and no right to).
-        let accepting = mc.spec.as_ref().and_then(|s| s.hub_accepts_client) == Some(true);
-        return Ok(if accepting { Report::Accepting } else { Report::Done });
+    // Nothing to report before acceptance (and no right to).
+    if let Some(waiting) = acceptance(&mc) {
+        return Ok(waiting);
     }
+    let mut status = mc.status.clone().unwrap_or_default();
     let synced =
         ocm_proto::api::meta::find_condition(&status.conditions, api::v1::CONDITION_CLOCK_SYNCED);
     if synced.is_some_and(|c| c.status == CONDITION_FALSE) {
@@ -717,6 +736,45 @@ async fn rotate(shared: &Shared) -> Result<(), AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster whose `hubAcceptsClient` is set but which the hub has not yet marked
+    /// accepted is looked at again within a second; one not accepted waits its period, and
+    /// one accepted is reported.
+    #[test]
+    fn a_cluster_being_accepted_is_looked_at_again_soon() {
+        let mc = |accepts: bool, accepted: bool| -> ManagedCluster {
+            let conditions = if accepted {
+                json!([{"type": api::v1::CONDITION_HUB_ACCEPTED, "status": "True",
+                        "reason": "HubClusterAdminAccepted", "message": "",
+                        "lastTransitionTime": "2026-11-25T00:00:00Z"}])
+            } else {
+                json!([])
+            };
+            serde_json::from_value(json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1",
+                "kind": "ManagedCluster",
+                "metadata": {"name": "c1"},
+                "spec": {"hubAcceptsClient": accepts},
+                "status": {"conditions": conditions},
+            }))
+            .unwrap()
+        };
+        assert_eq!(acceptance(&mc(true, false)), Some(Report::Accepting));
+        assert_eq!(acceptance(&mc(false, false)), Some(Report::Done));
+        assert_eq!(acceptance(&mc(true, true)), None);
+
+        let period = Duration::from_secs(60);
+        assert_eq!(next_report(&Ok(Report::Accepting), period, false), ACCEPTING_RECHECK);
+        assert!(ACCEPTING_RECHECK <= Duration::from_secs(1));
+        assert_eq!(next_report(&Ok(Report::Done), period, false), period);
+        assert_eq!(next_report(&Ok(Report::Done), period, true), Duration::from_secs(5));
+        let status = json!({"status": "Failure", "message": "conflict", "reason": "Conflict",
+                            "code": 409});
+        let conflict = AgentError::Hub(kube::Error::Api(serde_json::from_value(status).unwrap()));
+        assert_eq!(next_report(&Err(conflict), period, false), Duration::from_millis(100));
+        let other = AgentError::Invalid("x".into());
+        assert_eq!(next_report(&Err(other), period, false), Duration::from_secs(5));
+    }
 
     #[test]
     fn a_loopback_grpc_server_is_reached_at_the_hubs_host() {
