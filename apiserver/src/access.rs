@@ -55,7 +55,7 @@ impl Access {
             };
             let rt = Arc::clone(rt);
             // The snapshot is applied before `start` returns, so the first request sees it.
-            let first = registry.cache.subscribe(&rt.prefix, Start::Snapshot).ok();
+            let first = registry.cache.subscribe(&rt.prefix, Start::Snapshot, None).ok();
             let known = match &first {
                 Some(sub) => access.load(&rt, &sub.initial, HashSet::new()),
                 None => HashSet::new(),
@@ -245,7 +245,7 @@ async fn follow(
                 }
             }
         }
-        match registry.cache.subscribe(&rt.prefix, Start::Snapshot) {
+        match registry.cache.subscribe(&rt.prefix, Start::Snapshot, None) {
             Ok(s) => {
                 known = access.load(&rt, &s.initial, std::mem::take(&mut known));
                 sub = Some(s);

@@ -399,6 +399,11 @@ struct KindState {
     history_start: u64,
     rev: u64,
     watchers: Vec<mpsc::Sender<Msg>>,
+    /// Watchers of one object (a `metadata.name` field selector), by its key: an event is
+    /// offered to those of its own key only, as kube-apiserver's watch cache triggers watchers
+    /// by an indexed field, so a thousand agents each watching their own object cost one send
+    /// per event, not a thousand.
+    named: HashMap<String, Vec<mpsc::Sender<Msg>>>,
     /// Watchers ended because their buffer was full, since start.
     terminated: u64,
 }
@@ -510,7 +515,7 @@ impl Cache {
                     prefix,
                     objects: st.items.len(),
                     history: st.history.len(),
-                    watchers: st.watchers.len(),
+                    watchers: st.watchers.len() + st.named.values().map(Vec::len).sum::<usize>(),
                     terminated: st.terminated,
                     rev: st.rev,
                 }
@@ -556,6 +561,7 @@ impl Cache {
             st.history_start = rev;
             st.rev = rev;
             st.watchers.clear();
+            st.named.clear();
         }
         self.rev.send_replace(rev);
         Ok(rev)
@@ -698,15 +704,22 @@ impl Cache {
         }
         st.rev = event.rev;
         // A watcher whose buffer is full is ended: dropping its sender closes its stream.
-        let KindState { watchers, terminated, .. } = &mut *st;
-        watchers.retain(|tx| match tx.try_send(Msg::Event(Arc::clone(&event))) {
+        let KindState { watchers, named, terminated, .. } = &mut *st;
+        let mut offer = |tx: &mpsc::Sender<Msg>| match tx.try_send(Msg::Event(Arc::clone(&event))) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 *terminated += 1;
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
-        });
+        };
+        watchers.retain(&mut offer);
+        if let Some(of_key) = named.get_mut(&event.object.key) {
+            of_key.retain(&mut offer);
+            if of_key.is_empty() {
+                named.remove(&event.object.key);
+            }
+        }
     }
 
     async fn progress(self: Arc<Cache>) {
@@ -724,7 +737,11 @@ impl Cache {
                 }
                 // A full buffer just misses this tick; closed watchers are dropped.
                 st.watchers.retain(|tx| !tx.is_closed());
-                for tx in &st.watchers {
+                st.named.retain(|_, of_key| {
+                    of_key.retain(|tx| !tx.is_closed());
+                    !of_key.is_empty()
+                });
+                for tx in st.watchers.iter().chain(st.named.values().flatten()) {
                     let _ = tx.try_send(Msg::Progress(rev));
                 }
             }
@@ -779,26 +796,33 @@ impl Cache {
         Ok(lock(self.kind(kind_prefix)?).items.get(key).cloned())
     }
 
-    /// Registers a watcher of a kind.
-    pub fn subscribe(&self, kind_prefix: &str, start: Start) -> Result<Subscription, ApiError> {
+    /// Registers a watcher of a kind, or of one object of it when `only` names its key.
+    pub fn subscribe(
+        &self,
+        kind_prefix: &str,
+        start: Start,
+        only: Option<&str>,
+    ) -> Result<Subscription, ApiError> {
         let global = self.revision();
         let (tx, live) = mpsc::channel(self.config.watcher_buffer);
         let mut st = lock(self.kind(kind_prefix)?);
         let (initial, rev) = match start {
             Start::Snapshot => {
                 let rev = st.rev.max(global);
-                let initial = st
-                    .items
-                    .values()
-                    .map(|o| {
-                        Arc::new(CacheEvent {
-                            kind: EventType::Added,
-                            rev: o.rev,
-                            object: Arc::clone(o),
-                            prev: None,
-                        })
+                let one = only.and_then(|key| st.items.get(key));
+                let initial = match only {
+                    Some(_) => Box::new(one.into_iter()) as Box<dyn Iterator<Item = _>>,
+                    None => Box::new(st.items.values()),
+                }
+                .map(|o| {
+                    Arc::new(CacheEvent {
+                        kind: EventType::Added,
+                        rev: o.rev,
+                        object: Arc::clone(o),
+                        prev: None,
                     })
-                    .collect();
+                })
+                .collect();
                 (initial, rev)
             }
             Start::After(from) => {
@@ -811,13 +835,16 @@ impl Cache {
                 let initial = st
                     .history
                     .iter()
-                    .filter(|(_, e)| e.rev > from)
+                    .filter(|(_, e)| e.rev > from && only.is_none_or(|k| e.object.key == k))
                     .map(|(_, e)| Arc::clone(e))
                     .collect::<Vec<_>>();
                 (initial, st.rev.max(global).max(from))
             }
         };
-        st.watchers.push(tx);
+        match only {
+            Some(key) => st.named.entry(key.to_owned()).or_default().push(tx),
+            None => st.watchers.push(tx),
+        }
         Ok(Subscription { initial, rev, live })
     }
 }

@@ -32,7 +32,7 @@ pub fn start(registry: Registry, background: &Background) {
 async fn watch_kind(registry: Registry, rt: Arc<ResourceType>, wake: Arc<Notify>) {
     loop {
         let from = registry.cache.revision();
-        let mut sub = match registry.cache.subscribe(&rt.prefix, Start::After(from)) {
+        let mut sub = match registry.cache.subscribe(&rt.prefix, Start::After(from), None) {
             Ok(s) => s,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;

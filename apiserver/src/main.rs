@@ -195,6 +195,16 @@ fn parse_signing_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+fn parse_queue_wait(text: &str) -> Result<Duration, String> {
+    let d = cli::parse_duration(text)?;
+    if d > Duration::from_secs(60) {
+        return Err(
+            "--request-queue-wait must be at most 60s (kube-apiserver's request timeout)".into()
+        );
+    }
+    Ok(d)
+}
+
 fn parse_ttl(text: &str) -> Result<Duration, String> {
     cli::parse_duration(text).and_then(cli::check_ttl)
 }
@@ -250,11 +260,11 @@ struct ServeArgs {
     /// What to serve: the OCM hub, or a plain Kubernetes API for agent tests.
     #[arg(long, value_enum, default_value = "hub")]
     profile: ProfileArg,
-    /// Most non-watch read requests served at once; more are answered 429 (kube-apiserver's flag).
+    /// Most non-watch read requests served at once; more wait in line (kube-apiserver's flag).
     #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_READONLY,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_requests_inflight: usize,
-    /// Most mutating requests served at once; more are answered 429 (kube-apiserver's flag).
+    /// Most mutating requests served at once; more wait in line (kube-apiserver's flag).
     #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_MUTATING,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_mutating_requests_inflight: usize,
@@ -266,6 +276,10 @@ struct ServeArgs {
     #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_LEASE_LANE,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     lease_requests_inflight: usize,
+    /// Longest a request over a limit waits in line for a seat before it is answered 429, as
+    /// API Priority and Fairness queues; 0s answers 429 at once.
+    #[arg(long, default_value = "5s", value_parser = parse_queue_wait)]
+    request_queue_wait: Duration,
     /// Serving certificate (PEM) instead of the one the hub issues itself; re-read on change.
     #[arg(long, requires = "tls_private_key_file")]
     tls_cert_file: Option<PathBuf>,
@@ -390,6 +404,7 @@ fn main() -> ExitCode {
     config.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.max_requests_inflight_per_user = args.max_requests_inflight_per_user;
     config.lease_requests_inflight = args.lease_requests_inflight;
+    config.request_queue_wait = args.request_queue_wait;
     config.tls_cert = args.tls_cert_file.zip(args.tls_private_key_file);
     config.client_ca_files = args.client_ca_file;
     config.requestheader_ca = args.requestheader_client_ca_file;

@@ -20,6 +20,7 @@ use prometheus::{
     IntGaugeVec, Opts, TextEncoder,
 };
 
+use crate::limits::Load;
 use crate::registry::Registry;
 use crate::scheme::{Profile, ResourceType};
 
@@ -138,6 +139,7 @@ struct GrpcFamilies {
 /// The families computed at scrape time.
 struct Scraped {
     inflight: IntGaugeVec,
+    inqueue: IntGaugeVec,
     objects: IntGaugeVec,
     cache_capacity: IntGaugeVec,
     cache_history: IntGaugeVec,
@@ -316,6 +318,12 @@ impl Metrics {
                 &r,
                 "apiserver_current_inflight_requests",
                 "[STABLE] Number of requests holding an in-flight seat at scrape time, per request kind (readOnly, mutating; the Lease lane has its own seats and is in neither).",
+                &["request_kind"],
+            ),
+            inqueue: gauge(
+                &r,
+                "apiserver_current_inqueue_requests",
+                "[ALPHA] Number of requests waiting in line for a seat at scrape time, per request kind (readOnly, mutating).",
                 &["request_kind"],
             ),
             objects: gauge(
@@ -519,11 +527,11 @@ impl Metrics {
     /// Everything, in Prometheus' text format, with the scrape-time families computed from the
     /// hub's watch cache now (on a blocking thread: a scrape reads every cluster, Lease, work and
     /// placement).
-    pub async fn render(self: &Arc<Self>, registry: &Registry, inflight: (usize, usize)) -> String {
+    pub async fn render(self: &Arc<Self>, registry: &Registry, load: Load) -> String {
         let (metrics, registry) = (Arc::clone(self), registry.clone());
         let job = tokio::task::spawn_blocking(move || {
             let _one = metrics.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            metrics.refresh(&registry, inflight);
+            metrics.refresh(&registry, load);
             let mut out = Vec::new();
             // Encoding into a Vec fails only on a family of an unknown type: none here.
             if let Err(e) = TextEncoder::new().encode(&metrics.registry.gather(), &mut out) {
@@ -534,10 +542,12 @@ impl Metrics {
         job.await.unwrap_or_default()
     }
 
-    fn refresh(&self, registry: &Registry, (readonly, mutating): (usize, usize)) {
+    fn refresh(&self, registry: &Registry, load: Load) {
         let s = &self.scraped;
-        s.inflight.with_label_values(&["readOnly"]).set(readonly as i64);
-        s.inflight.with_label_values(&["mutating"]).set(mutating as i64);
+        for (k, kind) in ["readOnly", "mutating"].into_iter().enumerate() {
+            s.inflight.with_label_values(&[kind]).set(load.inflight[k] as i64);
+            s.inqueue.with_label_values(&[kind]).set(load.queued[k] as i64);
+        }
         let capacity = registry.cache.config().history_per_kind as i64;
         for kind in registry.cache.stats() {
             let Some((group, resource)) = self.kinds.get(kind.prefix) else { continue };

@@ -302,7 +302,7 @@ where
 /// again.
 async fn follow(registry: Registry, watch: Watch, queue: Arc<Queue>) {
     loop {
-        let mut sub = match registry.cache.subscribe(&watch.rt.prefix, Start::Snapshot) {
+        let mut sub = match registry.cache.subscribe(&watch.rt.prefix, Start::Snapshot, None) {
             Ok(s) => s,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;

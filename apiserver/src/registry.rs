@@ -125,6 +125,22 @@ pub struct ListQuery {
     pub resource_version_match: Option<String>,
 }
 
+impl ListQuery {
+    /// The one object key the query can match, when its field selector pins `metadata.name`
+    /// (and `metadata.namespace`, for a namespaced kind across namespaces): such a list reads
+    /// that key, as kube-apiserver's storage serves it as a get (`MatchesSingle`), and such a
+    /// watch is offered that object's events only. The selectors still decide what matches.
+    pub fn single_key(&self, rt: &ResourceType, namespace: &str) -> Option<String> {
+        let fields = self.fields.as_ref()?;
+        let name = fields.pinned("metadata.name")?;
+        let namespace = match namespace {
+            "" if rt.namespaced => fields.pinned("metadata.namespace")?,
+            given => given,
+        };
+        Some(rt.key(namespace, name))
+    }
+}
+
 /// One page of a list.
 #[derive(Debug, Clone)]
 pub struct ListPage {
@@ -363,6 +379,14 @@ impl Registry {
     ) -> Result<ListPage, ApiError> {
         let prefix = rt.namespace_prefix(namespace);
         let matches = |o: &CachedObject| self.matches(rt, o, q);
+        // What the cache reads: only keys that start with the one key the selector pins, if it
+        // does (the store lists whole prefixes, which end with '/').
+        let scan = q.single_key(rt, namespace);
+        let cached = || {
+            let (items, rev) = self.cache.list(&rt.prefix, scan.as_deref().unwrap_or(&prefix))?;
+            let items = items.into_iter().filter(|o| matches(o)).collect();
+            Ok(ListPage { items, rev, continue_token: None })
+        };
         if let Some(token) = &q.continue_token {
             let (rev, after) = decode_continue(token, &prefix)?;
             return self.list_from_store(rt, &prefix, q, rev, Some(after)).await;
@@ -373,11 +397,7 @@ impl Registry {
                 let rev = parse_rv(rv)?;
                 self.list_from_store(rt, &prefix, q, Some(rev), None).await
             }
-            Some("0") => {
-                let (items, rev) = self.cache.list(&rt.prefix, &prefix)?;
-                let items = items.into_iter().filter(|o| matches(o)).collect();
-                Ok(ListPage { items, rev, continue_token: None })
-            }
+            Some("0") => cached(),
             Some(rv) => {
                 let n = parse_rv(rv)?;
                 if !self.cache.wait_for(n, Duration::from_secs(3)).await {
@@ -386,16 +406,12 @@ impl Registry {
                 if q.limit > 0 {
                     return self.list_from_store(rt, &prefix, q, None, None).await;
                 }
-                let (items, rev) = self.cache.list(&rt.prefix, &prefix)?;
-                let items = items.into_iter().filter(|o| matches(o)).collect();
-                Ok(ListPage { items, rev, continue_token: None })
+                cached()
             }
             None if q.limit > 0 => self.list_from_store(rt, &prefix, q, None, None).await,
             None => {
                 self.cache.sync().await?;
-                let (items, rev) = self.cache.list(&rt.prefix, &prefix)?;
-                let items = items.into_iter().filter(|o| matches(o)).collect();
-                Ok(ListPage { items, rev, continue_token: None })
+                cached()
             }
         }
     }

@@ -487,7 +487,8 @@ async fn serve(
     }
     // Seats are taken once the request is authorized (design §3's order), so what a caller may
     // not do never occupies one.
-    let _seat = state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs)?;
+    let _seat =
+        state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs).await?;
     match segments.as_slice() {
         ["api"] => discovery_root(state, req.headers(), true),
         ["apis"] => discovery_root(state, req.headers(), false),
@@ -514,7 +515,7 @@ async fn serve(
 
 /// `/metrics`: Prometheus' text format, version 0.0.4.
 async fn metrics_response(state: &ApiState) -> Response {
-    let body = state.metrics.render(&state.registry, state.inflight.in_use()).await;
+    let body = state.metrics.render(&state.registry, state.inflight.load()).await;
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")
@@ -1486,7 +1487,8 @@ async fn subscribe(
             if matches!(wr.start, WatchStart::After(_)) { Start::After(n) } else { Start::Snapshot }
         }
     };
-    Ok(cache.subscribe(&wr.target.rt.prefix, start))
+    let only = wr.query.single_key(&wr.target.rt, &wr.target.namespace);
+    Ok(cache.subscribe(&wr.target.rt.prefix, start, only.as_deref()))
 }
 
 fn watch_stream(

@@ -76,6 +76,8 @@ pub struct ServeConfig {
     pub max_requests_inflight_per_user: usize,
     /// Seats reserved for Lease reads and renewals (`--lease-requests-inflight`).
     pub lease_requests_inflight: usize,
+    /// Longest wait in line for a seat before 429 (`--request-queue-wait`; zero: no line).
+    pub request_queue_wait: Duration,
     /// Serving certificate and key files instead of the hub-issued pair (`--tls-cert-file`,
     /// `--tls-private-key-file`); either way re-read when they change.
     pub tls_cert: Option<(PathBuf, PathBuf)>,
@@ -128,6 +130,7 @@ impl ServeConfig {
             max_mutating_requests_inflight: crate::limits::DEFAULT_MUTATING,
             max_requests_inflight_per_user: crate::limits::DEFAULT_PER_IDENTITY,
             lease_requests_inflight: crate::limits::DEFAULT_LEASE_LANE,
+            request_queue_wait: crate::limits::DEFAULT_QUEUE_WAIT,
             tls_cert: None,
             client_ca_files: Vec::new(),
             requestheader_ca: None,
@@ -390,7 +393,8 @@ pub async fn run(
             config.max_mutating_requests_inflight,
             config.lease_requests_inflight,
             config.max_requests_inflight_per_user,
-        ),
+        )
+        .queue_wait(config.request_queue_wait),
         access,
         authn,
         delegate_authn,

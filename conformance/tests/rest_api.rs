@@ -440,6 +440,7 @@ per_backend!(
     content_negotiation,
     future_resource_versions,
     inflight_limit_is_too_many_requests,
+    a_read_over_the_limit_waits_for_a_seat,
     table_output,
 );
 
@@ -1707,6 +1708,27 @@ async fn watch_all_namespaces_and_by_name(b: Backend) -> anyhow::Result<()> {
     g.expect("ADDED", "x").await?;
     api.merge(&format!("{}/x", cms("a")), &json!({"data": {"k": "again"}})).await?.ok(200)?;
     g.expect("MODIFIED", "x").await?;
+
+    // Across namespaces, name and namespace pinned: only a/x, never b/x nor a/x2 (whose key
+    // a/x begins), whether listed (from the cache or a page of the store) or watched.
+    let pinned = enc("metadata.name=x,metadata.namespace=a");
+    let mut p = api
+        .watch(&format!("/api/v1/configmaps?fieldSelector={pinned}&resourceVersion=0&watch=true"))
+        .await?;
+    p.expect("ADDED", "x").await?;
+    api.create(&cms("a"), &cm("x2")).await?;
+    api.merge(&format!("{}/x", cms("b")), &json!({"data": {"k": "b"}})).await?.ok(200)?;
+    api.merge(&format!("{}/x", cms("a")), &json!({"data": {"k": "a"}})).await?.ok(200)?;
+    let e = p.expect("MODIFIED", "x").await?;
+    ensure!(e["metadata"]["namespace"] == "a" && e["data"]["k"] == "a", "{e}");
+    for query in ["", "&limit=1", "&resourceVersion=0"] {
+        let l = api.get(&format!("/api/v1/configmaps?fieldSelector={pinned}{query}")).await?;
+        let l = l.ok(200)?;
+        ensure!(names_of(&l)? == strs(&["x"]), "{query}: {l}");
+        ensure!(l["items"][0]["metadata"]["namespace"] == "a", "{l}");
+        let in_a = format!("{}?fieldSelector={}{query}", cms("a"), enc("metadata.name=x"));
+        ensure!(names_of(&api.get(&in_a).await?.ok(200)?)? == strs(&["x"]), "{query}");
+    }
     Ok(())
 }
 
@@ -2248,11 +2270,17 @@ async fn future_resource_versions(b: Backend) -> anyhow::Result<()> {
 // Overload and failures of the store (the remaining reasons of kube-api.md §5.8)
 // ---------------------------------------------------------------------------------------------
 
-/// With one read seat, a read beside a slow read (a GET waiting for a future resourceVersion)
-/// answers 429 `TooManyRequests` with `Retry-After`; mutating requests and watches do not
-/// compete for that seat, and the seat comes back.
+/// With one read seat and a short wait in line, a read beside a slow read (a GET waiting for a
+/// future resourceVersion) answers 429 `TooManyRequests` with `Retry-After` once it has waited;
+/// mutating requests and watches do not compete for that seat, and the seat comes back.
 async fn inflight_limit_is_too_many_requests(b: Backend) -> anyhow::Result<()> {
-    let api = Api::with(TestHub::start_with(b, |c| c.max_requests_inflight = 1).await?)?;
+    let api = Api::with(
+        TestHub::start_with(b, |c| {
+            c.max_requests_inflight = 1;
+            c.request_queue_wait = Duration::from_millis(300);
+        })
+        .await?,
+    )?;
     api.create(&cms("default"), &cm("x")).await?;
     let slow = format!("{}/x?resourceVersion={}", cms("default"), 1u64 << 50);
     let list = cms("default");
@@ -2310,6 +2338,43 @@ async fn inflight_limit_is_too_many_requests(b: Backend) -> anyhow::Result<()> {
         "the seat did not come back or the write was lost"
     );
     Ok(())
+}
+
+/// With one read seat and the default wait in line (5 s), a read beside a slow read (3 s) is
+/// not refused: it waits for the seat and is served once the slow read gives it back, as API
+/// Priority and Fairness queues.
+async fn a_read_over_the_limit_waits_for_a_seat(b: Backend) -> anyhow::Result<()> {
+    let api = Api::with(TestHub::start_with(b, |c| c.max_requests_inflight = 1).await?)?;
+    api.create(&cms("default"), &cm("x")).await?;
+    let slow = format!("{}/x?resourceVersion={}", cms("default"), 1u64 << 50);
+    for _ in 0..10 {
+        let held = api.get(&slow);
+        tokio::pin!(held);
+        // Give the slow read a head start so that it, not the probe, takes the seat.
+        if tokio::time::timeout(Duration::from_millis(200), &mut held).await.is_ok() {
+            continue; // it ended at once: try again
+        }
+        let x = format!("{}/x", cms("default"));
+        let probe = api.get(&x);
+        tokio::pin!(probe);
+        tokio::select! {
+            biased;
+            r = &mut probe => {
+                let r = r?;
+                ensure!(r.code == 200, "the probe was answered before the seat came back: {}", r.raw);
+                // The probe may have had the seat when the slow read arrived: try again.
+                held.await?;
+                continue;
+            }
+            r = &mut held => {
+                r?.failure(504, "Timeout")?;
+            }
+        }
+        let r = probe.await?;
+        ensure!(r.code == 200, "the read that waited in line was not served: {}", r.raw);
+        return Ok(());
+    }
+    anyhow::bail!("the slow read never held the seat")
 }
 
 /// A store that stops answering makes requests that need it 503 `ServiceUnavailable`; reads

@@ -133,7 +133,7 @@ impl Grpc {
         let cache = &self.state.registry.cache;
         let mut last = cache.revision();
         loop {
-            match cache.subscribe(&route.rt.prefix, Start::After(last)) {
+            match cache.subscribe(&route.rt.prefix, Start::After(last), None) {
                 Ok(mut sub) => {
                     for ev in &sub.initial {
                         self.forward(&route, ev);

@@ -17,6 +17,7 @@
 //!   every cluster as fast as possible; the time until every agent received it and until all are
 //!   `Applied`, and the hub's peak RSS above its RSS before the creates.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -285,6 +286,7 @@ async fn main() -> anyhow::Result<()> {
                 all.as_secs_f64(),
                 rss as f64 / 1024.0
             );
+            requests(&client).await?;
         }
         "renew" => {
             let mut dirs = Vec::new();
@@ -436,6 +438,30 @@ async fn scrape(client: &kube::Client, agents: usize) -> anyhow::Result<()> {
         times[4],
         text.len() as f64 / 1024.0
     );
+    Ok(())
+}
+
+/// Prints the hub's requests so far (`apiserver_request_total`) by verb, resource and code,
+/// most first: where a run's requests went, and how many were refused.
+async fn requests(client: &kube::Client) -> anyhow::Result<()> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let samples = ocm_conformance::prom::samples(&client.request_text(req).await?)?;
+    let mut rows: BTreeMap<(String, String, String), f64> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.name == "apiserver_request_total") {
+        let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
+        let mut resource = label("resource");
+        if let Some(sub) = s.labels.get("subresource").filter(|v| !v.is_empty()) {
+            resource = format!("{resource}/{sub}");
+        }
+        *rows.entry((label("verb"), resource, label("code"))).or_default() += s.value;
+    }
+    let mut rows: Vec<_> = rows.into_iter().collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("| verb | resource | code | requests |");
+    println!("|---|---|---:|---:|");
+    for ((verb, resource, code), n) in rows.iter().take(20) {
+        println!("| {verb} | {resource} | {code} | {n} |");
+    }
     Ok(())
 }
 
