@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::cluster::Cluster;
 use crate::error::AgentError;
 use crate::hub;
-use crate::registration::{self as reg, Acceptance, CsrState};
+use crate::registration::{self as reg, Acceptance};
 use crate::state::{DataDir, Identity};
 
 /// How the agent behaves.
@@ -169,55 +169,30 @@ pub async fn join(
             "CertificateSigningRequest {name} is waiting for the hub. On the hub, run:\n\n  ocm-hub accept {}\n",
             id.cluster_name
         )));
-        let cert = wait(&mut progress, "the hub to approve the certificate request", || async {
-            match reg::csr_state(&bootstrap, &req.hub, &name).await? {
-                CsrState::Issued(cert) => Ok(Some(cert)),
-                CsrState::Pending => Ok(None),
-            }
+        let what = "the hub to approve the certificate request";
+        let cert = reg::issued_certificate(&bootstrap, &req.hub, &name, |seconds| {
+            progress(Progress::Waiting { what: what.to_owned(), seconds })
         })
         .await?;
         reg::check_certificate(&cert, &key, &cn)?;
         dir.save_credentials(&cert, &key)?;
         progress(Progress::Step(format!("certificate issued for {cn}")));
     }
-    let clusters = reg::clusters(bootstrap);
-    wait(&mut progress, "the hub to accept the cluster", || async {
-        let mc = clusters.get(&id.cluster_name).await.map_err(|e| hub::explain(&req.hub, e))?;
-        match reg::acceptance(&serde_json::to_value(mc).unwrap_or_default()) {
+    let what = "the hub to accept the cluster";
+    reg::watch_until(
+        reg::clusters(bootstrap),
+        &id.cluster_name,
+        &req.hub,
+        |seconds| progress(Progress::Waiting { what: what.to_owned(), seconds }),
+        |mc| match reg::acceptance(&serde_json::to_value(mc).unwrap_or_default()) {
             Acceptance::Accepted => Ok(Some(())),
             Acceptance::Denied => Err(AgentError::Denied(id.cluster_name.clone())),
             Acceptance::Waiting => Ok(None),
-        }
-    })
+        },
+    )
     .await?;
     progress(Progress::Step(format!("cluster {} is accepted by the hub", id.cluster_name)));
     Ok(id)
-}
-
-/// Polls `check` until it yields, telling `progress` how long it has waited; a hub that is away
-/// is waited out, any other error ends the wait.
-async fn wait<T, F, Fut>(
-    progress: &mut impl FnMut(Progress),
-    what: &str,
-    mut check: F,
-) -> Result<T, AgentError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>, AgentError>>,
-{
-    let start = tokio::time::Instant::now();
-    loop {
-        match check().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => {}
-            Err(e) if e.is_unreachable() || e.is_busy() => {
-                tracing::debug!(error = %e, "hub away or busy while waiting")
-            }
-            Err(e) => return Err(e),
-        }
-        progress(Progress::Waiting { what: what.to_owned(), seconds: start.elapsed().as_secs() });
-        tokio::time::sleep(reg::POLL).await;
-    }
 }
 
 /// Repeats a request while the hub answers that it is busy (429, 5xx: many agents joining at
@@ -708,20 +683,13 @@ async fn rotate(shared: &Shared) -> Result<(), AgentError> {
         reg::create_csr(&client, &id.hub, &id.cluster_name, &request, shared.opts.cert_expiration)
             .await
             .map_err(refused)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let cert = loop {
-        if let CsrState::Issued(cert) =
-            reg::csr_state(&client, &id.hub, &name).await.map_err(refused)?
-        {
-            break cert;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(AgentError::Invalid(format!(
-                "renewal request {name} was not approved within 60 s"
-            )));
-        }
-        tokio::time::sleep(reg::POLL).await;
-    };
+    let issued = reg::issued_certificate(&client, &id.hub, &name, |_| {});
+    let cert = tokio::time::timeout(Duration::from_secs(60), issued)
+        .await
+        .map_err(|_| {
+            AgentError::Invalid(format!("renewal request {name} was not approved within 60 s"))
+        })?
+        .map_err(refused)?;
     let cn = api::agent_user(&id.cluster_name, &id.agent_name);
     let (nb, na) = reg::check_certificate(&cert, &key, &cn)?;
     shared.opts.data_dir.save_credentials(&cert, &key)?;

@@ -15,7 +15,7 @@ use crate::hub;
 
 /// OCM's limit: no new request while this many of the cluster's are outstanding.
 const MAX_PENDING_CSRS: usize = 10;
-/// How often the agent looks again while it waits on the hub.
+/// How long the agent pauses before it looks again at a hub that is away or busy.
 pub const POLL: Duration = Duration::from_millis(500);
 
 /// The ManagedCluster API on a hub client.
@@ -126,11 +126,10 @@ pub enum CsrState {
     Issued(String),
 }
 
-/// Looks at a request once: its certificate once issued; an error once denied or failed.
-pub async fn csr_state(hub: &kube::Client, url: &str, name: &str) -> Result<CsrState, AgentError> {
-    let api: Api<CertificateSigningRequest> = Api::all(hub.clone());
-    let csr = api.get(name).await.map_err(|e| hub::explain(url, e))?;
-    let status = csr.status.unwrap_or_default();
+/// Where a request stands: its certificate once issued; an error once denied or failed.
+pub fn csr_state(csr: &CertificateSigningRequest) -> Result<CsrState, AgentError> {
+    let name = csr.metadata.name.as_deref().unwrap_or_default();
+    let Some(status) = &csr.status else { return Ok(CsrState::Pending) };
     for c in status.conditions.iter().flatten() {
         if c.status == "True" && (c.type_ == "Denied" || c.type_ == "Failed") {
             return Err(AgentError::CsrRefused {
@@ -140,11 +139,95 @@ pub async fn csr_state(hub: &kube::Client, url: &str, name: &str) -> Result<CsrS
             });
         }
     }
-    match status.certificate {
-        Some(cert) if !cert.0.is_empty() => String::from_utf8(cert.0)
+    match &status.certificate {
+        Some(cert) if !cert.0.is_empty() => String::from_utf8(cert.0.clone())
             .map(CsrState::Issued)
             .map_err(|_| AgentError::Invalid(format!("certificate of {name} is not PEM"))),
         _ => Ok(CsrState::Pending),
+    }
+}
+
+/// Waits for the certificate of request `name`: its PEM once issued, an error once refused.
+pub async fn issued_certificate(
+    hub: &kube::Client,
+    url: &str,
+    name: &str,
+    waiting: impl FnMut(u64),
+) -> Result<String, AgentError> {
+    let api: Api<CertificateSigningRequest> = Api::all(hub.clone());
+    watch_until(api, name, url, waiting, |csr| {
+        Ok(match csr_state(csr)? {
+            CsrState::Issued(cert) => Some(cert),
+            CsrState::Pending => None,
+        })
+    })
+    .await
+}
+
+/// Watches object `name` of `api` until `check` yields, as OCM's agent waits on informers: one
+/// long-running request (which takes no in-flight seat on the hub), not a request every half
+/// second. `waiting` is told every second how long it has waited. A hub that is away or busy is
+/// waited out (the watch starts again after a pause); the object missing or deleted, and any
+/// other refusal, end the wait with an error.
+pub async fn watch_until<K, T>(
+    api: Api<K>,
+    name: &str,
+    url: &str,
+    mut waiting: impl FnMut(u64),
+    mut check: impl FnMut(&K) -> Result<Option<T>, AgentError>,
+) -> Result<T, AgentError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt as _;
+    use kube::runtime::watcher::{self, Event};
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}")).any_semantic();
+    let mut events = std::pin::pin!(watcher::watcher(api, config));
+    let start = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(1));
+    let mut paused_until = None;
+    let mut seen = false;
+    let gone = || AgentError::Invalid(format!("{name} is not on the hub (deleted?)"));
+    loop {
+        let event = tokio::select! {
+            e = events.next(), if paused_until.is_none() => e,
+            () = tokio::time::sleep_until(paused_until.unwrap_or(start)), if paused_until.is_some() => {
+                paused_until = None;
+                continue;
+            }
+            _ = tick.tick() => {
+                waiting(start.elapsed().as_secs());
+                continue;
+            }
+        };
+        match event {
+            Some(Ok(Event::Init)) => seen = false,
+            Some(Ok(Event::InitApply(obj) | Event::Apply(obj))) => {
+                seen = true;
+                if let Some(v) = check(&obj)? {
+                    return Ok(v);
+                }
+            }
+            Some(Ok(Event::InitDone)) if !seen => return Err(gone()),
+            Some(Ok(Event::InitDone)) => {}
+            Some(Ok(Event::Delete(_))) | None => return Err(gone()),
+            Some(Err(e)) => {
+                let e = match e {
+                    watcher::Error::InitialListFailed(e)
+                    | watcher::Error::WatchStartFailed(e)
+                    | watcher::Error::WatchFailed(e) => hub::explain(url, e),
+                    // History gone: the watcher lists again on its own.
+                    watcher::Error::WatchError(s) if s.code == 410 => continue,
+                    watcher::Error::WatchError(s) => hub::explain(url, kube::Error::Api(s)),
+                    e @ watcher::Error::NoResourceVersion => AgentError::Invalid(e.to_string()),
+                };
+                if !(e.is_unreachable() || e.is_busy()) {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, "hub away or busy while watching");
+                paused_until = Some(tokio::time::Instant::now() + POLL);
+            }
+        }
     }
 }
 

@@ -380,7 +380,9 @@ impl Registry {
         let prefix = rt.namespace_prefix(namespace);
         let matches = |o: &CachedObject| self.matches(rt, o, q);
         // What the cache reads: only keys that start with the one key the selector pins, if it
-        // does (the store lists whole prefixes, which end with '/').
+        // does. Such a list has at most one item, so the cache serves it even when a page is
+        // asked for (kube-rs' watcher lists with `limit=500`), where kube-apiserver reads the
+        // one key from etcd; the store lists whole prefixes only.
         let scan = q.single_key(rt, namespace);
         let cached = || {
             let (items, rev) = self.cache.list(&rt.prefix, scan.as_deref().unwrap_or(&prefix))?;
@@ -403,12 +405,15 @@ impl Registry {
                 if !self.cache.wait_for(n, Duration::from_secs(3)).await {
                     return Err(ApiError::too_large_resource_version(n, self.cache.revision()));
                 }
-                if q.limit > 0 {
+                // One key's list never needs a second page: the cache serves it whole.
+                if q.limit > 0 && scan.is_none() {
                     return self.list_from_store(rt, &prefix, q, None, None).await;
                 }
                 cached()
             }
-            None if q.limit > 0 => self.list_from_store(rt, &prefix, q, None, None).await,
+            None if q.limit > 0 && scan.is_none() => {
+                self.list_from_store(rt, &prefix, q, None, None).await
+            }
             None => {
                 self.cache.sync().await?;
                 cached()
