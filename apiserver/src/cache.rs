@@ -832,10 +832,12 @@ impl Cache {
                         st.history_start + 1
                     )));
                 }
+                // The history is in revision order: only its tail after `from` is read.
+                let after = st.history.partition_point(|(_, e)| e.rev <= from);
                 let initial = st
                     .history
-                    .iter()
-                    .filter(|(_, e)| e.rev > from && only.is_none_or(|k| e.object.key == k))
+                    .range(after..)
+                    .filter(|(_, e)| only.is_none_or(|k| e.object.key == k))
                     .map(|(_, e)| Arc::clone(e))
                     .collect::<Vec<_>>();
                 (initial, st.rev.max(global).max(from))

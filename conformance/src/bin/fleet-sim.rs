@@ -60,6 +60,12 @@ struct Args {
     /// The hub binary (default: the release build next to this one).
     #[arg(long)]
     hub: Option<PathBuf>,
+    /// Where the simulated agents keep their data dirs (default: /dev/shm where it exists,
+    /// else the temporary dir). Each real agent writes and fsyncs its files on its own cluster's
+    /// disk, not on the hub's: on the hub's disk, 1,000 agents' file writes would take CPU
+    /// from the hub on the shared cores.
+    #[arg(long)]
+    agent_dir: Option<PathBuf>,
 }
 
 /// The simulator's bootstrap token: its id is fixed so the hub can trust it from the start.
@@ -251,7 +257,12 @@ async fn main() -> anyhow::Result<()> {
     let client = admin(&hub).await?;
     let token = create_token(&client).await?;
     let ca = std::fs::read_to_string(hub.dir.path().join("pki/ca.crt"))?;
-    let root = tempfile::tempdir()?;
+    let shm = Path::new("/dev/shm");
+    let root = match &args.agent_dir {
+        Some(dir) => tempfile::tempdir_in(dir)?,
+        None if shm.is_dir() => tempfile::tempdir_in(shm)?,
+        None => tempfile::tempdir()?,
+    };
     let pid = hub.child.id();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (_, rss_base) = hub_usage(pid)?;
