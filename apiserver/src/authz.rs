@@ -30,6 +30,8 @@
 //! name the user, never on the total number of bindings.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::intern::{Symbol, symbol};
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
@@ -181,15 +183,15 @@ impl Decision {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyRule {
     #[serde(default)]
-    pub verbs: Vec<String>,
+    pub verbs: Vec<Symbol>,
     #[serde(rename = "apiGroups", default, skip_serializing_if = "Vec::is_empty")]
-    pub api_groups: Vec<String>,
+    pub api_groups: Vec<Symbol>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resources: Vec<String>,
+    pub resources: Vec<Symbol>,
     #[serde(rename = "resourceNames", default, skip_serializing_if = "Vec::is_empty")]
-    pub resource_names: Vec<String>,
+    pub resource_names: Vec<Symbol>,
     #[serde(rename = "nonResourceURLs", default, skip_serializing_if = "Vec::is_empty")]
-    pub non_resource_urls: Vec<String>,
+    pub non_resource_urls: Vec<Symbol>,
 }
 
 impl PolicyRule {
@@ -207,18 +209,19 @@ impl PolicyRule {
 
     /// `"*"` or the verb itself.
     pub fn verb_matches(&self, verb: &str) -> bool {
-        self.verbs.iter().any(|v| v == "*" || v == verb)
+        self.verbs.iter().any(|v| &**v == "*" || &**v == verb)
     }
 
     /// `"*"` or the group itself (`""` is the core group).
     pub fn api_group_matches(&self, group: &str) -> bool {
-        self.api_groups.iter().any(|g| g == "*" || g == group)
+        self.api_groups.iter().any(|g| &**g == "*" || &**g == group)
     }
 
     /// `"*"`, the resource with its subresource (`managedclusters/status`; plain
     /// `managedclusters` does not cover its subresources), or `*/<subresource>`.
     pub fn resource_matches(&self, resource: &str, subresource: &str) -> bool {
         self.resources.iter().any(|r| {
+            let r: &str = r;
             if r == "*" {
                 return true;
             }
@@ -240,13 +243,14 @@ impl PolicyRule {
     /// An empty list allows every name; a non-empty one only the names listed, so it never
     /// allows a request without a name (list, watch, create, deletecollection).
     pub fn resource_name_matches(&self, name: &str) -> bool {
-        self.resource_names.is_empty() || self.resource_names.iter().any(|n| n == name)
+        self.resource_names.is_empty() || self.resource_names.iter().any(|n| &**n == name)
     }
 
     /// `"*"`, the exact path, or a prefix ending in `*` (`/apis/*` covers `/apis/` and below,
     /// not `/apis`).
     pub fn non_resource_url_matches(&self, path: &str) -> bool {
         self.non_resource_urls.iter().any(|u| {
+            let u: &str = u;
             u == "*" || u == path || (u.ends_with('*') && path.starts_with(u.trim_end_matches('*')))
         })
     }
@@ -316,35 +320,35 @@ impl SubjectRules {
 #[derive(Debug, Default)]
 pub struct RbacIndex {
     /// Role rules by namespace, then name.
-    roles: HashMap<String, HashMap<String, Vec<PolicyRule>>>,
-    cluster_roles: HashMap<String, Vec<PolicyRule>>,
+    roles: HashMap<Symbol, HashMap<Symbol, Vec<PolicyRule>>>,
+    cluster_roles: HashMap<Symbol, Vec<PolicyRule>>,
     /// RoleBindings by namespace, then name.
-    role_bindings: HashMap<String, HashMap<String, Binding>>,
-    cluster_role_bindings: HashMap<String, Binding>,
+    role_bindings: HashMap<Symbol, HashMap<Symbol, Binding>>,
+    cluster_role_bindings: HashMap<Symbol, Binding>,
     /// ClusterRoleBinding names by subject.
     cluster_subjects: SubjectIndex,
     /// RoleBinding names by namespace, then subject.
-    namespace_subjects: HashMap<String, SubjectIndex>,
+    namespace_subjects: HashMap<Symbol, SubjectIndex>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RoleRef {
-    kind: String,
-    name: String,
+    kind: Symbol,
+    name: Symbol,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Subject {
-    kind: String,
-    name: String,
-    namespace: String,
+    kind: Symbol,
+    name: Symbol,
+    namespace: Symbol,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Binding {
-    name: String,
+    name: Symbol,
     /// `""` for a ClusterRoleBinding.
-    namespace: String,
+    namespace: Symbol,
     role_ref: RoleRef,
     subjects: Vec<Subject>,
 }
@@ -352,27 +356,30 @@ struct Binding {
 /// Binding names by the user name or group a subject stands for.
 #[derive(Debug, Default)]
 struct SubjectIndex {
-    users: HashMap<String, BTreeSet<String>>,
-    groups: HashMap<String, BTreeSet<String>>,
+    /// Sorted binding names: most subjects have one or two, which a set would hold in a whole
+    /// tree node.
+    users: HashMap<Symbol, Vec<Symbol>>,
+    groups: HashMap<Symbol, Vec<Symbol>>,
 }
 
 /// What a subject matches, once its namespace defaulting is applied.
 enum SubjectKey {
-    User(String),
-    Group(String),
+    User(Symbol),
+    Group(Symbol),
 }
 
 impl Subject {
     /// The user or group this subject matches in a binding of `binding_namespace` (`""` for a
     /// ClusterRoleBinding); `None` when it matches nobody.
     fn key(&self, binding_namespace: &str) -> Option<SubjectKey> {
-        match self.kind.as_str() {
+        match &*self.kind {
             "User" => Some(SubjectKey::User(self.name.clone())),
             "Group" => Some(SubjectKey::Group(self.name.clone())),
             "ServiceAccount" => {
                 let ns =
                     if self.namespace.is_empty() { binding_namespace } else { &self.namespace };
-                (!ns.is_empty()).then(|| SubjectKey::User(service_account_user(ns, &self.name)))
+                (!ns.is_empty())
+                    .then(|| SubjectKey::User(symbol(&service_account_user(ns, &self.name))))
             }
             _ => None,
         }
@@ -381,15 +388,15 @@ impl Subject {
     /// kube's `appliesToUser`.
     fn applies_to(&self, user: &UserInfo, binding_namespace: &str) -> bool {
         match self.key(binding_namespace) {
-            Some(SubjectKey::User(name)) => user.name == name,
-            Some(SubjectKey::Group(group)) => user.groups.contains(&group),
+            Some(SubjectKey::User(name)) => user.name == *name,
+            Some(SubjectKey::Group(group)) => user.groups.iter().any(|g| **g == *group),
             None => false,
         }
     }
 
     /// kube's `describeSubject`.
     fn describe(&self, binding_namespace: &str) -> String {
-        if self.kind == "ServiceAccount" {
+        if &*self.kind == "ServiceAccount" {
             let ns = if self.namespace.is_empty() { binding_namespace } else { &self.namespace };
             format!("{} {}", self.kind, go_quote(&format!("{}/{}", self.name, ns)))
         } else {
@@ -408,19 +415,19 @@ impl Binding {
                 subjects
                     .iter()
                     .map(|s| Subject {
-                        kind: string(s, "kind").to_string(),
-                        name: string(s, "name").to_string(),
-                        namespace: string(s, "namespace").to_string(),
+                        kind: symbol(string(s, "kind")),
+                        name: symbol(string(s, "name")),
+                        namespace: symbol(string(s, "namespace")),
                     })
                     .collect()
             })
             .unwrap_or_default();
         Some(Binding {
-            name: crate::object::name(obj).to_string(),
-            namespace: namespace.to_string(),
+            name: symbol(crate::object::name(obj)),
+            namespace: symbol(namespace),
             role_ref: RoleRef {
-                kind: string(role_ref, "kind").to_string(),
-                name: string(role_ref, "name").to_string(),
+                kind: symbol(string(role_ref, "kind")),
+                name: symbol(string(role_ref, "name")),
             },
             subjects,
         })
@@ -459,7 +466,10 @@ impl SubjectIndex {
                 SubjectKey::User(k) => (&mut self.users, k),
                 SubjectKey::Group(k) => (&mut self.groups, k),
             };
-            map.entry(k).or_default().insert(binding.name.clone());
+            let names = map.entry(k).or_default();
+            if let Err(at) = names.binary_search(&binding.name) {
+                names.insert(at, binding.name.clone());
+            }
         }
     }
 
@@ -470,7 +480,7 @@ impl SubjectIndex {
                 SubjectKey::Group(k) => (&mut self.groups, k),
             };
             if let Some(names) = map.get_mut(&k) {
-                names.remove(&binding.name);
+                names.retain(|n| *n != binding.name);
                 if names.is_empty() {
                     map.remove(&k);
                 }
@@ -485,12 +495,12 @@ impl SubjectIndex {
     /// The names of the bindings naming the user or one of its groups, sorted, each once.
     fn names_for<'a>(&'a self, user: &UserInfo) -> BTreeSet<&'a str> {
         let mut names = BTreeSet::new();
-        if let Some(n) = self.users.get(&user.name) {
-            names.extend(n.iter().map(String::as_str));
+        if let Some(n) = self.users.get(user.name.as_str()) {
+            names.extend(n.iter().map(|n| &**n));
         }
         for group in &user.groups {
-            if let Some(n) = self.groups.get(group) {
-                names.extend(n.iter().map(String::as_str));
+            if let Some(n) = self.groups.get(group.as_str()) {
+                names.extend(n.iter().map(|n| &**n));
             }
         }
         names
@@ -530,32 +540,26 @@ impl RbacIndex {
         };
         match kind {
             "Role" if !namespace.is_empty() => {
-                self.roles
-                    .entry(namespace.to_string())
-                    .or_default()
-                    .insert(name.to_string(), rules());
+                self.roles.entry(symbol(namespace)).or_default().insert(symbol(name), rules());
             }
             "ClusterRole" => {
-                self.cluster_roles.insert(name.to_string(), rules());
+                self.cluster_roles.insert(symbol(name), rules());
             }
             "RoleBinding" if !namespace.is_empty() => {
                 self.remove(kind, namespace, name);
                 if let Some(binding) = Binding::from_json(obj, namespace) {
-                    self.namespace_subjects
-                        .entry(namespace.to_string())
-                        .or_default()
-                        .insert(&binding);
+                    self.namespace_subjects.entry(symbol(namespace)).or_default().insert(&binding);
                     self.role_bindings
-                        .entry(namespace.to_string())
+                        .entry(symbol(namespace))
                         .or_default()
-                        .insert(name.to_string(), binding);
+                        .insert(symbol(name), binding);
                 }
             }
             "ClusterRoleBinding" => {
                 self.remove(kind, namespace, name);
                 if let Some(binding) = Binding::from_json(obj, "") {
                     self.cluster_subjects.insert(&binding);
-                    self.cluster_role_bindings.insert(name.to_string(), binding);
+                    self.cluster_role_bindings.insert(symbol(name), binding);
                 }
             }
             _ => {}
@@ -635,16 +639,16 @@ impl RbacIndex {
         let errors = self.visit_rules(user, namespace, |_, _, rule| {
             if !rule.resources.is_empty() {
                 out.resource_rules.push(ResourceRule {
-                    verbs: rule.verbs.clone(),
-                    api_groups: rule.api_groups.clone(),
-                    resources: rule.resources.clone(),
-                    resource_names: rule.resource_names.clone(),
+                    verbs: owned(&rule.verbs),
+                    api_groups: owned(&rule.api_groups),
+                    resources: owned(&rule.resources),
+                    resource_names: owned(&rule.resource_names),
                 });
             }
             if !rule.non_resource_urls.is_empty() {
                 out.non_resource_rules.push(NonResourceRule {
-                    verbs: rule.verbs.clone(),
-                    non_resource_urls: rule.non_resource_urls.clone(),
+                    verbs: owned(&rule.verbs),
+                    non_resource_urls: owned(&rule.non_resource_urls),
                 });
             }
             true
@@ -712,15 +716,15 @@ impl RbacIndex {
         role_ref: &RoleRef,
         binding_namespace: &str,
     ) -> Result<&[PolicyRule], String> {
-        match role_ref.kind.as_str() {
+        match &*role_ref.kind {
             "Role" => self
                 .roles
                 .get(binding_namespace)
-                .and_then(|roles| roles.get(&role_ref.name))
+                .and_then(|roles| roles.get(&*role_ref.name))
                 .map(Vec::as_slice)
                 .ok_or_else(|| format!("role.{RBAC_GROUP} {} not found", go_quote(&role_ref.name))),
             "ClusterRole" => {
-                self.cluster_roles.get(&role_ref.name).map(Vec::as_slice).ok_or_else(|| {
+                self.cluster_roles.get(&*role_ref.name).map(Vec::as_slice).ok_or_else(|| {
                     format!("clusterrole.{RBAC_GROUP} {} not found", go_quote(&role_ref.name))
                 })
             }
@@ -949,18 +953,22 @@ pub fn default_objects() -> Vec<Value> {
     out
 }
 
-fn to_strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
+fn to_strings(items: &[&str]) -> Vec<Symbol> {
+    items.iter().map(|s| symbol(s)).collect()
+}
+
+fn owned(symbols: &[Symbol]) -> Vec<String> {
+    symbols.iter().map(|s| s.to_string()).collect()
 }
 
 fn string<'a>(v: &'a Value, field: &str) -> &'a str {
     v.get(field).and_then(Value::as_str).unwrap_or("")
 }
 
-fn strings(v: &Value, field: &str) -> Vec<String> {
+fn strings(v: &Value, field: &str) -> Vec<Symbol> {
     v.get(field)
         .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|items| items.iter().filter_map(Value::as_str).map(symbol).collect())
         .unwrap_or_default()
 }
 

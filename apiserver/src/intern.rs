@@ -1,8 +1,10 @@
 //! Interning of large byte strings: equal contents are held once, however many objects (and
 //! versions of them) carry them — one ManifestWork's manifests sent to a thousand clusters, a
-//! big spec kept in the watch cache's history across its status updates.
+//! big spec kept in the watch cache's history across its status updates. Also of the short
+//! strings RBAC rules and bindings repeat for every cluster (verbs, groups, resources, the
+//! cluster's own name): [`symbol`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
@@ -75,6 +77,33 @@ pub fn intern(bytes: Vec<u8>) -> Bytes {
     Bytes::from_owner(Owner(held))
 }
 
+/// A short string held once however many holders carry it.
+pub type Symbol = Arc<str>;
+
+/// The process's symbols; swept of those nobody else holds when the set has doubled.
+#[derive(Default)]
+struct Symbols {
+    set: HashSet<Symbol>,
+    swept_at: usize,
+}
+
+static SYMBOLS: LazyLock<Mutex<Symbols>> = LazyLock::new(Mutex::default);
+
+/// `text` as a shared symbol: the held one when there is one, else a new one.
+pub fn symbol(text: &str) -> Symbol {
+    let mut symbols = SYMBOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(held) = symbols.set.get(text) {
+        return Arc::clone(held);
+    }
+    let held: Symbol = Arc::from(text);
+    symbols.set.insert(Arc::clone(&held));
+    if symbols.set.len() > 2 * symbols.swept_at.max(1024) {
+        symbols.set.retain(|s| Arc::strong_count(s) > 1);
+        symbols.swept_at = symbols.set.len();
+    }
+    held
+}
+
 /// `bytes` as `Bytes` without the spare capacity a grown `Vec` has (up to half of it), for bytes
 /// kept long but never shared.
 pub fn tight(mut bytes: Vec<u8>) -> Bytes {
@@ -120,5 +149,25 @@ mod tests {
         let (s1, s2) = (intern(b"short".to_vec()), intern(b"short".to_vec()));
         assert_eq!(&s1[..], b"short");
         assert_ne!(s1.as_ptr(), s2.as_ptr(), "short strings are not looked up");
+    }
+
+    #[test]
+    fn symbols_are_held_once_and_swept_when_unheld() {
+        let (a, b) = (symbol("managedclusters"), symbol("managedclusters"));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(&*a, "managedclusters");
+        // Unheld symbols are swept once the set doubles (enough are made here to get there,
+        // whatever other tests hold); held ones stay.
+        let n = {
+            let symbols = SYMBOLS.lock().unwrap();
+            2 * symbols.swept_at.max(1024) + symbols.set.len() + 1
+        };
+        for i in 0..n {
+            symbol(&format!("unheld-{i}"));
+        }
+        let symbols = SYMBOLS.lock().unwrap();
+        let unheld = symbols.set.iter().filter(|s| s.starts_with("unheld-")).count();
+        assert!(unheld < n, "{unheld} of {n} unheld symbols kept");
+        assert!(symbols.set.contains("managedclusters"));
     }
 }
