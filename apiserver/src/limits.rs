@@ -3,7 +3,8 @@
 //! client cannot take every seat, and a lane of its own for Lease reads and renewals so that
 //! agents' heartbeats get through any flood (a small analogue of API Priority and Fairness).
 //! As in APF, a request over a limit waits in line (first come, first served) for a bounded
-//! time and queue length, and only then is answered 429 `TooManyRequests` with `Retry-After`,
+//! time and queue length (the Lease lane excepted: a heartbeat over it is refused at once), and
+//! only then is answered 429 `TooManyRequests` with `Retry-After`,
 //! which client-go and kube-rs retry; long-running requests (watches) are not counted, as in
 //! Kubernetes, and `system:masters` is not capped per identity (APF's exempt level).
 
@@ -236,10 +237,12 @@ impl Inflight {
                 "the server has too many {what} requests in flight, please try again later"
             ))
         };
+        // The Lease lane does not queue: a heartbeat that cannot be served now is refused at
+        // once and sent again by its agent, rather than held behind others.
         let permit = match Arc::clone(pool).try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
-                if !self.enqueue(kind) {
+                if lease || !self.enqueue(kind) {
                     return Err(refused());
                 }
                 let _in_line = InLine { queued: &self.queued[kind], flow: None };
@@ -475,6 +478,11 @@ mod tests {
         assert_eq!(limits.load(), Load { inflight: [1, 0], queued: [0, 0] });
         drop(served);
         assert!(lock(&limits.flows).is_empty());
+        // The Lease lane does not queue: a renewal over it is refused at once.
+        let beat = limits.admit(&Method::PUT, false, &u, &renew()).await.unwrap();
+        let err = limits.admit(&Method::PUT, false, &u, &renew()).await.unwrap_err();
+        assert_eq!(err.code, 429);
+        drop(beat);
     }
 
     #[tokio::test]
