@@ -181,7 +181,9 @@ where
 {
     use futures::StreamExt as _;
     use kube::runtime::watcher::{self, Event};
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}")).any_semantic();
+    // The first list is the latest state (no resourceVersion): an object created a moment ago
+    // is in it even if the hub's watch cache has not applied the create yet.
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = std::pin::pin!(watcher::watcher(api, config));
     let start = tokio::time::Instant::now();
     let mut tick = tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(1));

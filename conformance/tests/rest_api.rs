@@ -1710,7 +1710,8 @@ async fn watch_all_namespaces_and_by_name(b: Backend) -> anyhow::Result<()> {
     g.expect("MODIFIED", "x").await?;
 
     // Across namespaces, name and namespace pinned: only a/x, never b/x nor a/x2 (whose key
-    // a/x begins), whether listed (from the cache or a page of the store) or watched.
+    // a/x begins), whether listed (latest, with a limit, or any: all served by that one key)
+    // or watched.
     let pinned = enc("metadata.name=x,metadata.namespace=a");
     let mut p = api
         .watch(&format!("/api/v1/configmaps?fieldSelector={pinned}&resourceVersion=0&watch=true"))
