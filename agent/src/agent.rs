@@ -10,11 +10,10 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use ocm_proto::api::cluster::{self as api, v1::ManagedCluster};
+use ocm_proto::api::cluster as api;
 use ocm_proto::api::meta::{
-    CONDITION_FALSE, CONDITION_TRUE, Condition, Time, condition, is_condition_true, set_condition,
+    CONDITION_FALSE, CONDITION_TRUE, Condition, Time, condition, set_condition,
 };
-use serde::Deserialize as _;
 use serde_json::json;
 
 use crate::cluster::Cluster;
@@ -184,10 +183,10 @@ pub async fn join(
         &id.cluster_name,
         &req.hub,
         |seconds| progress(Progress::Waiting { what: what.to_owned(), seconds }),
-        |mc| match reg::acceptance(&serde_json::to_value(mc).unwrap_or_default()) {
+        |mc| match reg::acceptance(&reg::managed_cluster(mc)?.0) {
             Acceptance::Accepted => Ok(Some(())),
             Acceptance::Denied => Err(AgentError::Denied(id.cluster_name.clone())),
-            Acceptance::Waiting => Ok(None),
+            Acceptance::Waiting | Acceptance::Accepting => Ok(None),
         },
     )
     .await?;
@@ -492,16 +491,6 @@ fn is_conflict(e: &AgentError) -> bool {
     matches!(e, AgentError::Hub(kube::Error::Api(s)) if s.code == 409)
 }
 
-/// Whether `mc` is accepted on the hub (`None`: report) and, when not, what that comes to.
-fn acceptance(mc: &ManagedCluster) -> Option<Report> {
-    let conditions = mc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-    if is_condition_true(conditions, api::v1::CONDITION_HUB_ACCEPTED) {
-        return None;
-    }
-    let accepting = mc.spec.as_ref().and_then(|s| s.hub_accepts_client) == Some(true);
-    Some(if accepting { Report::Accepting } else { Report::Done })
-}
-
 /// What a status report came to.
 #[derive(Debug, PartialEq, Eq)]
 enum Report {
@@ -509,8 +498,8 @@ enum Report {
     Done,
     /// `hubAcceptsClient` is set but the hub has not yet added `HubAcceptedManagedCluster`,
     /// which comes within moments: look again soon. (OCM's agent watches its ManagedCluster;
-    /// this one polls, so without this its first report could wait a whole healthcheck period,
-    /// 60 s by default, after `klusterlet join` returned on acceptance.)
+    /// this one reads it each period, so without this a cluster accepted again while its agent
+    /// runs, after a denial, would wait a whole healthcheck period, 60 s by default.)
     Accepting,
 }
 
@@ -527,17 +516,17 @@ async fn report_status(shared: &Shared) -> Result<Report, AgentError> {
     let name = &shared.id.cluster_name;
     let clusters = reg::clusters(shared.client());
     let obj = clusters.get(name).await.map_err(|e| hub::explain_certificate(url, e))?;
-    let current = serde_json::to_value(&obj).unwrap_or_default();
-    let mc = ManagedCluster::deserialize(&current)
-        .map_err(|e| AgentError::Invalid(format!("ManagedCluster {name}: {e}")))?;
+    let (mc, current) = reg::managed_cluster(&obj)?;
     if let Some(s) = mc.spec.as_ref().and_then(|s| s.lease_duration_seconds).filter(|s| *s > 0) {
         if shared.lease_seconds.swap(i64::from(s), Ordering::Relaxed) != i64::from(s) {
             shared.lease_changed.notify_one();
         }
     }
     // Nothing to report before acceptance (and no right to).
-    if let Some(waiting) = acceptance(&mc) {
-        return Ok(waiting);
+    match reg::acceptance(&mc) {
+        Acceptance::Accepted => {}
+        Acceptance::Accepting => return Ok(Report::Accepting),
+        Acceptance::Waiting | Acceptance::Denied => return Ok(Report::Done),
     }
     let mut status = mc.status.clone().unwrap_or_default();
     let synced =
@@ -710,7 +699,7 @@ mod tests {
     /// one accepted is reported.
     #[test]
     fn a_cluster_being_accepted_is_looked_at_again_soon() {
-        let mc = |accepts: bool, accepted: bool| -> ManagedCluster {
+        let mc = |accepts: bool, accepted: bool| -> api::v1::ManagedCluster {
             let conditions = if accepted {
                 json!([{"type": api::v1::CONDITION_HUB_ACCEPTED, "status": "True",
                         "reason": "HubClusterAdminAccepted", "message": "",
@@ -727,9 +716,10 @@ mod tests {
             }))
             .unwrap()
         };
-        assert_eq!(acceptance(&mc(true, false)), Some(Report::Accepting));
-        assert_eq!(acceptance(&mc(false, false)), Some(Report::Done));
-        assert_eq!(acceptance(&mc(true, true)), None);
+        assert_eq!(reg::acceptance(&mc(true, false)), Acceptance::Accepting);
+        assert_eq!(reg::acceptance(&mc(false, false)), Acceptance::Waiting);
+        assert_eq!(reg::acceptance(&mc(true, true)), Acceptance::Accepted);
+        assert_eq!(reg::acceptance(&mc(false, true)), Acceptance::Denied);
 
         let period = Duration::from_secs(60);
         assert_eq!(next_report(&Ok(Report::Accepting), period, false), ACCEPTING_RECHECK);

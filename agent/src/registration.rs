@@ -7,7 +7,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use ocm_proto::api::cluster as api;
+use ocm_proto::api::cluster::{self as api, v1::ManagedCluster};
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use crate::error::AgentError;
@@ -260,21 +261,37 @@ pub fn check_certificate(
 /// Where a cluster stands on the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acceptance {
+    /// Not accepted, and never decided.
     Waiting,
+    /// `hubAcceptsClient` is set; the hub has not yet said `HubAcceptedManagedCluster` (it does
+    /// within moments).
+    Accepting,
     Accepted,
     Denied,
 }
 
-/// The acceptance of a ManagedCluster object.
-pub fn acceptance(mc: &Value) -> Acceptance {
-    let accepts = mc.pointer("/spec/hubAcceptsClient") == Some(&Value::Bool(true));
-    let condition = mc
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|l| l.iter().find(|c| c["type"] == api::v1::CONDITION_HUB_ACCEPTED));
-    match (accepts, condition.and_then(|c| c["status"].as_str())) {
+/// The acceptance of a ManagedCluster.
+pub fn acceptance(mc: &ManagedCluster) -> Acceptance {
+    let accepts = mc.spec.as_ref().and_then(|s| s.hub_accepts_client) == Some(true);
+    let conditions = mc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let condition =
+        ocm_proto::api::meta::find_condition(conditions, api::v1::CONDITION_HUB_ACCEPTED);
+    match (accepts, condition.map(|c| c.status.as_str())) {
         (true, Some("True")) => Acceptance::Accepted,
+        (true, _) => Acceptance::Accepting,
         (false, Some(_)) => Acceptance::Denied,
-        _ => Acceptance::Waiting,
+        (false, None) => Acceptance::Waiting,
     }
+}
+
+/// A ManagedCluster the hub served (through [`clusters`]), typed and as its JSON.
+pub fn managed_cluster(obj: &DynamicObject) -> Result<(ManagedCluster, Value), AgentError> {
+    let bad = |e: serde_json::Error| {
+        AgentError::Invalid(format!(
+            "ManagedCluster {}: {e}",
+            obj.metadata.name.as_deref().unwrap_or("")
+        ))
+    };
+    let value = serde_json::to_value(obj).map_err(bad)?;
+    Ok((ManagedCluster::deserialize(&value).map_err(bad)?, value))
 }

@@ -4,6 +4,7 @@
 //! or relist) when it falls behind, so a slow client never stalls the others.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -409,6 +410,27 @@ struct KindState {
 }
 
 impl KindState {
+    /// Offers `event` to the kind's watchers and to those of its object only; a watcher whose
+    /// buffer is full is ended (dropping its sender closes its stream).
+    fn offer(&mut self, event: &Arc<CacheEvent>) {
+        let KindState { watchers, named, terminated, .. } = self;
+        let mut offer = |tx: &mpsc::Sender<Msg>| match tx.try_send(Msg::Event(Arc::clone(event))) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                *terminated += 1;
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        };
+        watchers.retain(&mut offer);
+        if let Some(of_key) = named.get_mut(&event.object.key) {
+            of_key.retain(&mut offer);
+            if of_key.is_empty() {
+                named.remove(&event.object.key);
+            }
+        }
+    }
+
     /// Drops the oldest event of the history; a watch can no longer resume from before it.
     fn forget_oldest(&mut self) {
         if let Some((_, old)) = self.history.pop_front() {
@@ -703,23 +725,7 @@ impl Cache {
             st.forget_oldest();
         }
         st.rev = event.rev;
-        // A watcher whose buffer is full is ended: dropping its sender closes its stream.
-        let KindState { watchers, named, terminated, .. } = &mut *st;
-        let mut offer = |tx: &mpsc::Sender<Msg>| match tx.try_send(Msg::Event(Arc::clone(&event))) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                *terminated += 1;
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        };
-        watchers.retain(&mut offer);
-        if let Some(of_key) = named.get_mut(&event.object.key) {
-            of_key.retain(&mut offer);
-            if of_key.is_empty() {
-                named.remove(&event.object.key);
-            }
-        }
+        st.offer(&event);
     }
 
     async fn progress(self: Arc<Cache>) {
@@ -809,20 +815,22 @@ impl Cache {
         let (initial, rev) = match start {
             Start::Snapshot => {
                 let rev = st.rev.max(global);
-                let one = only.and_then(|key| st.items.get(key));
-                let initial = match only {
-                    Some(_) => Box::new(one.into_iter()) as Box<dyn Iterator<Item = _>>,
-                    None => Box::new(st.items.values()),
-                }
-                .map(|o| {
-                    Arc::new(CacheEvent {
-                        kind: EventType::Added,
-                        rev: o.rev,
-                        object: Arc::clone(o),
-                        prev: None,
+                let keys = match only {
+                    Some(key) => (Bound::Included(key), Bound::Included(key)),
+                    None => (Bound::Unbounded, Bound::Unbounded),
+                };
+                let initial = st
+                    .items
+                    .range::<str, _>(keys)
+                    .map(|(_, o)| {
+                        Arc::new(CacheEvent {
+                            kind: EventType::Added,
+                            rev: o.rev,
+                            object: Arc::clone(o),
+                            prev: None,
+                        })
                     })
-                })
-                .collect();
+                    .collect();
                 (initial, rev)
             }
             Start::After(from) => {
@@ -864,6 +872,28 @@ pub(crate) fn kind_prefix(key: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event reaches the kind's watchers and its own object's, never another object's: the
+    /// one-object watchers are indexed, not sent everything to filter.
+    #[test]
+    fn an_event_is_offered_to_its_own_objects_watchers_only() {
+        let mut st = KindState::default();
+        let channel = || mpsc::channel::<Msg>(4);
+        let ((all, mut all_rx), (x, mut x_rx), (y, mut y_rx)) = (channel(), channel(), channel());
+        st.watchers.push(all);
+        st.named.entry("/registry/k/x".into()).or_default().push(x);
+        st.named.entry("/registry/k/y".into()).or_default().push(y);
+        let object = Arc::new(CachedObject::new("/registry/k/x".into(), serde_json::json!({}), 7));
+        let event = Arc::new(CacheEvent { kind: EventType::Modified, rev: 7, object, prev: None });
+        st.offer(&event);
+        assert!(matches!(all_rx.try_recv(), Ok(Msg::Event(e)) if e.rev == 7));
+        assert!(matches!(x_rx.try_recv(), Ok(Msg::Event(e)) if e.rev == 7));
+        assert!(y_rx.try_recv().is_err(), "another object's watcher was offered the event");
+        // A closed one-object watcher is dropped on its object's next event, with its entry.
+        drop(x_rx);
+        st.offer(&event);
+        assert!(!st.named.contains_key("/registry/k/x"));
+    }
 
     #[test]
     fn kind_prefixes() {

@@ -38,14 +38,35 @@ pub const QUEUE_PER_IDENTITY: usize = 300;
 /// head and its connection's task, a few KiB.
 pub const QUEUE_TOTAL: usize = 10_000;
 
+/// One pool of seats.
+#[derive(Debug)]
+struct Lane {
+    /// As named in a refusal: `readOnly`, `mutating`, `lease`.
+    name: &'static str,
+    seats: Arc<Semaphore>,
+    capacity: usize,
+    /// Whether a request waits in line for a seat. The Lease lane does not: a heartbeat that
+    /// cannot be served now is refused at once and sent again by its agent (held in line, it
+    /// raised 2,000 renewing agents' p99 from 2.5 to 60-80 ms; BENCHMARKS.md).
+    queues: bool,
+}
+
+impl Lane {
+    fn new(name: &'static str, capacity: usize, queues: bool) -> Lane {
+        let capacity = capacity.max(1);
+        Lane { name, seats: Arc::new(Semaphore::new(capacity)), capacity, queues }
+    }
+
+    fn in_use(&self) -> usize {
+        self.capacity.saturating_sub(self.seats.available_permits())
+    }
+}
+
 /// The in-flight pools.
 #[derive(Debug)]
 pub struct Inflight {
-    readonly: Arc<Semaphore>,
-    mutating: Arc<Semaphore>,
-    leases: Arc<Semaphore>,
-    /// The seats of the read-only and mutating pools.
-    capacity: [usize; 2],
+    /// Read-only, mutating, Lease (indexed by [`READONLY`], [`MUTATING`], [`LEASES`]).
+    lanes: [Lane; 3],
     per_identity: usize,
     flows: Flows,
     /// Longest wait in line.
@@ -53,6 +74,10 @@ pub struct Inflight {
     /// Requests waiting now, read-only and mutating (whatever they wait for).
     queued: [Arc<AtomicUsize>; 2],
 }
+
+const READONLY: usize = 0;
+const MUTATING: usize = 1;
+const LEASES: usize = 2;
 
 /// Each identity's seats and the requests waiting for them.
 type Flows = Arc<Mutex<HashMap<String, Flow>>>;
@@ -159,12 +184,12 @@ impl Inflight {
         leases: usize,
         per_identity: usize,
     ) -> Inflight {
-        let capacity = [readonly.max(1), mutating.max(1)];
         Inflight {
-            readonly: Arc::new(Semaphore::new(capacity[0])),
-            mutating: Arc::new(Semaphore::new(capacity[1])),
-            leases: Arc::new(Semaphore::new(leases.max(1))),
-            capacity,
+            lanes: [
+                Lane::new("readOnly", readonly, true),
+                Lane::new("mutating", mutating, true),
+                Lane::new("lease", leases, false),
+            ],
             per_identity: per_identity.max(1),
             flows: Arc::default(),
             wait: DEFAULT_QUEUE_WAIT,
@@ -180,26 +205,23 @@ impl Inflight {
 
     /// Seats taken and requests waiting now.
     pub fn load(&self) -> Load {
-        let used = |pool: &Semaphore, cap: usize| cap.saturating_sub(pool.available_permits());
         Load {
-            inflight: [
-                used(&self.readonly, self.capacity[0]),
-                used(&self.mutating, self.capacity[1]),
-            ],
-            queued: [0, 1].map(|k| self.queued[k].load(Ordering::Relaxed)),
+            inflight: [READONLY, MUTATING].map(|k| self.lanes[k].in_use()),
+            queued: [READONLY, MUTATING].map(|k| self.queued[k].load(Ordering::Relaxed)),
         }
     }
 
-    /// Takes a place in line for a request of `kind` unless the line is full.
+    /// Takes a place in line for a request of `kind` unless the line is full (taken first, then
+    /// checked, so requests arriving together never overshoot [`QUEUE_TOTAL`]).
     fn enqueue(&self, kind: usize) -> bool {
         if self.wait.is_zero() {
             return false;
         }
-        let total = self.queued[0].load(Ordering::Relaxed) + self.queued[1].load(Ordering::Relaxed);
-        if total >= QUEUE_TOTAL {
+        let mine = self.queued[kind].fetch_add(1, Ordering::Relaxed) + 1;
+        if mine + self.queued[1 - kind].load(Ordering::Relaxed) > QUEUE_TOTAL {
+            self.queued[kind].fetch_sub(1, Ordering::Relaxed);
             return false;
         }
-        self.queued[kind].fetch_add(1, Ordering::Relaxed);
         true
     }
 
@@ -217,7 +239,7 @@ impl Inflight {
         }
         let deadline = Instant::now() + self.wait;
         let readonly = matches!(*method, http::Method::GET | http::Method::HEAD);
-        let kind = usize::from(!readonly);
+        let kind = if readonly { READONLY } else { MUTATING };
         let lease = is_lease_renewal(attrs);
         // Heartbeats are not counted against their identity: an agent busy with other requests
         // still renews its lease. The lane itself is bounded.
@@ -225,32 +247,19 @@ impl Inflight {
         // From here the seat owns the identity's seat: an early return gives it back.
         let identity =
             if exempt { None } else { Some(self.identity_seat(&user.name, kind, deadline).await?) };
-        let (pool, what) = if lease {
-            (&self.leases, "lease")
-        } else if readonly {
-            (&self.readonly, "readOnly")
-        } else {
-            (&self.mutating, "mutating")
-        };
+        let lane = &self.lanes[if lease { LEASES } else { kind }];
         let refused = || {
             too_many(format!(
-                "the server has too many {what} requests in flight, please try again later"
+                "the server has too many {} requests in flight, please try again later",
+                lane.name
             ))
         };
-        // The Lease lane does not queue: a heartbeat that cannot be served now is refused at
-        // once and sent again by its agent, rather than held behind others.
-        let permit = match Arc::clone(pool).try_acquire_owned() {
+        let permit = match Arc::clone(&lane.seats).try_acquire_owned() {
             Ok(permit) => permit,
+            Err(_) if !lane.queues || !self.enqueue(kind) => return Err(refused()),
             Err(_) => {
-                if lease || !self.enqueue(kind) {
-                    return Err(refused());
-                }
-                let _in_line = InLine { queued: &self.queued[kind], flow: None };
-                match tokio::time::timeout_at(deadline, Arc::clone(pool).acquire_owned()).await {
-                    // The pools are never closed.
-                    Ok(Ok(permit)) => permit,
-                    _ => return Err(refused()),
-                }
+                let in_line = InLine { queued: &self.queued[kind], flow: None };
+                wait_in_line(&lane.seats, in_line, deadline).await.ok_or_else(refused)?
             }
         };
         Ok(Seat { _permit: Some(permit), _identity: identity })
@@ -290,14 +299,23 @@ impl Inflight {
             flow.waiting += 1;
             Arc::clone(&flow.seats)
         };
-        let _in_line =
+        let in_line =
             InLine { queued: &self.queued[kind], flow: Some((&self.flows, user, per_identity)) };
-        match tokio::time::timeout_at(deadline, seats.acquire_owned()).await {
-            // The seats are never closed.
-            Ok(Ok(permit)) => Ok(seat(permit)),
-            _ => Err(refused()),
-        }
+        wait_in_line(&seats, in_line, deadline).await.map(seat).ok_or_else(refused)
     }
+}
+
+/// Waits for one of `seats` until `deadline`, counted `in_line` meanwhile (and un-counted when
+/// the wait ends or its request goes away); `None` when the wait ran out.
+async fn wait_in_line(
+    seats: &Arc<Semaphore>,
+    in_line: InLine<'_>,
+    deadline: Instant,
+) -> Option<OwnedSemaphorePermit> {
+    let permit = tokio::time::timeout_at(deadline, Arc::clone(seats).acquire_owned()).await;
+    drop(in_line);
+    // The semaphores are never closed.
+    permit.ok()?.ok()
 }
 
 impl Default for Inflight {

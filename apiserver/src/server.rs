@@ -631,7 +631,7 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A running agent holds up to three (its REST client's, a second while its Lease and status
 /// requests overlap, its work stream), so this bounds the fleet one hub serves: 20,000 agents
 /// fit, and need more file descriptors than most defaults give (`ulimit -n`; the systemd unit
-/// raises it). An idle connection costs the hub about 5 KiB.
+/// raises it). An idle connection holds little more than its TLS state (BENCHMARKS.md "Fleet").
 pub const DEFAULT_MAX_CONNECTIONS: usize = 65536;
 /// Concurrent HTTP/2 streams per connection (hyper's default, set explicitly: reliability.md
 /// §5.3).
@@ -778,8 +778,8 @@ const GRPC_SERVER_KEY: &str = ocm_proto::cloudevents::CLUSTER_INFO_GRPC_SERVER;
 mod tests {
     use super::*;
 
-    /// An advertised host is an IP address (IPv6 with or without brackets) or a DNS name; the
-    /// URLs put IPv6 in brackets.
+    /// The cap is the open-file limit (raised to the hard one) less the storage reserve, and a
+    /// smaller cap is kept.
     #[test]
     fn the_connection_cap_leaves_descriptors_for_storage() {
         let files = rustix::process::getrlimit(rustix::process::Resource::Nofile);
@@ -796,6 +796,8 @@ mod tests {
         assert_eq!(connection_cap(10), 10, "a cap under the limit is kept");
     }
 
+    /// An advertised host is an IP address (IPv6 with or without brackets) or a DNS name; the
+    /// URLs put IPv6 in brackets.
     #[test]
     fn advertised_hosts_and_their_urls() {
         assert_eq!(parse_host("10.0.0.5").unwrap(), "10.0.0.5");
