@@ -317,20 +317,24 @@ where
             conn.poll_without_shutdown(cx)
         })
         .await?;
-        let parts = conn.into_parts();
-        io = parts.io.into_inner();
-        svc = parts.service;
+        // hyper's read buffer comes back whole, even when nothing is left in it: an empty
+        // `Bytes` that still owns the 8 KiB allocation. It is taken apart here so that a
+        // parked connection does not keep it (`parts` would live across the wait below).
+        let http1::Parts { io: deadline, read_buf, service, .. } = conn.into_parts();
+        io = deadline.into_inner();
+        svc = service;
         if !parking {
             // The client closed, or asked to (`Connection: close`): end as hyper would.
             let _ = tokio::time::timeout(SHUTDOWN_WAIT, io.shutdown()).await;
             return Ok(());
         }
-        if !parts.read_buf.is_empty() {
+        if !read_buf.is_empty() {
             // Part of a head, read before it stalled: the next state reads it first (and
             // the head deadline armed when it arrived still runs).
-            io.unread(parts.read_buf);
+            io.unread(read_buf);
             continue;
         }
+        drop(read_buf);
         // Plaintext rustls decrypted but hyper did not take, or the peer's close_notify: the
         // socket may never become readable again, so serve at once.
         let (tcp, tls) = io.inner.get_mut();
