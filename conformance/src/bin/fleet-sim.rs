@@ -189,6 +189,53 @@ async fn create_token(client: &kube::Client) -> anyhow::Result<String> {
 }
 
 /// How many clusters the hub shows Available.
+/// Runs the agents of `wave` (Lease and status only) until `expected` clusters are Available
+/// on the hub, then stops them and waits until they have ended (their connections closed).
+async fn run_until_available(
+    client: &kube::Client,
+    wave: &[DataDir],
+    expected: usize,
+) -> anyhow::Result<()> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut running = Vec::with_capacity(wave.len());
+    for d in wave {
+        let mut opts = Options::new(d.clone());
+        // Lease and status only: the simulator measures registration and heartbeats.
+        opts.work = false;
+        let mut stopped = stopped.clone();
+        running.push(tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })));
+    }
+    let since = Instant::now();
+    loop {
+        let n = available(client).await.unwrap_or(0);
+        if n >= expected {
+            break;
+        }
+        anyhow::ensure!(
+            since.elapsed() < AVAILABLE_WITHIN,
+            "{n} of {expected} clusters Available after {} s of their agents running",
+            AVAILABLE_WITHIN.as_secs()
+        );
+        // An agent runs until stopped: one that ended failed to start, and its cluster would
+        // never be Available.
+        if let Some(i) = running.iter().position(tokio::task::JoinHandle::is_finished) {
+            let ended = running.swap_remove(i).await?;
+            anyhow::bail!("an agent ended before its cluster was Available: {ended:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    stop.send_replace(true);
+    for r in running {
+        r.await??;
+    }
+    Ok(())
+}
+
+/// How long the renew mode waits for a wave's clusters to be Available.
+const AVAILABLE_WITHIN: Duration = Duration::from_secs(300);
+
 async fn available(client: &kube::Client) -> anyhow::Result<usize> {
     let gvk = kube::api::GroupVersionKind::gvk(
         "cluster.open-cluster-management.io",
@@ -245,9 +292,33 @@ async fn join_agents(
     Ok(dirs)
 }
 
+/// Raises this process's open-file limit to `wanted` (the hub it starts inherits it): each
+/// simulated agent holds up to three connections while it runs, and the hub as many. The soft
+/// limit goes up to the hard one; a hard limit under `wanted` is raised too where that is
+/// allowed (root). Without this, a simulator out of descriptors fails agents at random (an
+/// agent that cannot read its data dir ends).
+fn raise_open_files(wanted: u64) -> anyhow::Result<()> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let (soft, hard) = (limit.current.unwrap_or(u64::MAX), limit.maximum.unwrap_or(u64::MAX));
+    if soft >= wanted {
+        return Ok(());
+    }
+    let raised = Rlimit { current: Some(wanted), maximum: Some(hard.max(wanted)) };
+    if setrlimit(Resource::Nofile, raised).is_ok() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "fleet-sim needs {wanted} open files for these agents and their hub, and may have {hard} (ulimit -Hn): raise the limit or run fewer agents"
+    )
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // An agent's renewal connection, three for each agent of a wave while it runs (at the
+    // simulator and at the hub), and the hub's reserve.
+    raise_open_files((args.agents + 3 * args.wave) as u64 + 2048)?;
     let bin = hub_binary(args.hub.clone())?;
     // The renewing agents' clients, kept (connections open) until the hub is stopped: the
     // closing scrape sees the fleet connected, and the hub is stopped with it (declared
@@ -307,22 +378,14 @@ async fn main() -> anyhow::Result<()> {
                 dirs.extend(join_agents(&hub, &token, &ca, start..end, root.path(), false).await?);
                 eprintln!("joined {end} agents in {:.0} s", t.elapsed().as_secs_f64());
             }
-            // Each agent runs once, as on start, until the hub shows every cluster Available
-            // (its first status report), then only the simulator's renewals go on.
-            let (stop, stopped) = tokio::sync::watch::channel(false);
-            for d in &dirs {
-                let mut opts = Options::new(d.clone());
-                // Lease and status only: the simulator measures registration and heartbeats.
-                opts.work = false;
-                let mut stopped = stopped.clone();
-                tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                }));
+            // Each agent runs, as on start, until the hub shows its cluster Available (its
+            // first status report), a wave at a time (a running agent may hold two
+            // connections, and the simulator's descriptors are bounded); then only the
+            // simulator's renewals go on.
+            for (i, wave) in dirs.chunks(args.wave.max(1)).enumerate() {
+                let expected = (i * args.wave.max(1) + wave.len()).min(args.agents);
+                run_until_available(&client, wave, expected).await?;
             }
-            while available(&client).await.unwrap_or(0) < args.agents {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            stop.send_replace(true);
             eprintln!("all {} Available at {:.0} s", args.agents, t.elapsed().as_secs_f64());
             let mut clients = Vec::new();
             for d in &dirs {
