@@ -296,9 +296,7 @@ where
     let requests = Arc::clone(&io.requests);
     let mut last_active = Instant::now();
     loop {
-        // Boxed: hyper's state is most of this future's size, and a parked connection (most
-        // of them, most of the time) holds this future but not hyper's state.
-        let mut conn = Box::new(builder.serve_connection(TokioIo::new(io), svc));
+        let mut conn = builder.serve_connection(TokioIo::new(io), svc);
         let mut tick = tokio::time::interval_at(Instant::now() + PARK_AFTER, PARK_AFTER);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut seen = requests.activity();
@@ -309,7 +307,7 @@ where
                 if now == seen && requests.idle() {
                     // hyper closes an idle connection's state at once, without touching the
                     // I/O (`poll_without_shutdown`).
-                    Pin::new(&mut *conn).graceful_shutdown();
+                    Pin::new(&mut conn).graceful_shutdown();
                     parking = true;
                 } else {
                     seen = now;
@@ -322,7 +320,7 @@ where
         // hyper's read buffer comes back whole, even when nothing is left in it: an empty
         // `Bytes` that still owns the 8 KiB allocation. It is taken apart here so that a
         // parked connection does not keep it (`parts` would live across the wait below).
-        let http1::Parts { io: deadline, read_buf, service, .. } = (*conn).into_parts();
+        let http1::Parts { io: deadline, read_buf, service, .. } = conn.into_parts();
         io = deadline.into_inner();
         svc = service;
         if !parking {
