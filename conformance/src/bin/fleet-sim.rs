@@ -17,7 +17,7 @@
 //!   every cluster as fast as possible; the time until every agent received it and until all are
 //!   `Applied`, and the hub's peak RSS above its RSS before the creates.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,8 +51,9 @@ struct Args {
     /// Seconds of renewals measured (renew mode).
     #[arg(long, default_value_t = 60)]
     duration: u64,
-    /// Agents joining at once (renew mode joins in waves of this size).
-    #[arg(long, default_value_t = 1000)]
+    /// Agents joining at once (renew mode joins, and runs its agents to Available, in waves of
+    /// this size).
+    #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     wave: usize,
     /// KiB of manifests in the fanout mode's work (the hub's limit is 500).
     #[arg(long, default_value_t = 500)]
@@ -188,14 +189,15 @@ async fn create_token(client: &kube::Client) -> anyhow::Result<String> {
     Ok(format!("{TOKEN_ID}.{secret}"))
 }
 
-/// How many clusters the hub shows Available.
-/// Runs the agents of `wave` (Lease and status only) until `expected` clusters are Available
-/// on the hub, then stops them and waits until they have ended (their connections closed).
-async fn run_until_available(
-    client: &kube::Client,
-    wave: &[DataDir],
-    expected: usize,
-) -> anyhow::Result<()> {
+/// Runs the agents of `wave` (Lease and status only) until the hub shows each of their
+/// clusters Available, then stops them and waits until they have ended (their connections
+/// closed). Only this wave's clusters are looked at: an earlier wave's stopped agents renew
+/// nothing until the measured window, and their clusters may go Unknown meanwhile.
+async fn run_until_available(client: &kube::Client, wave: &[DataDir]) -> anyhow::Result<()> {
+    let mut names = BTreeSet::new();
+    for d in wave {
+        names.insert(d.identity()?.context("identity")?.cluster_name);
+    }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut running = Vec::with_capacity(wave.len());
     for d in wave {
@@ -209,13 +211,15 @@ async fn run_until_available(
     }
     let since = Instant::now();
     loop {
-        let n = available(client).await.unwrap_or(0);
-        if n >= expected {
+        let up = available(client).await.unwrap_or_default();
+        let n = names.iter().filter(|name| up.contains(*name)).count();
+        if n == names.len() {
             break;
         }
         anyhow::ensure!(
             since.elapsed() < AVAILABLE_WITHIN,
-            "{n} of {expected} clusters Available after {} s of their agents running",
+            "{n} of a wave's {} clusters Available after {} s of their agents running",
+            names.len(),
             AVAILABLE_WITHIN.as_secs()
         );
         // An agent runs until stopped: one that ended failed to start, and its cluster would
@@ -236,7 +240,8 @@ async fn run_until_available(
 /// How long the renew mode waits for a wave's clusters to be Available.
 const AVAILABLE_WITHIN: Duration = Duration::from_secs(300);
 
-async fn available(client: &kube::Client) -> anyhow::Result<usize> {
+/// The clusters the hub shows Available.
+async fn available(client: &kube::Client) -> anyhow::Result<BTreeSet<String>> {
     let gvk = kube::api::GroupVersionKind::gvk(
         "cluster.open-cluster-management.io",
         "v1",
@@ -255,7 +260,8 @@ async fn available(client: &kube::Client) -> anyhow::Result<usize> {
                 })
             })
         })
-        .count())
+        .filter_map(|o| o.metadata.name.clone())
+        .collect())
 }
 
 /// Joins agents `range` (and keeps them running when `run`); returns each joined agent's data dir.
@@ -292,11 +298,11 @@ async fn join_agents(
     Ok(dirs)
 }
 
-/// Raises this process's open-file limit to `wanted` (the hub it starts inherits it): each
-/// simulated agent holds up to three connections while it runs, and the hub as many. The soft
-/// limit goes up to the hard one; a hard limit under `wanted` is raised too where that is
-/// allowed (root). Without this, a simulator out of descriptors fails agents at random (an
-/// agent that cannot read its data dir ends).
+/// Raises this process's open-file limit to `wanted` (the hub it starts inherits it, and its
+/// connection cap is its limit less a reserve). The soft limit goes up to `wanted` within the
+/// hard one; a hard limit under `wanted` is raised too where that is allowed (root).
+/// Without enough descriptors a simulator fails agents at random (an agent that cannot read
+/// its data dir ends).
 fn raise_open_files(wanted: u64) -> anyhow::Result<()> {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
@@ -305,20 +311,31 @@ fn raise_open_files(wanted: u64) -> anyhow::Result<()> {
         return Ok(());
     }
     let raised = Rlimit { current: Some(wanted), maximum: Some(hard.max(wanted)) };
-    if setrlimit(Resource::Nofile, raised).is_ok() {
-        return Ok(());
-    }
-    anyhow::bail!(
-        "fleet-sim needs {wanted} open files for these agents and their hub, and may have {hard} (ulimit -Hn): raise the limit or run fewer agents"
-    )
+    setrlimit(Resource::Nofile, raised).map_err(|e| {
+        anyhow::anyhow!(
+            "fleet-sim needs about {wanted} open files for these agents and their hub, and the hard limit is {hard} (ulimit -Hn), which it cannot raise ({e}): raise it or run fewer agents"
+        )
+    })
+}
+
+/// Open files the run needs at its peak, in this process and in the hub: up to three
+/// connections per agent that runs (its REST pool, a second while its Lease and status
+/// requests overlap, its work stream), one per agent that only renews, and a reserve (the
+/// hub's for storage).
+fn open_files_needed(args: &Args) -> u64 {
+    let agents = args.agents as u64;
+    let peak = match args.mode.as_str() {
+        // A wave of running agents, then every agent's one renewal connection.
+        "renew" => (3 * args.wave.min(args.agents) as u64).max(agents),
+        _ => 3 * agents,
+    };
+    peak + 2048
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    // An agent's renewal connection, three for each agent of a wave while it runs (at the
-    // simulator and at the hub), and the hub's reserve.
-    raise_open_files((args.agents + 3 * args.wave) as u64 + 2048)?;
+    raise_open_files(open_files_needed(&args))?;
     let bin = hub_binary(args.hub.clone())?;
     // The renewing agents' clients, kept (connections open) until the hub is stopped: the
     // closing scrape sees the fleet connected, and the hub is stopped with it (declared
@@ -346,7 +363,7 @@ async fn main() -> anyhow::Result<()> {
                 let n = args.agents;
                 async move {
                     loop {
-                        if available(&client).await.unwrap_or(0) >= n {
+                        if available(&client).await.map_or(0, |up| up.len()) >= n {
                             return start.elapsed();
                         }
                         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -382,9 +399,8 @@ async fn main() -> anyhow::Result<()> {
             // first status report), a wave at a time (a running agent may hold two
             // connections, and the simulator's descriptors are bounded); then only the
             // simulator's renewals go on.
-            for (i, wave) in dirs.chunks(args.wave.max(1)).enumerate() {
-                let expected = (i * args.wave.max(1) + wave.len()).min(args.agents);
-                run_until_available(&client, wave, expected).await?;
+            for wave in dirs.chunks(args.wave) {
+                run_until_available(&client, wave).await?;
             }
             eprintln!("all {} Available at {:.0} s", args.agents, t.elapsed().as_secs_f64());
             let mut clients = Vec::new();
