@@ -217,8 +217,8 @@ impl Inflight {
         if self.wait.is_zero() {
             return false;
         }
-        let mine = self.queued[kind].fetch_add(1, Ordering::Relaxed) + 1;
-        if mine + self.queued[1 - kind].load(Ordering::Relaxed) > QUEUE_TOTAL {
+        self.queued[kind].fetch_add(1, Ordering::Relaxed);
+        if self.queued.iter().map(|q| q.load(Ordering::Relaxed)).sum::<usize>() > QUEUE_TOTAL {
             self.queued[kind].fetch_sub(1, Ordering::Relaxed);
             return false;
         }

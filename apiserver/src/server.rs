@@ -582,12 +582,9 @@ async fn handshake(
 /// directory, etcd's client), certificates read at reload, the data dir.
 const FDS_RESERVED: u64 = 1024;
 
-/// The connection cap the process can honour: `wanted`, lowered to the open-file limit less
-/// [`FDS_RESERVED`]. The soft limit is first raised to the hard one (as Go's runtime does).
-/// Without this a fleet that opens more connections than the process has descriptors for
-/// takes the descriptors storage needs: an fsync that cannot open its directory fails, and
-/// the store refuses all further work.
-fn connection_cap(wanted: usize) -> usize {
+/// Raises this process's soft open-file limit to its hard one (as Go's runtime does) and
+/// returns the limit now in force (`None`: unlimited). Also used by the fleet simulator.
+pub fn raise_open_file_limit() -> Option<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {
@@ -596,7 +593,16 @@ fn connection_cap(wanted: usize) -> usize {
             limit.current = limit.maximum;
         }
     }
-    let Some(files) = limit.current else { return wanted };
+    limit.current
+}
+
+/// The connection cap the process can honour: `wanted`, lowered to the open-file limit (raised
+/// to the hard one first, [`raise_open_file_limit`]) less [`FDS_RESERVED`]. Without this a
+/// fleet that opens more connections than the process has descriptors for takes the
+/// descriptors storage needs: an fsync that cannot open its directory fails, and the store
+/// refuses all further work.
+fn connection_cap(wanted: usize) -> usize {
+    let Some(files) = raise_open_file_limit() else { return wanted };
     let fit = usize::try_from(files.saturating_sub(FDS_RESERVED).max(1)).unwrap_or(usize::MAX);
     if fit < wanted {
         // A cap asked for is worth a warning; the default is lowered quietly.
@@ -631,7 +637,8 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A running agent holds up to three (its REST client's, a second while its Lease and status
 /// requests overlap, its work stream), so this bounds the fleet one hub serves: 20,000 agents
 /// fit, and need more file descriptors than most defaults give (`ulimit -n`; the systemd unit
-/// raises it). An idle connection holds little more than its TLS state (BENCHMARKS.md "Fleet").
+/// raises it). A parked connection holds about 12 KiB, two thirds of it rustls' (heaptrack,
+/// BENCHMARKS.md "Fleet", session of 2026-11-25, fifth).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 65536;
 /// Concurrent HTTP/2 streams per connection (hyper's default, set explicitly: reliability.md
 /// §5.3).

@@ -298,24 +298,17 @@ async fn join_agents(
     Ok(dirs)
 }
 
-/// Raises this process's open-file limit to `wanted` (the hub it starts inherits it, and its
-/// connection cap is its limit less a reserve). The soft limit goes up to `wanted` within the
-/// hard one; a hard limit under `wanted` is raised too where that is allowed (root).
-/// Without enough descriptors a simulator fails agents at random (an agent that cannot read
-/// its data dir ends).
-fn raise_open_files(wanted: u64) -> anyhow::Result<()> {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let (soft, hard) = (limit.current.unwrap_or(u64::MAX), limit.maximum.unwrap_or(u64::MAX));
-    if soft >= wanted {
-        return Ok(());
-    }
-    let raised = Rlimit { current: Some(wanted), maximum: Some(hard.max(wanted)) };
-    setrlimit(Resource::Nofile, raised).map_err(|e| {
-        anyhow::anyhow!(
-            "fleet-sim needs about {wanted} open files for these agents and their hub, and the hard limit is {hard} (ulimit -Hn), which it cannot raise ({e}): raise it or run fewer agents"
-        )
-    })
+/// Makes sure this process may open `wanted` files: its soft limit is raised to the hard one
+/// (as the hub raises its own), and a run that still does not fit is refused. Without enough
+/// descriptors a simulator fails agents at random (an agent that cannot read its data dir
+/// ends).
+fn ensure_open_files(wanted: u64) -> anyhow::Result<()> {
+    let limit = ocm_apiserver::server::raise_open_file_limit().unwrap_or(u64::MAX);
+    anyhow::ensure!(
+        limit >= wanted,
+        "fleet-sim needs about {wanted} open files for these agents (the hub as many), and may have {limit} (ulimit -Hn): raise the limit or run fewer agents"
+    );
+    Ok(())
 }
 
 /// Open files the run needs at its peak, in this process and in the hub: up to three
@@ -335,7 +328,7 @@ fn open_files_needed(args: &Args) -> u64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    raise_open_files(open_files_needed(&args))?;
+    ensure_open_files(open_files_needed(&args))?;
     let bin = hub_binary(args.hub.clone())?;
     // The renewing agents' clients, kept (connections open) until the hub is stopped: the
     // closing scrape sees the fleet connected, and the hub is stopped with it (declared
