@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use ocm_apiserver::scheme::Profile;
-use ocm_apiserver::server::{ServeConfig, StorageChoice, run};
-use ocm_apiserver::{cli, fleet};
+use ocm_apiserver::cli::{admin, fleet};
+use ocm_apiserver::machinery::scheme::Profile;
+use ocm_apiserver::serve::server::{ServeConfig, StorageChoice, run};
 
 /// See the workspace `Cargo.toml` for why the hub does not use the system allocator.
 #[global_allocator]
@@ -76,7 +76,7 @@ struct Printing {
     data_dir: PathBuf,
     /// Output format: wide, json or yaml (default: a table).
     #[arg(short = 'o', long)]
-    output: Option<ocm_apiserver::fleet::Output>,
+    output: Option<ocm_apiserver::cli::fleet::Output>,
 }
 
 #[derive(Subcommand)]
@@ -128,7 +128,7 @@ enum CreateCommand {
         #[arg(long)]
         wait: bool,
         /// How long --wait waits (1h, 5m, 30s).
-        #[arg(long, default_value = "5m", value_parser = cli::parse_duration)]
+        #[arg(long, default_value = "5m", value_parser = admin::parse_duration)]
         timeout: Duration,
         /// The hub's data directory (its admin.kubeconfig is used).
         #[arg(long, default_value = "./ocm-data")]
@@ -137,13 +137,13 @@ enum CreateCommand {
 }
 
 fn parse_namespace(text: &str) -> Result<String, String> {
-    ocm_apiserver::object::check_dns_label(text)
+    ocm_apiserver::machinery::object::check_dns_label(text)
         .map(|()| text.to_owned())
         .map_err(|e| format!("{text:?} is not a namespace name: {e}"))
 }
 
 fn parse_object_name(text: &str) -> Result<String, String> {
-    ocm_apiserver::object::check_dns_subdomain(text)
+    ocm_apiserver::machinery::object::check_dns_subdomain(text)
         .map(|()| text.to_owned())
         .map_err(|e| format!("{text:?} is not an object name: {e}"))
 }
@@ -155,7 +155,7 @@ fn parse_placement(text: &str) -> Result<(String, String), String> {
 }
 
 fn parse_cluster_name(text: &str) -> Result<String, String> {
-    ocm_apiserver::object::check_dns_label(text)
+    ocm_apiserver::machinery::object::check_dns_label(text)
         .map(|()| text.to_owned())
         .map_err(|e| format!("{text:?} is not a cluster name: {e}"))
 }
@@ -188,7 +188,7 @@ enum TokenCommand {
 }
 
 fn parse_signing_duration(text: &str) -> Result<Duration, String> {
-    let d = cli::parse_duration(text)?;
+    let d = admin::parse_duration(text)?;
     if d < Duration::from_secs(600) {
         return Err("--cluster-signing-duration must be at least 10m".into());
     }
@@ -196,7 +196,7 @@ fn parse_signing_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn parse_queue_wait(text: &str) -> Result<Duration, String> {
-    let d = cli::parse_duration(text)?;
+    let d = admin::parse_duration(text)?;
     if d > Duration::from_secs(60) {
         return Err(
             "--request-queue-wait must be at most 60s (kube-apiserver's request timeout)".into()
@@ -206,7 +206,7 @@ fn parse_queue_wait(text: &str) -> Result<Duration, String> {
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, String> {
-    cli::parse_duration(text).and_then(cli::check_ttl)
+    admin::parse_duration(text).and_then(admin::check_ttl)
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -237,11 +237,11 @@ struct ServeArgs {
     /// The IP address or DNS name agents reach the hub at: the join command, cluster-info (HTTPS
     /// and gRPC URLs) and admin.kubeconfig name it, and the serving certificate covers it
     /// (default: the listen address; 127.0.0.1 when listening on every address).
-    #[arg(long, value_parser = ocm_apiserver::server::parse_host)]
+    #[arg(long, value_parser = ocm_apiserver::serve::server::parse_host)]
     advertise_address: Option<String>,
     /// Another DNS name or IP address the hub's own serving certificate covers (repeatable or
     /// comma-separated), for clients that reach it by other names (a load balancer, an alias).
-    #[arg(long, value_delimiter = ',', value_parser = ocm_apiserver::server::parse_host)]
+    #[arg(long, value_delimiter = ',', value_parser = ocm_apiserver::serve::server::parse_host)]
     tls_san: Vec<String>,
     /// Seconds between the heartbeats every gRPC subscriber gets (OCM's default, at least 1).
     #[arg(long, default_value_t = 10,
@@ -251,7 +251,7 @@ struct ServeArgs {
     #[arg(long, value_enum, default_value = "sled")]
     storage: StorageArg,
     /// sled's page cache in MiB (with --storage sled); the watch cache serves reads.
-    #[arg(long, default_value_t = ocm_apiserver::server::DEFAULT_SLED_CACHE_MB,
+    #[arg(long, default_value_t = ocm_apiserver::serve::server::DEFAULT_SLED_CACHE_MB,
           value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(8..=65536))]
     sled_cache_mb: u64,
     /// etcd endpoints, comma-separated (with --storage etcd).
@@ -261,19 +261,19 @@ struct ServeArgs {
     #[arg(long, value_enum, default_value = "hub")]
     profile: ProfileArg,
     /// Most non-watch read requests served at once; more wait in line (kube-apiserver's flag).
-    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_READONLY,
+    #[arg(long, default_value_t = ocm_apiserver::auth::limits::DEFAULT_READONLY,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_requests_inflight: usize,
     /// Most mutating requests served at once; more wait in line (kube-apiserver's flag).
-    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_MUTATING,
+    #[arg(long, default_value_t = ocm_apiserver::auth::limits::DEFAULT_MUTATING,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_mutating_requests_inflight: usize,
     /// Most requests one identity (other than system:masters) may have in flight at once.
-    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_PER_IDENTITY,
+    #[arg(long, default_value_t = ocm_apiserver::auth::limits::DEFAULT_PER_IDENTITY,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_requests_inflight_per_user: usize,
     /// Seats reserved for Lease reads and renewals, so agents' heartbeats get through floods.
-    #[arg(long, default_value_t = ocm_apiserver::limits::DEFAULT_LEASE_LANE,
+    #[arg(long, default_value_t = ocm_apiserver::auth::limits::DEFAULT_LEASE_LANE,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     lease_requests_inflight: usize,
     /// Longest a request over a limit waits in line for a seat before it is answered 429, as
@@ -297,14 +297,14 @@ struct ServeArgs {
     #[arg(long, value_delimiter = ',')]
     requestheader_allowed_names: Vec<String>,
     /// The issuer written into and required of service-account tokens.
-    #[arg(long, default_value = ocm_apiserver::tokens::DEFAULT_ISSUER)]
+    #[arg(long, default_value = ocm_apiserver::auth::tokens::DEFAULT_ISSUER)]
     service_account_issuer: String,
     /// Ask this kube-apiserver (`in-cluster` or a kubeconfig path) about bearer tokens the hub
     /// did not issue (TokenReview), for aggregated mode.
     #[arg(long)]
     authentication_kubeconfig: Option<String>,
     /// Connections served at once; more are closed on accept (a running agent holds up to three).
-    #[arg(long, default_value_t = ocm_apiserver::server::DEFAULT_MAX_CONNECTIONS,
+    #[arg(long, default_value_t = ocm_apiserver::serve::server::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections: usize,
     /// Which controllers run: `*` (all, the default) or `-*` (none: an API server alone, as
@@ -434,7 +434,7 @@ fn main() -> ExitCode {
             println!(
                 "The hub is ready. To join a cluster, run this where the cluster's kubeconfig is \
                  (the token works for {}h; `ocm-hub token create` makes more):\n\n  {join}\n",
-                ocm_apiserver::server::FIRST_TOKEN_TTL.as_secs() / 3600
+                ocm_apiserver::serve::server::FIRST_TOKEN_TTL.as_secs() / 3600
             );
         }
     }));
@@ -450,8 +450,8 @@ fn main() -> ExitCode {
 /// Runs `accept` against the running hub, a line per step.
 fn accept(clusters: &[String], data_dir: &Path) -> ExitCode {
     client_command(async {
-        let client = cli::client(data_dir).await?;
-        cli::accept(client, clusters, |line| println!("{line}")).await?;
+        let client = admin::client(data_dir).await?;
+        admin::accept(client, clusters, |line| println!("{line}")).await?;
         println!(
             "accepted: {} (check with `kubectl --kubeconfig {} get managedclusters`)",
             clusters.join(", "),
@@ -466,15 +466,15 @@ fn get(what: GetCommand) -> ExitCode {
     client_command(async {
         let printed = match what {
             GetCommand::Clusters { printing } => {
-                let client = cli::client(&printing.data_dir).await?;
+                let client = admin::client(&printing.data_dir).await?;
                 fleet::get_clusters(&client, output(&printing)).await?
             }
             GetCommand::Works { cluster, printing } => {
-                let client = cli::client(&printing.data_dir).await?;
+                let client = admin::client(&printing.data_dir).await?;
                 fleet::get_works(&client, cluster.as_deref(), output(&printing)).await?
             }
             GetCommand::Placements { namespace, printing } => {
-                let client = cli::client(&printing.data_dir).await?;
+                let client = admin::client(&printing.data_dir).await?;
                 fleet::get_placements(&client, namespace.as_deref(), output(&printing)).await?
             }
         };
@@ -520,7 +520,7 @@ fn create_work(work: WorkCommand, data_dir: &Path) -> ExitCode {
         }
     };
     client_command(async move {
-        let client = cli::client(data_dir).await?;
+        let client = admin::client(data_dir).await?;
         let clusters = fleet::resolve_targets(&client, &work.targets).await?;
         let generations = fleet::create_work(
             &client,
@@ -558,18 +558,18 @@ fn token(command: TokenCommand) -> ExitCode {
     client_command(async {
         match command {
             TokenCommand::Create { data_dir, ttl } => {
-                let token = cli::token_create(cli::client(&data_dir).await?, ttl).await?;
+                let token = admin::token_create(admin::client(&data_dir).await?, ttl).await?;
                 println!("{token}");
             }
             TokenCommand::List { data_dir } => {
-                let tokens = cli::token_list(cli::client(&data_dir).await?).await?;
+                let tokens = admin::token_list(admin::client(&data_dir).await?).await?;
                 println!("{:<8} {:<22} GROUPS", "ID", "EXPIRES");
                 for t in tokens {
                     println!("{:<8} {:<22} {}", t.id, t.expiration, t.groups);
                 }
             }
             TokenCommand::Revoke { token, data_dir } => {
-                let id = cli::token_revoke(cli::client(&data_dir).await?, &token).await?;
+                let id = admin::token_revoke(admin::client(&data_dir).await?, &token).await?;
                 println!("bootstrap token {id} revoked");
             }
         }
@@ -579,7 +579,7 @@ fn token(command: TokenCommand) -> ExitCode {
 
 /// Runs a client command on a small runtime: a usage error exits 2, any other failure 1.
 fn client_command(
-    command: impl std::future::Future<Output = Result<(), cli::CliError>>,
+    command: impl std::future::Future<Output = Result<(), admin::CliError>>,
 ) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -590,7 +590,7 @@ fn client_command(
     };
     match runtime.block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(cli::CliError::Usage(message)) => usage_error(&message),
+        Err(admin::CliError::Usage(message)) => usage_error(&message),
         Err(e) => {
             eprintln!("ocm-hub: {e}");
             ExitCode::FAILURE

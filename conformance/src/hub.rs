@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ocm_apiserver::server::{ETCD_PREFIX, ServeConfig, StorageChoice, run};
+use ocm_apiserver::serve::server::{ETCD_PREFIX, ServeConfig, StorageChoice, run};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
@@ -181,7 +181,7 @@ impl TestHub {
         user: &str,
         group: Option<&str>,
     ) -> anyhow::Result<(String, String)> {
-        let pki = ocm_apiserver::pki::Pki::open(self.path())?;
+        let pki = ocm_apiserver::auth::pki::Pki::open(self.path())?;
         Ok(pki.issue_client(user, group, 1)?)
     }
 
@@ -189,7 +189,7 @@ impl TestHub {
     pub fn kubeconfig_as(&self, user: &str, group: Option<&str>) -> anyhow::Result<PathBuf> {
         let (crt, key) = self.certificate_for(user, group)?;
         let path = self.path().join(format!("{user}.kubeconfig"));
-        let pki = ocm_apiserver::pki::Pki::open(self.path())?;
+        let pki = ocm_apiserver::auth::pki::Pki::open(self.path())?;
         pki.write_kubeconfig(&path, &self.url, user, &crt, &key)?;
         Ok(path)
     }

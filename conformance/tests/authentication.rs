@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use base64::Engine as _;
-use ocm_apiserver::pki::Pki;
-use ocm_apiserver::tokens::TokenAuthority;
+use ocm_apiserver::auth::pki::Pki;
+use ocm_apiserver::auth::tokens::TokenAuthority;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use serde_json::{Value, json};
 
@@ -114,7 +114,7 @@ async fn bootstrap_tokens() -> anyhow::Result<()> {
     let dir = hub.path().to_path_buf();
     let (code, token, err) = ocm_hub(&["token", "create", "--ttl", "30m"], &dir).await?;
     ensure!(code == 0, "token create: {code} {err}");
-    let (id, secret) = ocm_apiserver::authn::parse_bootstrap_token(&token)
+    let (id, secret) = ocm_apiserver::auth::authn::parse_bootstrap_token(&token)
         .with_context(|| format!("not a bootstrap token: {token:?}"))?;
     let me = hub.http_bearer(&token)?;
     // The new Secret reaches the authenticator through the watch cache, a moment after the
@@ -341,7 +341,7 @@ async fn service_account_tokens() -> anyhow::Result<()> {
     // Forgeries, made with the hub's own signing key where a signature matters.
     let authority = TokenAuthority::load_or_create(
         &hub.path().join("pki"),
-        ocm_apiserver::tokens::DEFAULT_ISSUER,
+        ocm_apiserver::auth::tokens::DEFAULT_ISSUER,
     )?;
     let parts: Vec<&str> = token.split('.').collect();
     let claims: Value = serde_json::from_slice(

@@ -468,7 +468,9 @@ async fn impersonating_service_accounts() -> anyhow::Result<()> {
 /// cluster's rights in its own namespace, and nothing of the prefix-related cluster `a-x`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_sees_only_its_own_cluster_rights() -> anyhow::Result<()> {
-    use ocm_apiserver::cluster_rbac::{agent_group, agent_user, cluster_objects, shared_roles};
+    use ocm_apiserver::auth::cluster_rbac::{
+        agent_group, agent_user, cluster_objects, shared_roles,
+    };
     if ocm_conformance::kubectl::skip_requested() {
         eprintln!("OCM_SKIP_KUBECTL=1: kubectl auth scenarios skipped");
         return Ok(());

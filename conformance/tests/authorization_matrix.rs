@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use ocm_apiserver::cluster_rbac::{agent_group, agent_user, cluster_objects, shared_roles};
-use ocm_apiserver::pki::Pki;
+use ocm_apiserver::auth::cluster_rbac::{agent_group, agent_user, cluster_objects, shared_roles};
+use ocm_apiserver::auth::pki::Pki;
 use ocm_conformance::hub::{Backend, TestHub, eventually, rbac_path};
 use serde_json::{Value, json};
 

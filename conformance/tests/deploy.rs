@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, ensure};
-use ocm_apiserver::scheme::{Profile, Scheme};
+use ocm_apiserver::machinery::scheme::{Profile, Scheme};
 use serde_json::Value;
 
 fn deploy_dir() -> PathBuf {

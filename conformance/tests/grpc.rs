@@ -373,7 +373,7 @@ async fn a_caller_without_credentials_is_refused() -> anyhow::Result<()> {
     accepted(&hub, &["a"]).await?;
     // A certificate from another CA: the TLS handshake succeeds, the hub authenticates nobody.
     let other = tempfile::tempdir()?;
-    let pki = ocm_apiserver::pki::Pki::load_or_create(other.path(), &["127.0.0.1".into()])?;
+    let pki = ocm_apiserver::auth::pki::Pki::load_or_create(other.path(), &["127.0.0.1".into()])?;
     let (crt, key) = pki.issue_client("system:open-cluster-management:a:agent1", None, 1)?;
     let client = endpoint(&hub)?.connect(&crt, &key).await?;
     let r = grpc::subscribe(&client, "a", data_type::MANIFEST_BUNDLES).await;

@@ -53,7 +53,10 @@ async fn the_stream_limit_is_advertised() -> anyhow::Result<()> {
     let resp = resp.await?;
     ensure!(resp.status() == 200, "{}", resp.status());
     let limit = send.current_max_send_streams();
-    ensure!(limit == ocm_apiserver::server::MAX_CONCURRENT_STREAMS as usize, "advertised {limit}");
+    ensure!(
+        limit == ocm_apiserver::serve::server::MAX_CONCURRENT_STREAMS as usize,
+        "advertised {limit}"
+    );
     // HTTP/2 with prior knowledge: no protocol chosen in the handshake, the preface tells.
     let mut send = h2_connection_with(&hub, Vec::new()).await?.ready().await?;
     let (resp, _) = send.send_request(request(&hub, "/api/v1/namespaces")?, true)?;
@@ -240,7 +243,7 @@ async fn a_trickled_head_is_cut_off_and_an_idle_keep_alive_is_kept() -> anyhow::
     let head = Duration::from_secs(1);
     let idle = Duration::from_secs(10);
     let hub = TestHub::start_with(Backend::Memory, |c| {
-        c.timeouts = ocm_apiserver::server::Timeouts { head, idle };
+        c.timeouts = ocm_apiserver::serve::server::Timeouts { head, idle };
     })
     .await?;
 
@@ -313,13 +316,13 @@ async fn an_idle_http1_connection_lets_go_of_its_state_and_is_served_again() -> 
     use tokio::io::AsyncWriteExt as _;
     let _serial = SERIAL.lock().await;
     let hub = TestHub::start_with(Backend::Memory, |c| {
-        c.timeouts = ocm_apiserver::server::Timeouts {
+        c.timeouts = ocm_apiserver::serve::server::Timeouts {
             head: Duration::from_secs(10),
             idle: Duration::from_secs(20),
         };
     })
     .await?;
-    let park = ocm_apiserver::conn::PARK_AFTER;
+    let park = ocm_apiserver::serve::conn::PARK_AFTER;
     let before = parked(&hub).await?;
 
     // Idle past the parking delay (it parks between one and two delays after its last

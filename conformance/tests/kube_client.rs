@@ -26,7 +26,7 @@ use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::runtime::{WatchStreamExt as _, reflector};
 use kube::{Client, ResourceExt as _};
-use ocm_apiserver::server::ServeConfig;
+use ocm_apiserver::serve::server::ServeConfig;
 use ocm_conformance::hub::{Backend, TestHub};
 use serde_json::{Value, json};
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use ocm_apiserver::scheme::Profile;
+use ocm_apiserver::machinery::scheme::Profile;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use ocm_conformance::programs;
 use serde_json::{Value, json};
@@ -293,7 +293,8 @@ fn join_args(hub: &TestHub, token: &str, name: &str, cluster: &TestHub, dir: &Pa
 }
 
 async fn new_token(hub: &TestHub) -> anyhow::Result<String> {
-    Ok(ocm_apiserver::cli::token_create(hub.kube().await?, Duration::from_secs(3600)).await?)
+    Ok(ocm_apiserver::cli::admin::token_create(hub.kube().await?, Duration::from_secs(3600))
+        .await?)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -717,8 +718,12 @@ async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::
     .await?;
     let admin = hub.http()?;
     let expires = "2099-01-01T00:00:00Z";
-    let token_secret =
-        ocm_apiserver::cli::bootstrap_token_object(id, secret, expires, "a trusted identity");
+    let token_secret = ocm_apiserver::auth::bootstrap::bootstrap_token_object(
+        id,
+        secret,
+        expires,
+        "a trusted identity",
+    );
     post(&hub, &admin, "/api/v1/namespaces/kube-system/secrets", &token_secret).await?;
     let bootstrap = hub.http_bearer(&format!("{id}.{secret}"))?;
     for name in ["c1", "c1-evil"] {
@@ -801,7 +806,7 @@ async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::
 fn agent_request(cn: &str, orgs: &[&str]) -> anyhow::Result<(String, String)> {
     let key = rcgen::KeyPair::generate()?;
     let mut params = rcgen::CertificateParams::default();
-    params.distinguished_name = ocm_apiserver::pki::subject(cn, orgs)?;
+    params.distinguished_name = ocm_apiserver::auth::pki::subject(cn, orgs)?;
     Ok((key.serialize_pem(), params.serialize_request(&key)?.pem()?))
 }
 

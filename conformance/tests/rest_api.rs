@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail, ensure};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
-use ocm_apiserver::cache::CacheConfig;
+use ocm_apiserver::store::cache::CacheConfig;
 use ocm_conformance::fidelity;
 use ocm_conformance::hub::{self, Backend, TestHub, managed_entry};
 use reqwest::Method;

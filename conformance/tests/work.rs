@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use ocm_apiserver::scheme::Profile;
+use ocm_apiserver::machinery::scheme::Profile;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use ocm_conformance::kubectl::{create, delete, merge_patch};
 use ocm_conformance::programs;
@@ -41,7 +41,7 @@ async fn joined_on(
         c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
     })
     .await?;
-    let token = ocm_apiserver::cli::bootstrap_token_object(
+    let token = ocm_apiserver::auth::bootstrap::bootstrap_token_object(
         id,
         secret,
         "2099-01-01T00:00:00Z",

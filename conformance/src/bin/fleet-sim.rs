@@ -171,13 +171,13 @@ fn hub_usage(pid: u32) -> anyhow::Result<(f64, u64)> {
 }
 
 async fn admin(hub: &Hub) -> anyhow::Result<kube::Client> {
-    Ok(ocm_apiserver::cli::client(hub.dir.path()).await?)
+    Ok(ocm_apiserver::cli::admin::client(hub.dir.path()).await?)
 }
 
 async fn create_token(client: &kube::Client) -> anyhow::Result<String> {
     let secret = "0123456789abcdef";
     let obj: k8s_openapi::api::core::v1::Secret =
-        serde_json::from_value(ocm_apiserver::cli::bootstrap_token_object(
+        serde_json::from_value(ocm_apiserver::auth::bootstrap::bootstrap_token_object(
             TOKEN_ID,
             secret,
             "2099-01-01T00:00:00Z",
@@ -303,7 +303,7 @@ async fn join_agents(
 /// descriptors a simulator fails agents at random (an agent that cannot read its data dir
 /// ends).
 fn ensure_open_files(wanted: u64) -> anyhow::Result<()> {
-    let limit = ocm_apiserver::server::raise_open_file_limit().unwrap_or(u64::MAX);
+    let limit = ocm_apiserver::serve::server::raise_open_file_limit().unwrap_or(u64::MAX);
     anyhow::ensure!(
         limit >= wanted,
         "fleet-sim needs about {wanted} open files for these agents (the hub as many), and may have {limit} (ulimit -Hn): raise the limit or run fewer agents"

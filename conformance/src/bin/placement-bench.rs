@@ -13,7 +13,7 @@ use anyhow::{Context as _, ensure};
 use clap::Parser;
 use futures::StreamExt as _;
 use k8s_openapi::jiff::Timestamp;
-use ocm_apiserver::placement::schedule::{ClusterFacts, World, schedule};
+use ocm_apiserver::controllers::placement::schedule::{ClusterFacts, World, schedule};
 use ocm_conformance::hub::{Backend, TestHub};
 use ocm_proto::api::cluster::v1beta1::Placement;
 use ocm_proto::selector::LabelSelector;

@@ -1,0 +1,15 @@
+//! Who may do what: the PKI and TLS identity of connections, the authentication chain and the
+//! hub's tokens, RBAC and the authorizer that follows it, delegation to a kube-apiserver, the
+//! review kinds, the per-cluster agent RBAC and the in-flight limits.
+
+pub mod access;
+pub mod authn;
+pub mod authz;
+pub mod bootstrap;
+pub mod cluster_rbac;
+pub mod delegate;
+pub mod limits;
+pub mod pki;
+pub mod reviews;
+pub mod tls;
+pub mod tokens;

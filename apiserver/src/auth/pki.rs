@@ -1,0 +1,474 @@
+//! The hub's PKI under its data dir: a CA kept across restarts, a serving certificate re-issued
+//! at every start for the addresses it listens on, the admin client certificate, the
+//! `admin.kubeconfig` that carries them, and the rustls server configuration built from them.
+
+use std::fs;
+use std::io;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use time::{Duration, OffsetDateTime};
+
+/// The user the admin certificate names; its group is `system:masters`.
+pub const ADMIN_USER: &str = "ocm-admin";
+/// The group of the admin certificate (Kubernetes' superuser group).
+pub const ADMIN_GROUP: &str = crate::auth::authz::MASTERS_GROUP;
+
+/// A PKI failure.
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    /// Reading or writing a file under the data dir failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Generating, parsing or signing a certificate or key failed.
+    #[error("certificate {what}: {source}")]
+    Cert {
+        /// Which certificate.
+        what: &'static str,
+        /// Why.
+        source: rcgen::Error,
+    },
+    /// A stored PEM file does not hold what it should.
+    #[error("{path}: {detail}")]
+    BadPem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// rustls refused the material.
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+    /// The client verifier could not be built.
+    #[error("TLS client verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+}
+
+/// The kubeadm-style pin (`sha256:<hex>` of the SubjectPublicKeyInfo) of the first certificate
+/// in `pem`.
+pub fn ca_hash_of(pem: &str) -> Option<String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
+    Some(format!(
+        "sha256:{}",
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}
+
+/// Why a certificate request was not signed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    /// The request itself is unacceptable (unreadable, bad signature, unsupported subject).
+    #[error("{0}")]
+    Request(String),
+    /// The signer failed.
+    #[error("signing failed: {0}")]
+    Signer(String),
+}
+
+/// A subject of one CN and at most two Os. rcgen keeps one value per attribute type, so a
+/// second O goes in under its OID as a custom type: it encodes the same (`2.5.4.10`), and
+/// readers see two Os.
+pub fn subject(cn: &str, groups: &[&str]) -> Result<DistinguishedName, SignError> {
+    if groups.len() > 2 {
+        return Err(SignError::Request(format!(
+            "the subject names {} organizations; this signer supports at most 2",
+            groups.len()
+        )));
+    }
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    if let Some(first) = groups.first() {
+        dn.push(DnType::OrganizationName, *first);
+    }
+    if let Some(second) = groups.get(1) {
+        dn.push(DnType::CustomDnType(vec![2, 5, 4, 10]), *second);
+    }
+    Ok(dn)
+}
+
+/// The CN and Os of a certificate request (DER); any other subject attribute, a missing or
+/// repeated CN, or a group that is `system:masters` is refused.
+pub fn request_subject(der: &[u8]) -> Result<(String, Vec<String>), SignError> {
+    use x509_parser::prelude::FromDer;
+    let (_, req) = x509_parser::certification_request::X509CertificationRequest::from_der(der)
+        .map_err(|_| SignError::Request("the request is not a PKCS#10 request".into()))?;
+    let subject = &req.certification_request_info.subject;
+    let mut cn = Vec::new();
+    let mut groups = Vec::new();
+    for rdn in subject.iter() {
+        for attr in rdn.iter() {
+            let value = attr
+                .as_str()
+                .map_err(|_| SignError::Request("a subject attribute is not a string".into()))?
+                .to_owned();
+            let oid = attr.attr_type();
+            if *oid == x509_parser::oid_registry::OID_X509_COMMON_NAME {
+                cn.push(value);
+            } else if *oid == x509_parser::oid_registry::OID_X509_ORGANIZATION_NAME {
+                groups.push(value);
+            } else {
+                return Err(SignError::Request(format!(
+                    "the subject has attribute {oid}; only CN and O are supported"
+                )));
+            }
+        }
+    }
+    let [cn] = <[String; 1]>::try_from(cn)
+        .map_err(|_| SignError::Request("the subject must have exactly one CN".into()))?;
+    if cn.is_empty() {
+        return Err(SignError::Request("the subject's CN is empty".into()));
+    }
+    if groups.iter().any(|g| g == crate::auth::authz::MASTERS_GROUP) {
+        return Err(SignError::Request(format!(
+            "the subject names group {}; this signer never issues it",
+            crate::auth::authz::MASTERS_GROUP
+        )));
+    }
+    Ok((cn, groups))
+}
+
+/// The hub's certificates, loaded or created under `DIR/pki`.
+pub struct Pki {
+    dir: PathBuf,
+    /// The CA certificate (PEM), which clients trust and which signs client certificates.
+    pub ca_pem: String,
+    ca_key: KeyPair,
+    /// The end of the CA certificate's validity: nothing it signs outlives it.
+    ca_not_after: OffsetDateTime,
+}
+
+impl std::fmt::Debug for Pki {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pki").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PkiError + '_ {
+    move |source| PkiError::Io { path: path.to_owned(), source }
+}
+
+fn cert_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
+    move |source| PkiError::Cert { what, source }
+}
+
+/// Writes `contents` to `path` atomically (temp file + rename), private when `secret`.
+pub(crate) fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), PkiError> {
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write as _;
+        let mut opts = fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        if secret {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            opts.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = secret;
+        let mut f = opts.open(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(contents.as_bytes()).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+    }
+    fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+/// The stored CA certificate (PEM) and key of a `pki` directory.
+fn read_ca(dir: &Path) -> Result<(String, KeyPair), PkiError> {
+    let crt = dir.join("ca.crt");
+    let key_path = dir.join("ca.key");
+    let pem = fs::read_to_string(&crt).map_err(io_err(&crt))?;
+    let key_pem = fs::read_to_string(&key_path).map_err(io_err(&key_path))?;
+    Ok((pem, KeyPair::from_pem(&key_pem).map_err(cert_err("CA key"))?))
+}
+
+fn validity(params: &mut CertificateParams, days: i64) {
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - Duration::minutes(5);
+    params.not_after = now + Duration::days(days);
+}
+
+fn ca_params() -> CertificateParams {
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "ocm-hub-ca");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    validity(&mut params, 3650);
+    params
+}
+
+impl Pki {
+    /// Loads the CA from `data_dir/pki` (creating it on first start), issues a fresh serving
+    /// certificate for `hosts` (DNS names or IP addresses) and makes sure the admin client
+    /// certificate exists.
+    pub fn load_or_create(data_dir: &Path, hosts: &[String]) -> Result<Pki, PkiError> {
+        let dir = data_dir.join("pki");
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let ca_crt = dir.join("ca.crt");
+        let ca_key_path = dir.join("ca.key");
+        let (ca_pem, ca_key) = if ca_crt.exists() && ca_key_path.exists() {
+            read_ca(&dir)?
+        } else {
+            let key = KeyPair::generate().map_err(cert_err("CA key"))?;
+            let cert = ca_params().self_signed(&key).map_err(cert_err("CA"))?;
+            write_file(&ca_key_path, &key.serialize_pem(), true)?;
+            write_file(&ca_crt, &cert.pem(), false)?;
+            (cert.pem(), key)
+        };
+        let pki = Pki::new(dir, ca_pem, ca_key)?;
+        let (crt, key) = pki.issue_serving(hosts)?;
+        // The key first: a reload that sees the new certificate sees its key.
+        write_file(&pki.dir.join("serving.key"), &key, true)?;
+        write_file(&pki.dir.join("serving.crt"), &crt, false)?;
+        if !pki.dir.join("admin.crt").exists() || !pki.dir.join("admin.key").exists() {
+            let (crt, key) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 365)?;
+            write_file(&pki.dir.join("admin.key"), &key, true)?;
+            write_file(&pki.dir.join("admin.crt"), &crt, false)?;
+        }
+        Ok(pki)
+    }
+
+    /// Opens an existing CA in `data_dir/pki` without writing anything (to issue client
+    /// certificates for a running hub: tests, `ocm-hub` tooling).
+    pub fn open(data_dir: &Path) -> Result<Pki, PkiError> {
+        let dir = data_dir.join("pki");
+        let (ca_pem, ca_key) = read_ca(&dir)?;
+        Pki::new(dir, ca_pem, ca_key)
+    }
+
+    /// The CA's public key pin as kubeadm writes it (`--discovery-token-ca-cert-hash`):
+    /// `sha256:` and the hex SHA-256 of its DER SubjectPublicKeyInfo.
+    pub fn ca_hash(&self) -> Result<String, PkiError> {
+        ca_hash_of(&self.ca_pem).ok_or_else(|| PkiError::BadPem {
+            path: self.dir.join("ca.crt"),
+            detail: "not an X.509 certificate".into(),
+        })
+    }
+
+    fn new(dir: PathBuf, ca_pem: String, ca_key: KeyPair) -> Result<Pki, PkiError> {
+        let bad =
+            |detail: &str| PkiError::BadPem { path: dir.join("ca.crt"), detail: detail.into() };
+        let (_, pem) = x509_parser::pem::parse_x509_pem(ca_pem.as_bytes())
+            .map_err(|_| bad("not a PEM certificate"))?;
+        let cert = pem.parse_x509().map_err(|_| bad("not an X.509 certificate"))?;
+        let ca_not_after = cert.validity().not_after.to_datetime();
+        Ok(Pki { dir, ca_pem, ca_key, ca_not_after })
+    }
+
+    /// The CA as an issuer: same subject and key as the stored CA certificate, which is all a
+    /// signature and its issuer name depend on.
+    fn issuer(&self) -> Result<Issuer<'_, &KeyPair>, PkiError> {
+        Ok(Issuer::new(ca_params(), &self.ca_key))
+    }
+
+    fn issue_serving(&self, hosts: &[String]) -> Result<(String, String), PkiError> {
+        let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        for h in hosts {
+            if !h.is_empty() && !names.contains(h) {
+                names.push(h.clone());
+            }
+        }
+        let mut params = CertificateParams::default();
+        params.subject_alt_names = names
+            .iter()
+            .map(|n| match n.parse::<IpAddr>() {
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => n.clone().try_into().map(SanType::DnsName),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(cert_err("serving SAN"))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "ocm-hub");
+        params.distinguished_name = dn;
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        validity(&mut params, 365);
+        let key = KeyPair::generate().map_err(cert_err("serving key"))?;
+        let cert = params.signed_by(&key, &self.issuer()?).map_err(cert_err("serving"))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// Signs a client certificate request (PEM) as the `kubernetes.io/kube-apiserver-client`
+    /// signer does: the request's signature is checked, its subject (one CN, at most two Os)
+    /// and public key are kept, the usages are client authentication, and it is valid from five
+    /// minutes ago until `not_after` (never past the CA's own end). Returns the certificate (PEM).
+    pub fn sign_client_request(
+        &self,
+        request_pem: &str,
+        not_after: OffsetDateTime,
+    ) -> Result<String, SignError> {
+        let der = <rustls::pki_types::CertificateSigningRequestDer as rustls::pki_types::pem::PemObject>::from_pem_slice(
+            request_pem.as_bytes(),
+        )
+        .map_err(|_| SignError::Request("spec.request is not a PEM CERTIFICATE REQUEST".into()))?;
+        let (cn, groups) = request_subject(der.as_ref())?;
+        let mut request = rcgen::CertificateSigningRequestParams::from_der(&der)
+            .map_err(|e| SignError::Request(format!("the request cannot be read: {e}")))?;
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        let params = &mut request.params;
+        params.distinguished_name = subject(&cn, &groups)?;
+        params.subject_alt_names.clear();
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = OffsetDateTime::now_utc() - Duration::minutes(5);
+        params.not_after = not_after.min(self.ca_not_after);
+        params.serial_number = Some(rcgen::SerialNumber::from_slice(&rand::random::<[u8; 16]>()));
+        let issuer = self.issuer().map_err(|e| SignError::Signer(e.to_string()))?;
+        let cert = request.signed_by(&issuer).map_err(|e| SignError::Signer(e.to_string()))?;
+        Ok(cert.pem())
+    }
+
+    /// Issues a client certificate (`CN=user`, `O=group`) valid for `days`, returning (cert,
+    /// key) PEM.
+    pub fn issue_client(
+        &self,
+        user: &str,
+        group: Option<&str>,
+        days: i64,
+    ) -> Result<(String, String), PkiError> {
+        let now = OffsetDateTime::now_utc();
+        self.issue_client_between(
+            user,
+            group,
+            now - Duration::minutes(5),
+            now + Duration::days(days),
+        )
+    }
+
+    /// Issues a client certificate valid from `not_before` to `not_after` (tests use it for
+    /// certificates that have expired).
+    pub fn issue_client_between(
+        &self,
+        user: &str,
+        group: Option<&str>,
+        not_before: OffsetDateTime,
+        not_after: OffsetDateTime,
+    ) -> Result<(String, String), PkiError> {
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, user);
+        if let Some(g) = group {
+            dn.push(DnType::OrganizationName, g);
+        }
+        params.distinguished_name = dn;
+        params.key_usages =
+            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = not_before;
+        params.not_after = not_after;
+        let key = KeyPair::generate().map_err(cert_err("client key"))?;
+        let cert = params.signed_by(&key, &self.issuer()?).map_err(cert_err("client"))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// Writes `path` as a kubeconfig for `server` with the admin certificate embedded.
+    pub fn write_admin_kubeconfig(&self, path: &Path, server: &str) -> Result<(), PkiError> {
+        let read = |name: &str| {
+            let p = self.dir.join(name);
+            fs::read_to_string(&p).map_err(io_err(&p))
+        };
+        self.write_kubeconfig(path, server, ADMIN_USER, &read("admin.crt")?, &read("admin.key")?)
+    }
+
+    /// Writes a kubeconfig for `server` that presents `user`'s certificate and key (PEM).
+    pub fn write_kubeconfig(
+        &self,
+        path: &Path,
+        server: &str,
+        user: &str,
+        crt: &str,
+        key: &str,
+    ) -> Result<(), PkiError> {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: ocm-hub\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {crt}\n    client-key-data: {key}\ncontexts:\n- name: ocm-hub\n  context:\n    cluster: ocm-hub\n    user: {user}\ncurrent-context: ocm-hub\n",
+            ca = b64(&self.ca_pem),
+            crt = b64(crt),
+            key = b64(key),
+        );
+        write_file(path, &config, true)
+    }
+
+    /// The `pki` directory.
+    pub fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    /// The CA certificate file.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
+    /// The hub-issued serving certificate and key files.
+    pub fn serving_files(&self) -> (PathBuf, PathBuf) {
+        (self.dir.join("serving.crt"), self.dir.join("serving.key"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+
+    fn pem_certs(pem: &str) -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_slice_iter(pem.as_bytes()).collect::<Result<_, _>>().unwrap()
+    }
+
+    #[test]
+    fn ca_survives_restarts_and_configs_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Pki::load_or_create(dir.path(), &["hub.example".into()]).unwrap();
+        let b = Pki::load_or_create(dir.path(), &[]).unwrap();
+        assert_eq!(a.ca_pem, b.ca_pem, "the CA must be kept");
+        let (cert, key) = b.serving_files();
+        crate::auth::tls::Tls::load(crate::auth::tls::TlsFiles {
+            cert,
+            key,
+            client_ca: vec![b.ca_file()],
+            requestheader_ca: None,
+            requestheader_allowed_names: Vec::new(),
+        })
+        .unwrap();
+        let kc = dir.path().join("admin.kubeconfig");
+        b.write_admin_kubeconfig(&kc, "https://127.0.0.1:1").unwrap();
+        let text = fs::read_to_string(kc).unwrap();
+        assert!(text.contains("client-certificate-data"));
+    }
+
+    #[test]
+    fn client_certificates_name_user_and_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::load_or_create(dir.path(), &[]).unwrap();
+        let (pem, _) = pki.issue_client("alice", Some("team-a"), 1).unwrap();
+        let der = pem_certs(&pem).remove(0);
+        let id = crate::auth::tls::user_from_certificate(der.as_ref()).unwrap();
+        assert_eq!(id.name, "alice");
+        assert_eq!(id.groups, ["team-a", "system:authenticated"]);
+        let (pem, _) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 1).unwrap();
+        let der = pem_certs(&pem).remove(0);
+        let admin = crate::auth::tls::user_from_certificate(der.as_ref()).unwrap();
+        assert!(admin.groups.iter().any(|g| g == ADMIN_GROUP));
+        assert!(crate::auth::tls::user_from_certificate(b"not a certificate").is_none());
+    }
+}

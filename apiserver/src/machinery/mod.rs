@@ -1,0 +1,21 @@
+//! API machinery, the lowest layer: objects and their metadata, Kubernetes errors, the table of
+//! served kinds and their strategies, merges and patches, encodings, tables, OpenAPI, discovery,
+//! who asks (the requester and the authorizer trait), metrics families and the task tracker.
+
+pub mod background;
+pub mod backoff;
+pub mod discovery;
+pub mod error;
+pub mod events;
+pub mod intern;
+pub mod jsonpath;
+pub mod merge;
+pub mod metrics;
+pub mod object;
+pub mod ocm;
+pub mod openapi;
+pub mod protobuf;
+pub mod requester;
+pub mod scheme;
+pub mod strategy;
+pub mod table;
