@@ -1,0 +1,211 @@
+//! Creates: generateName, system metadata, the strategy's prune, default, admit and
+//! validate, the namespace lifecycle check, then one store create.
+
+use super::managers::track_update;
+use super::meta::validate_meta;
+use super::*;
+
+impl Registry {
+    /// Creates an object unless one of its name exists (what exists is kept as it is); the
+    /// hub's own objects: defaults at start-up, what controllers set up.
+    pub async fn create_if_absent(
+        &self,
+        rt: &ResourceType,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let namespace = object::namespace(&obj).to_owned();
+        match self.create(rt, &namespace, obj, opts).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.reason == "AlreadyExists" => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates an object (POST to the collection).
+    pub async fn create(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        self.create_tracked(rt, namespace, obj, opts, false).await
+    }
+
+    /// Creates an object; `tracked`: its managedFields are already final (an apply).
+    pub(super) async fn create_tracked(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+        tracked: bool,
+    ) -> Result<Written, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        let generate = {
+            let m = meta_mut(&mut obj);
+            if rt.namespaced {
+                let body_ns = m.get("namespace").and_then(Value::as_str).unwrap_or("");
+                if !body_ns.is_empty() && body_ns != namespace {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent \
+                         on the request",
+                    ));
+                }
+                m.insert("namespace".into(), Value::String(namespace.to_owned()));
+            } else {
+                m.remove("namespace");
+            }
+            for field in [
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "selfLink",
+            ] {
+                m.remove(field);
+            }
+            let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+            let prefix = m.get("generateName").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty() && !prefix.is_empty() { Some(prefix.to_owned()) } else { None }
+        };
+        if rt.has_status() {
+            if let Some(map) = obj.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        rt.strategy.prepare_create(&mut obj);
+        let mut warnings = self.prune(rt, &mut obj, opts)?;
+        rt.strategy.default(&mut obj);
+        rt.strategy.admit(&mut obj, None, None, opts.requester.as_ref())?;
+        {
+            let m = meta_mut(&mut obj);
+            m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+            m.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
+            if rt.strategy.tracks_generation() {
+                m.insert("generation".into(), json!(1));
+            }
+        }
+        if !tracked {
+            track_update(rt, &Value::Null, &mut obj, None, opts)?;
+        }
+        let mut attempts = 0;
+        loop {
+            if let Some(prefix) = &generate {
+                meta_mut(&mut obj)
+                    .insert("name".into(), Value::String(object::generate_name(prefix)));
+            }
+            let name = object::name(&obj).to_owned();
+            if name.is_empty() {
+                let err = FieldError::required("metadata.name", "name or generateName is required");
+                return Err(ApiError::invalid(&rt.group, &rt.kind, "", &[err]));
+            }
+            let mut errs = Vec::new();
+            validate_meta(rt, &obj, &mut errs);
+            errs.extend(rt.strategy.validate(&obj)?);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &errs));
+            }
+            if rt.namespaced {
+                self.check_namespace_open(rt, namespace, &name).await?;
+            }
+            if opts.dry_run {
+                return Ok(Written { object: obj, warnings, created: true });
+            }
+            let room = self.budget.reserve(object::json_len(&obj)).await;
+            let bytes = to_stored(&mut obj)?;
+            match self.storage.create(&rt.key(namespace, &name), bytes).await {
+                Ok(kv) => {
+                    self.release_when_cached(room, kv.mod_revision.get()).await;
+                    object::set_resource_version(&mut obj, kv.mod_revision.get());
+                    return Ok(Written {
+                        object: obj,
+                        warnings: std::mem::take(&mut warnings),
+                        created: true,
+                    });
+                }
+                Err(ocm_storage::Error::AlreadyExists { .. })
+                    if generate.is_some() && attempts < 8 =>
+                {
+                    attempts += 1;
+                }
+                Err(e) => return Err(from_storage(e, subject(rt, &name))),
+            }
+        }
+    }
+
+    /// Refuses content in a namespace that does not exist or is being deleted (Kubernetes'
+    /// NamespaceLifecycle admission).
+    pub(super) async fn check_namespace_open(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let ns_rt = self
+            .scheme
+            .lookup("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("namespaces are not served"))?;
+        let key = ns_rt.key("", namespace);
+        let found = match self.cache.get(&ns_rt.prefix, &key)? {
+            Some(o) => Some(Arc::unwrap_or_clone(o.value())),
+            None => match self
+                .storage
+                .try_get(&key)
+                .await
+                .map_err(|e| from_storage(e, Default::default()))?
+            {
+                Some(kv) => Some(parse_stored(ns_rt, &kv)?),
+                None => None,
+            },
+        };
+        match found {
+            None => Err(ApiError::not_found(Subject {
+                group: String::new(),
+                kind: "namespaces".into(),
+                name: namespace.to_owned(),
+            })),
+            Some(ns) if object::is_deleting(&ns) => Err(ApiError::forbidden(
+                subject(rt, name),
+                format!(
+                    "unable to create new content in namespace {namespace} because it is being \
+                     terminated"
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    pub(super) fn prune(
+        &self,
+        rt: &ResourceType,
+        obj: &mut Value,
+        opts: &WriteOptions,
+    ) -> Result<Vec<String>, ApiError> {
+        let unknown = rt.strategy.prune(obj);
+        if unknown.is_empty() {
+            return Ok(Vec::new());
+        }
+        match opts.field_validation {
+            FieldValidation::Strict => Err(ApiError::bad_request(format!(
+                "{kind} in version {v:?} cannot be handled as a {kind}: strict decoding error: {}",
+                unknown
+                    .iter()
+                    .map(|f| format!("unknown field {f:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                kind = rt.kind,
+                v = rt.storage_version,
+            ))),
+            FieldValidation::Warn => {
+                Ok(unknown.iter().map(|f| format!("unknown field {f:?}")).collect())
+            }
+            FieldValidation::Ignore => Ok(Vec::new()),
+        }
+    }
+}
