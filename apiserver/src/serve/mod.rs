@@ -1,7 +1,6 @@
 //! Serving: start-up and the accept loop, connections, the REST API and the gRPC server.
 
 pub mod conn;
-pub mod encoding;
 pub mod grpc;
 pub mod rest;
 pub mod scrape;

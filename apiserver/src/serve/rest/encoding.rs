@@ -12,26 +12,26 @@ use http_body_util::BodyExt as _;
 use serde_json::Value;
 
 /// The smallest body that is compressed (kube-apiserver's `defaultGzipThresholdBytes`).
-pub const GZIP_THRESHOLD: usize = 128 * 1024;
+pub(super) const GZIP_THRESHOLD: usize = 128 * 1024;
 
 /// Response extension marking a streamed body (a watch): left as it is.
 #[derive(Debug, Clone, Copy)]
-pub struct Streaming;
+pub(super) struct Streaming;
 
 /// How a request wants its response encoded.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Wanted {
+pub(super) struct Wanted {
     /// The first acceptable media type of `Accept` is `application/yaml`.
-    pub yaml: bool,
+    pub(super) yaml: bool,
     /// `Accept-Encoding` lists gzip.
-    pub gzip: bool,
+    pub(super) gzip: bool,
 }
 
 impl Wanted {
     /// Reads `Accept` (with the REST layer's negotiation, so both agree on YAML) and
     /// `Accept-Encoding`.
-    pub fn of(headers: &HeaderMap) -> Wanted {
-        let yaml = crate::serve::rest::yaml_negotiated(headers);
+    pub(super) fn of(headers: &HeaderMap) -> Wanted {
+        let yaml = super::yaml_negotiated(headers);
         let gzip = headers
             .get_all(header::ACCEPT_ENCODING)
             .iter()
@@ -50,7 +50,7 @@ impl Wanted {
 
 /// Re-encodes a finished response as `wanted` says: YAML for a JSON body, then gzip when the
 /// body is large enough. A body that cannot be re-encoded is sent as it is.
-pub async fn finish(resp: Response, wanted: Wanted) -> Response {
+pub(super) async fn finish(resp: Response, wanted: Wanted) -> Response {
     if resp.extensions().get::<Streaming>().is_some() || !(wanted.yaml || wanted.gzip) {
         return resp;
     }

@@ -1,0 +1,341 @@
+//! The REST layer: parses a Kubernetes API path into request info, negotiates content, reads
+//! bodies under the size limit, calls the one generic registry recipe and writes JSON answers,
+//! watch streams and `Status` errors. No kind has its own handler.
+
+mod body;
+mod documents;
+mod encoding;
+mod request;
+mod resource;
+mod watch;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt as _;
+use ocm_proto::selector::{FieldSelector, LabelSelector};
+use ocm_proto::validation::FieldError;
+use serde_json::{Value, json};
+
+use crate::auth::authz;
+use crate::auth::limits::Inflight;
+use crate::machinery::discovery::Discovery;
+use crate::machinery::error::ApiError;
+use crate::machinery::metrics::{Metrics, RequestLabels};
+use crate::machinery::object;
+use crate::machinery::openapi::OpenApi;
+use crate::machinery::scheme::ResourceType;
+use crate::machinery::table::{self, Include, TableRequest};
+
+use crate::store::cache::{CacheEvent, CachedObject, EventType, Msg, Start};
+use crate::store::registry::{
+    DeleteOptions, DeleteOutcome, FieldValidation, ListQuery, Patch, Registry, WriteOptions,
+    parse_rv, selectors_match,
+};
+
+use crate::machinery::requester::{Identity, Requester};
+
+use body::*;
+use documents::*;
+use request::*;
+use resource::*;
+use watch::*;
+
+/// The largest request body (kube-apiserver's default, 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Everything a request handler needs.
+#[derive(Debug)]
+pub struct ApiState {
+    /// The registry.
+    pub registry: Registry,
+    /// Discovery documents.
+    pub discovery: Discovery,
+    /// OpenAPI v3 documents.
+    pub openapi: OpenApi,
+    /// Whether the server is ready (storage open, cache loaded, listening).
+    pub ready: AtomicBool,
+    /// Interval of watch bookmarks.
+    pub bookmark_every: Duration,
+    /// The in-flight request limits.
+    pub inflight: Inflight,
+    /// The authorizer (RBAC).
+    pub access: Arc<crate::auth::access::Access>,
+    /// The authenticator (front-proxy headers, certificates, tokens).
+    pub authn: crate::auth::authn::Authenticator,
+    /// The kube-apiserver asked about tokens this hub did not issue (aggregated mode).
+    pub delegate_authn: Option<Arc<crate::auth::delegate::Delegate>>,
+    /// The kube-apiserver asked about requests this hub's RBAC denies (aggregated mode).
+    pub delegate_authz: Option<Arc<crate::auth::delegate::Delegate>>,
+    /// The placement scheduler, for `placements/explain` (`None` without controllers).
+    pub placement: Option<Arc<crate::controllers::placement::Scheduler>>,
+    /// The hub's metrics (`/metrics`).
+    pub metrics: Arc<Metrics>,
+}
+
+/// The router: every path goes through [`handle`].
+pub fn router(state: Arc<ApiState>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(state)
+}
+
+fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .expect("static headers are valid")
+}
+
+/// 200 with `v` as its JSON body.
+fn value_response(v: &Value) -> Result<Response, ApiError> {
+    Ok(json_response(StatusCode::OK, serde_json::to_vec(v).map_err(ApiError::internal)?))
+}
+
+fn error_response(err: &ApiError) -> Response {
+    let mut resp = json_response(
+        StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        serde_json::to_vec(&err.to_status()).unwrap_or_default(),
+    );
+    if let Some(secs) = err.details.retry_after {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Body::from(body))
+        .expect("static headers are valid")
+}
+
+/// The one path anonymous requests may read (then subject to RBAC).
+const CLUSTER_INFO_PATH: &str = "/api/v1/namespaces/kube-public/configmaps/cluster-info";
+
+/// The one entry point of every request.
+pub async fn handle(State(state): State<Arc<ApiState>>, req: Request) -> Response {
+    let started = Instant::now();
+    // The query and the request's attributes, computed once for the metrics and the handler.
+    let q = Query::parse(req.uri().query());
+    let path = req.uri().path();
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    let attrs = attributes(req.method(), path, &segments, &q);
+    let labels = request_labels(&state, &req, &q, &attrs);
+    let wanted = encoding::Wanted::of(req.headers());
+    let resp = match serve(&state, req, q, attrs).await {
+        Ok(resp) => resp,
+        Err(err) => error_response(&err),
+    };
+    let resp = encoding::finish(resp, wanted).await;
+    let code = resp.status().as_u16();
+    if labels.verb == "WATCH" && resp.status() == StatusCode::OK {
+        // Served until the stream ends: counted now, timed (and long-running) until then.
+        let guard = state.metrics.long_running(labels, code);
+        let (parts, body) = resp.into_parts();
+        let body = body.into_data_stream().map(move |chunk| {
+            let _held = &guard;
+            chunk
+        });
+        return Response::from_parts(parts, Body::from_stream(body));
+    }
+    let size = axum::body::HttpBody::size_hint(resp.body()).exact();
+    state.metrics.observe_request(&labels, code, started.elapsed(), size);
+    resp
+}
+
+/// A request's metric labels, cleaned as kube-apiserver cleans them: resources this hub does not
+/// serve, subresources they lack and unknown methods are not named (bounded label values).
+fn request_labels(
+    state: &ApiState,
+    req: &Request,
+    q: &Query,
+    attrs: &crate::machinery::requester::Attributes,
+) -> RequestLabels {
+    let method = match *req.method() {
+        Method::GET | Method::HEAD | Method::POST | Method::PUT | Method::PATCH => {
+            req.method().as_str()
+        }
+        Method::DELETE | Method::OPTIONS | Method::CONNECT => req.method().as_str(),
+        _ => "other",
+    };
+    let dry_run = if q.get("dryRun") == Some("All") { "All" } else { "" };
+    let mut labels = RequestLabels { verb: method.to_owned(), dry_run, ..RequestLabels::default() };
+    if !attrs.resource_request {
+        return labels;
+    }
+    let Some(rt) =
+        state.registry.scheme.lookup(&attrs.api_group, &attrs.api_version, &attrs.resource)
+    else {
+        return labels;
+    };
+    let apply = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch"));
+    labels.verb = match attrs.verb.as_str() {
+        "get" => "GET",
+        "list" => "LIST",
+        "watch" => "WATCH",
+        "create" => "POST",
+        "update" => "PUT",
+        "patch" if apply => "APPLY",
+        "patch" => "PATCH",
+        "delete" => "DELETE",
+        "deletecollection" => "DELETECOLLECTION",
+        _ => "other",
+    }
+    .to_owned();
+    labels.scope = if !attrs.name.is_empty() || attrs.verb == "create" {
+        "resource"
+    } else if !attrs.namespace.is_empty() {
+        "namespace"
+    } else {
+        "cluster"
+    };
+    if rt.subresources.iter().any(|sub| sub.name == attrs.subresource) {
+        labels.subresource = attrs.subresource.clone();
+    }
+    labels.group = attrs.api_group.clone();
+    labels.version = attrs.api_version.clone();
+    labels.resource = attrs.resource.clone();
+    labels
+}
+
+async fn serve(
+    state: &Arc<ApiState>,
+    mut req: Request,
+    q: Query,
+    attrs: crate::machinery::requester::Attributes,
+) -> Result<Response, ApiError> {
+    let path = req.uri().path().to_owned();
+    match path.as_str() {
+        "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => {
+            return Ok(text(StatusCode::OK, "ok"));
+        }
+        "/readyz" => {
+            return Ok(if state.ready.load(Ordering::Acquire) {
+                text(StatusCode::OK, "ok")
+            } else {
+                text(StatusCode::INTERNAL_SERVER_ERROR, "[-]storage not ready\nreadyz check failed")
+            });
+        }
+        "/version" | "/version/" => {
+            return Ok(json_response(StatusCode::OK, state.discovery.version.clone()));
+        }
+        _ => {}
+    }
+    let peer = req.extensions().get::<crate::auth::tls::PeerInfo>().cloned();
+    let peer = peer.as_deref().unwrap_or(&crate::auth::tls::Peer::Anonymous);
+    // Whether the host cluster named the user (front-proxy headers or its TokenReview): only
+    // such users may be authorized by the host cluster's RBAC.
+    let mut named_by_host = matches!(peer, crate::auth::tls::Peer::FrontProxy { .. });
+    let user = match state.authn.authenticate(peer, req.headers_mut()) {
+        Ok(user) => user,
+        // A token this hub did not issue may be the cluster's (aggregated mode).
+        Err(crate::auth::authn::Unauthenticated { token: Some(token) }) => {
+            match &state.delegate_authn {
+                Some(delegate) => {
+                    named_by_host = true;
+                    Identity::new(
+                        delegate.authenticate(&token).await.ok_or_else(ApiError::unauthorized)?,
+                    )
+                }
+                None => return Err(ApiError::unauthorized()),
+            }
+        }
+        // Without any credential, only the hub's public cluster-info may be read (kube-
+        // apiserver's anonymous authentication limited to that path, as kubeadm uses it).
+        Err(crate::auth::authn::Unauthenticated { token: None })
+            if matches!(peer, crate::auth::tls::Peer::Anonymous)
+                && req.method() == axum::http::Method::GET
+                && path == CLUSTER_INFO_PATH =>
+        {
+            Identity::new(crate::machinery::requester::UserInfo {
+                name: authz::ANONYMOUS_USER.to_owned(),
+                groups: vec![authz::UNAUTHENTICATED_GROUP.to_owned()],
+                ..crate::machinery::requester::UserInfo::default()
+            })
+        }
+        Err(_) => return Err(ApiError::unauthorized()),
+    };
+    let identity = state.access.impersonate(user, req.headers())?;
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
+    // `//` would name nothing here, yet could name something else to a parser that skipped
+    // it: refused before anything reads the path.
+    if segments.iter().any(|s| s.is_empty()) {
+        return Err(ApiError::path_not_found());
+    }
+    let local = state.access.check(&identity, &attrs);
+    if local.is_ok() && attrs.verb == "watch" {
+        // Allowed by the hub's own RBAC: the watch is checked again when RBAC changes.
+        req.extensions_mut().insert(Reauthorize(attrs.clone()));
+    }
+    if let Err(denied) = local {
+        // What the hub's RBAC denies, the host cluster's may allow (aggregated mode), for users
+        // the host named and for what the APIServices serve: the OCM groups and discovery. The
+        // hub's own core objects (its Secrets, ServiceAccounts, RBAC) are not the host's.
+        let delegable = named_by_host
+            && (!attrs.resource_request
+                || attrs.api_group.ends_with(".open-cluster-management.io"));
+        let allowed = match &state.delegate_authz {
+            Some(delegate) if delegable => delegate.allowed(&identity, &attrs).await?,
+            _ => false,
+        };
+        if !allowed {
+            return Err(denied);
+        }
+    }
+    // Seats are taken once the request is authorized (design §3's order), so what a caller may
+    // not do never occupies one.
+    let _seat =
+        state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs).await?;
+    match segments.as_slice() {
+        ["api"] => discovery_root(state, req.headers(), true),
+        ["apis"] => discovery_root(state, req.headers(), false),
+        ["apis", group] => match state.discovery.groups.get(*group) {
+            Some(doc) => Ok(json_response(StatusCode::OK, doc.clone())),
+            None => Err(ApiError::path_not_found()),
+        },
+        ["metrics"] => Ok(metrics_response(state).await),
+        ["openapi", "v3"] => Ok(openapi_root(state, req.headers())),
+        ["openapi", "v3", rest @ ..] => openapi_document(state, &rest.join("/"), &q),
+        ["api", "v1"] => group_version(state, "", "v1"),
+        ["apis", group, version] => group_version(state, group, version),
+        ["api", "v1", rest @ ..] => {
+            let target = resolve(state, "", "v1", rest)?;
+            resource(state, target, req, q, &identity).await
+        }
+        ["apis", group, version, rest @ ..] => {
+            let target = resolve(state, group, version, rest)?;
+            resource(state, target, req, q, &identity).await
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+/// `/metrics`: Prometheus' text format, version 0.0.4.
+async fn metrics_response(state: &ApiState) -> Response {
+    let body =
+        crate::serve::scrape::render(&state.metrics, &state.registry, state.inflight.load()).await;
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")
+        .body(Body::from(body))
+        .expect("static headers are valid")
+}
+
+/// The requester of a write, for admission.
+pub(crate) fn requester(state: &ApiState, user: &Identity) -> Requester {
+    Requester { user: Arc::clone(user), authorizer: Arc::clone(&state.access) as _ }
+}
