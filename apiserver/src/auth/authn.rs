@@ -81,7 +81,7 @@ impl Authenticator {
         peer: &Peer,
         headers: &mut HeaderMap,
     ) -> Result<Identity, Unauthenticated> {
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let now = crate::machinery::clock::now().unix_timestamp();
         let proxied = take_request_headers(headers);
         let mut why = String::new();
         match peer {
@@ -276,7 +276,7 @@ impl Authenticator {
             ));
         }
         let audiences = object::strings(spec.get("audiences"));
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let now = crate::machinery::clock::now().unix_timestamp();
         let uid = object::uid(&account);
         let (token, claims) = self
             .tokens
@@ -303,7 +303,7 @@ impl Authenticator {
         let overlap_of = |auds: &[String]| -> Vec<String> {
             auds.iter().filter(|a| wanted.contains(a)).cloned().collect()
         };
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let now = crate::machinery::clock::now().unix_timestamp();
         // One verification, whatever the token's audience; then the overlap decides.
         let (user, overlap) = if let Some((id, secret)) = parse_bootstrap_token(token) {
             // Bootstrap tokens carry no audience: they are for this hub's own API only.

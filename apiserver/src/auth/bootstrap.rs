@@ -18,7 +18,7 @@ fn random_chars(n: usize) -> String {
 /// `kube-system/bootstrap-token-<id>` Secret, as kubeadm keeps them.
 pub fn bootstrap_token_secret(ttl: Duration, description: &str) -> (String, serde_json::Value) {
     let (id, secret) = (random_chars(6), random_chars(16));
-    let expires = time::OffsetDateTime::now_utc()
+    let expires = crate::machinery::clock::now()
         + time::Duration::seconds(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2));
     let obj = bootstrap_token_object(
         &id,

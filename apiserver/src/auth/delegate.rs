@@ -66,16 +66,12 @@ impl Delegate {
     /// Connects with `source`: `in-cluster` (the pod's ServiceAccount) or a kubeconfig path.
     pub async fn connect(source: &str) -> Result<Delegate, DelegateError> {
         let bad = |detail: String| DelegateError::Config { source_name: source.to_owned(), detail };
-        let config = if source == "in-cluster" {
-            kube::Config::incluster().map_err(|e| bad(e.to_string()))?
+        let client = if source == "in-cluster" {
+            let config = kube::Config::incluster().map_err(|e| bad(e.to_string()))?;
+            kube::Client::try_from(config).map_err(|e| bad(e.to_string()))?
         } else {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(source).map_err(|e| bad(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| bad(e.to_string()))?
+            crate::auth::pki::kubeconfig_client(std::path::Path::new(source)).await.map_err(bad)?
         };
-        let client = kube::Client::try_from(config).map_err(|e| bad(e.to_string()))?;
         Ok(Delegate { client, tokens: Mutex::default(), decisions: Mutex::default() })
     }
 

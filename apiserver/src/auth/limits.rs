@@ -46,8 +46,8 @@ struct Lane {
     seats: Arc<Semaphore>,
     capacity: usize,
     /// Whether a request waits in line for a seat. The Lease lane does not: a heartbeat that
-    /// cannot be served now is refused at once and sent again by its agent (held in line, it
-    /// raised 2,000 renewing agents' p99 from 2.5 to 60-80 ms; BENCHMARKS.md).
+    /// cannot be served now is refused at once and sent again by its agent, since heartbeats
+    /// held in line delay every other agent's renewal behind them.
     queues: bool,
 }
 

@@ -194,7 +194,7 @@ fn read_ca(dir: &Path) -> Result<(String, KeyPair), PkiError> {
 }
 
 fn validity(params: &mut CertificateParams, days: i64) {
-    let now = OffsetDateTime::now_utc();
+    let now = crate::machinery::clock::now();
     params.not_before = now - Duration::minutes(5);
     params.not_after = now + Duration::days(days);
 }
@@ -330,7 +330,7 @@ impl Pki {
         params.key_usages =
             vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        params.not_before = OffsetDateTime::now_utc() - Duration::minutes(5);
+        params.not_before = crate::machinery::clock::now() - Duration::minutes(5);
         params.not_after = not_after.min(self.ca_not_after);
         params.serial_number = Some(rcgen::SerialNumber::from_slice(&rand::random::<[u8; 16]>()));
         let issuer = self.issuer().map_err(|e| SignError::Signer(e.to_string()))?;
@@ -346,7 +346,7 @@ impl Pki {
         group: Option<&str>,
         days: i64,
     ) -> Result<(String, String), PkiError> {
-        let now = OffsetDateTime::now_utc();
+        let now = crate::machinery::clock::now();
         self.issue_client_between(
             user,
             group,
@@ -423,6 +423,16 @@ impl Pki {
     pub fn serving_files(&self) -> (PathBuf, PathBuf) {
         (self.dir.join("serving.crt"), self.dir.join("serving.key"))
     }
+}
+
+/// A `kube` client from a kubeconfig file: the one way the hub binary makes one (its client
+/// commands read the data dir's `admin.kubeconfig`; delegation reads the kube-apiserver's).
+pub async fn kubeconfig_client(path: &Path) -> Result<kube::Client, String> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -283,7 +283,7 @@ mod tests {
     }
 
     fn now() -> i64 {
-        time::OffsetDateTime::now_utc().unix_timestamp()
+        crate::machinery::clock::now().unix_timestamp()
     }
 
     fn b64(v: &[u8]) -> String {

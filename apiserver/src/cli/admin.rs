@@ -51,12 +51,9 @@ fn hub_message(e: &kube::Error) -> String {
 /// A client for the hub whose data dir is `data_dir`.
 pub async fn client(data_dir: &Path) -> Result<kube::Client, CliError> {
     let path = data_dir.join("admin.kubeconfig");
-    let bad = |detail: String| CliError::Kubeconfig { path: path.display().to_string(), detail };
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).map_err(|e| bad(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    crate::auth::pki::kubeconfig_client(&path)
         .await
-        .map_err(|e| bad(e.to_string()))?;
-    kube::Client::try_from(config).map_err(CliError::Hub)
+        .map_err(|detail| CliError::Kubeconfig { path: path.display().to_string(), detail })
 }
 
 pub use ocm_proto::duration::parse_duration;

@@ -4,6 +4,7 @@
 
 pub mod background;
 pub mod backoff;
+pub mod clock;
 pub mod discovery;
 pub mod error;
 pub mod events;

@@ -123,7 +123,7 @@ pub fn field_string(obj: &Value, path: &str) -> String {
 
 /// Now as Kubernetes writes times: RFC 3339, UTC, whole seconds.
 pub fn now_rfc3339() -> String {
-    rfc3339(time::OffsetDateTime::now_utc())
+    rfc3339(crate::machinery::clock::now())
 }
 
 /// A time Kubernetes wrote (RFC 3339); `None` when it is not one.

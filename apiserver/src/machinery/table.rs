@@ -205,7 +205,7 @@ fn age(timestamp: Option<&str>, now: OffsetDateTime, f: fn(time::Duration) -> St
 /// The human age of a timestamp field (core printers), `<unknown>` when unset.
 pub fn age_of_field(obj: &Value, pointer: &str) -> Value {
     let ts = obj.pointer(pointer).and_then(Value::as_str);
-    Value::String(age(ts, OffsetDateTime::now_utc(), human_duration))
+    Value::String(age(ts, crate::machinery::clock::now(), human_duration))
 }
 
 /// apimachinery's `ShortHumanDuration` (CRD `date` cells): `5s`, `3m`, `7h`, `2d`, `1y`.
@@ -319,7 +319,7 @@ pub fn build(
     req: TableRequest,
     headers: bool,
 ) -> Value {
-    let now = OffsetDateTime::now_utc();
+    let now = crate::machinery::clock::now();
     let definitions = if headers {
         let mut defs = vec![json!({
             "name": "Name", "type": "string", "format": "name",
@@ -701,7 +701,7 @@ mod tests {
 
     #[test]
     fn crd_cells_follow_the_column_type() {
-        let now = OffsetDateTime::now_utc();
+        let now = crate::machinery::clock::now();
         assert_eq!(typed_cell("string", &json!({"a": 1}), now), json!("{\"a\":1}"));
         assert_eq!(typed_cell("string", &json!(true), now), json!("true"));
         assert_eq!(typed_cell("integer", &json!(1.9), now), json!(1));
@@ -743,7 +743,7 @@ mod tests {
             {"kind": "User", "name": "u1"}, {"kind": "User", "name": "u2"},
             {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]});
         let cols = binding_columns();
-        let now = OffsetDateTime::now_utc();
+        let now = crate::machinery::clock::now();
         let cells: Vec<Value> = cols.iter().map(|c| c.value(&rb, now)).collect();
         assert_eq!(cells[0], "ClusterRole/admin");
         assert_eq!(cells[2], "u1, u2");

@@ -46,7 +46,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// buffers (see the module docs). Far shorter than any heartbeat period, far longer than the
 /// gap between a client's requests in one exchange (an agent's Lease GET and UPDATE). It parks
 /// between one and two of these after its last byte, so an agent renewing every 10 s holds
-/// hyper's buffers for about a tenth of the time (a fifth at 1 s).
+/// hyper's buffers for about a tenth of the time.
 pub const PARK_AFTER: Duration = Duration::from_millis(500);
 
 /// What a connection's service tells its I/O: requests started, responses not yet finished.

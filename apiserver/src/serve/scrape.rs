@@ -101,7 +101,7 @@ fn refresh_clusters(
             s.clusters.with_label_values(&[accepted, available]).set(0);
         }
     }
-    let now = time::OffsetDateTime::now_utc();
+    let now = crate::machinery::clock::now();
     for mc in registry.cached_list(clusters, "") {
         let (_, name) = mc.namespace_name();
         let facts = Facts::of(&mc);

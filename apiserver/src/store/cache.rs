@@ -40,11 +40,10 @@ pub struct CacheConfig {
     /// How often watchers learn the cache's revision (for bookmarks).
     pub progress_every: Duration,
     /// JSON bytes of the most recent objects kept parsed as well, so a fresh event's readers
-    /// share one parse; older objects are kept as JSON only. A parsed object takes about seven
-    /// times its JSON (heaptrack: 57.7 MiB for 8 MiB), so the default of 2 MiB should hold
-    /// about 14 MiB of parsed values (not profiled at 2 MiB): at 10,000 agents
-    /// renewing every 10 s that is the last 2 s of Leases (their readers come within
-    /// milliseconds), or four of the largest ManifestWorks.
+    /// share one parse; older objects are kept as JSON only (a parsed object takes several
+    /// times its JSON). The default of 2 MiB holds the last seconds of Lease renewals of a
+    /// large fleet (their readers come within milliseconds), or a few of the largest
+    /// ManifestWorks.
     pub hot_bytes: usize,
 }
 

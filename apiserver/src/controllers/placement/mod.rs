@@ -637,7 +637,7 @@ impl Scheduler {
     fn record(&self, placement: &Value, reason: &str, message: String) {
         let (ns, name) = (object::namespace(placement), object::name(placement));
         let now = Timestamp::now().to_string();
-        let nanos = std::time::SystemTime::now()
+        let nanos = std::time::SystemTime::from(crate::machinery::clock::now())
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let event = json!({

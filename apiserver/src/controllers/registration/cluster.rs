@@ -149,7 +149,7 @@ impl Clusters {
             };
             let grace = time::Duration::seconds(5 * seconds);
             lease_grace = Some(grace);
-            let now_t = time::OffsetDateTime::now_utc();
+            let now_t = crate::machinery::clock::now();
             // A renewTime so far ahead that adding the grace overflows never expires.
             if let Some((renewed, expiry)) = crate::machinery::object::parse_rfc3339(&renew_str)
                 .and_then(|r| r.checked_add(grace).map(|e| (r, e)))
@@ -263,7 +263,7 @@ impl Clusters {
                 "metadata": {"name": LEASE_NAME, "namespace": name,
                              "labels": {CLUSTER_NAME_LABEL: name}},
                 "spec": {"holderIdentity": LEASE_NAME,
-                         "renewTime": object::rfc3339_micros(time::OffsetDateTime::now_utc())},
+                         "renewTime": object::rfc3339_micros(crate::machinery::clock::now())},
             });
             ctx.registry.create_if_absent(&ctx.kinds.leases, lease, &Ctx::opts()).await?;
         }
@@ -470,7 +470,7 @@ pub(super) fn start(ctx: &Arc<Ctx>, runtime: &Runtime) {
                 .pointer("/spec/renewTime")
                 .and_then(Value::as_str)
                 .and_then(crate::machinery::object::parse_rfc3339);
-            renew.is_none_or(|r| (time::OffsetDateTime::now_utc() - r).abs() >= j.grace)
+            renew.is_none_or(|r| (crate::machinery::clock::now() - r).abs() >= j.grace)
         }
     };
     let agent_lease = |o: &CachedObject| match o.namespace_name() {

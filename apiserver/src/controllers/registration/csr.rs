@@ -212,7 +212,7 @@ impl Csrs {
         // A request may not ask for less than kube's minimum; the hub's maximum may be lower still
         // (short-lived certificates for tests).
         let lifetime = asked.max(MIN_EXPIRATION).min(max);
-        let not_after = time::OffsetDateTime::now_utc()
+        let not_after = crate::machinery::clock::now()
             + time::Duration::try_from(lifetime).unwrap_or(time::Duration::DAY);
         let rv = object::meta_str(csr, "resourceVersion");
         let signed = request_pem(csr)

@@ -88,7 +88,8 @@ impl Grpc {
         let broker = Arc::new(Broker::default());
         let grpc = Grpc { state, routes, broker, background: background.clone() };
         for route in grpc.routes.all().iter().filter(|r| r.subscribe) {
-            background.spawn(grpc.clone().fan_out(Arc::clone(route)));
+            let now = grpc.state.registry.cache.revision();
+            background.spawn(grpc.clone().fan_out(Arc::clone(route), now));
         }
         background.spawn(Arc::clone(&grpc.broker).heartbeats(heartbeat));
         grpc
@@ -127,13 +128,13 @@ impl Grpc {
         }
     }
 
-    /// Follows one data type's kind in the watch cache and sends each change to the
-    /// subscribers of its cluster. After falling behind the cache it resumes from the last
+    /// Follows one data type's kind in the watch cache from revision `from` and sends each
+    /// change to the subscribers of its cluster. After falling behind the cache it resumes from the last
     /// change it sent (the cache's history holds it); only when that is gone are the
     /// subscribers dropped (they resubscribe and resync).
-    async fn fan_out(self, route: Arc<Route>) {
+    async fn fan_out(self, route: Arc<Route>, from: u64) {
         let (cache, prefix) = (Arc::clone(&self.state.registry.cache), route.rt.prefix.clone());
-        follow(cache, prefix, Resume::AfterLast, |seen| match seen {
+        follow(cache, prefix, Resume::After(from), |seen| match seen {
             Seen::Change(ev) => self.forward(&route, ev),
             Seen::Lost => {
                 tracing::warn!(

@@ -274,7 +274,7 @@ pub fn new_event(t: &EventType) -> CloudEvent {
 
 /// Now, as a protobuf timestamp.
 pub fn now() -> prost_types::Timestamp {
-    let t = time::OffsetDateTime::now_utc();
+    let t = crate::machinery::clock::now();
     prost_types::Timestamp { seconds: t.unix_timestamp(), nanos: t.nanosecond() as i32 }
 }
 

@@ -1,0 +1,9 @@
+//! The hub's one clock: every timestamp it writes and every age or expiry it computes reads
+//! the time here.
+
+use time::OffsetDateTime;
+
+/// The time now, in UTC.
+pub fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
