@@ -749,22 +749,10 @@ pub fn start(
     runtime: &Runtime,
     metrics: Arc<crate::machinery::metrics::Metrics>,
 ) -> Option<Arc<Scheduler>> {
-    let (registry, background) = (&runtime.registry, &runtime.background);
-    let kinds = Kinds::of(registry)?;
-    let (events, mut queued) = tokio::sync::mpsc::channel::<Value>(EVENTS_QUEUED);
-    {
-        let (registry, rt) = (registry.clone(), Arc::clone(&kinds.events));
-        background.spawn(async move {
-            while let Some(event) = queued.recv().await {
-                let ns = object::namespace(&event).to_owned();
-                if let Err(e) = registry.create(&rt, &ns, event, &Scheduler::opts()).await {
-                    tracing::warn!(error = %e.message, "placement event not recorded");
-                }
-            }
-        });
-    }
+    let kinds = Kinds::of(&runtime.registry)?;
+    let events = record_events(runtime, Arc::clone(&kinds.events));
     let s = Arc::new(Scheduler {
-        registry: registry.clone(),
+        registry: runtime.registry.clone(),
         kinds,
         clusters: Memo::default(),
         sets: Memo::default(),
@@ -773,6 +761,34 @@ pub fn start(
         event_seq: std::sync::atomic::AtomicU64::new(0),
         metrics,
     });
+    let watches = watches(&s);
+    let scheduler = Arc::clone(&s);
+    runtime.run("placement", watches, WORKERS, move |key| {
+        let s = Arc::clone(&s);
+        async move { s.run(key).await }
+    });
+    Some(scheduler)
+}
+
+/// The task that writes the controller's Events, so a pass never waits on them; returns
+/// where to send them.
+fn record_events(runtime: &Runtime, rt: Arc<ResourceType>) -> tokio::sync::mpsc::Sender<Value> {
+    let (events, mut queued) = tokio::sync::mpsc::channel::<Value>(EVENTS_QUEUED);
+    let registry = runtime.registry.clone();
+    runtime.background.spawn(async move {
+        while let Some(event) = queued.recv().await {
+            let ns = object::namespace(&event).to_owned();
+            if let Err(e) = registry.create(&rt, &ns, event, &Scheduler::opts()).await {
+                tracing::warn!(error = %e.message, "placement event not recorded");
+            }
+        }
+    });
+    events
+}
+
+/// What wakes a placement: its own changes, another writer's change to its decisions, and the
+/// clusters, sets, bindings and scores it reads.
+fn watches(s: &Arc<Scheduler>) -> Vec<Watch> {
     let k = &s.kinds;
     let ns_name = |o: &CachedObject| {
         let (ns, name) = o.namespace_name();
@@ -780,21 +796,21 @@ pub fn start(
     };
     // A cluster concerns the placements bound to a set it is in (its old state is mapped too).
     let of_cluster = {
-        let s = Arc::clone(&s);
+        let s = Arc::clone(s);
         move |c: &CachedObject| {
             s.clusters.warm(c, cluster_facts);
             placements_of_cluster(&s, c)
         }
     };
     let of_set = {
-        let s = Arc::clone(&s);
+        let s = Arc::clone(s);
         move |set: &CachedObject| {
             let name = set.namespace_name().1;
             placements_bound_to(&s, |b| b == name)
         }
     };
     let of_binding = {
-        let s = Arc::clone(&s);
+        let s = Arc::clone(s);
         move |b: &CachedObject| {
             let ns = b.namespace_name().0;
             s.registry
@@ -806,7 +822,7 @@ pub fn start(
     };
     // A score lives in its cluster's namespace: the placements that cluster concerns.
     let of_score = {
-        let s = Arc::clone(&s);
+        let s = Arc::clone(s);
         move |score: &CachedObject| match s.registry.cached(
             &s.kinds.clusters,
             "",
@@ -837,7 +853,7 @@ pub fn start(
     // What the scheduler reads of a cluster, parsed as the cluster changes (so a pass finds
     // it known) and compared: a heartbeat that changes none of it wakes no placement.
     let cluster_news = {
-        let s = Arc::clone(&s);
+        let s = Arc::clone(s);
         move |before: &CachedObject, after: &CachedObject| {
             let before = s.clusters.known(before);
             let after = s.clusters.of(after, cluster_facts);
@@ -850,7 +866,7 @@ pub fn start(
             || b.pointer("/metadata/annotations") != a.pointer("/metadata/annotations")
             || before.deleting != after.deleting
     };
-    let watches = vec![
+    vec![
         Watch::new(&k.placements, ns_name).on_changes(placement_news),
         // Its own creations and updates do not wake a placement; another writer's change or a
         // deletion does.
@@ -859,13 +875,7 @@ pub fn start(
         Watch::new(&k.sets, of_set).debounced(DEBOUNCE),
         Watch::new(&k.bindings, of_binding).debounced(DEBOUNCE),
         Watch::new(&k.scores, of_score).debounced(DEBOUNCE),
-    ];
-    let scheduler = Arc::clone(&s);
-    runtime.run("placement", watches, WORKERS, move |key| {
-        let s = Arc::clone(&s);
-        async move { s.run(key).await }
-    });
-    Some(scheduler)
+    ]
 }
 
 #[cfg(test)]

@@ -218,56 +218,10 @@ async fn serve(
     attrs: crate::machinery::requester::Attributes,
 ) -> Result<Response, ApiError> {
     let path = req.uri().path().to_owned();
-    match path.as_str() {
-        "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => {
-            return Ok(text(StatusCode::OK, "ok"));
-        }
-        "/readyz" => {
-            return Ok(if state.ready.load(Ordering::Acquire) {
-                text(StatusCode::OK, "ok")
-            } else {
-                text(StatusCode::INTERNAL_SERVER_ERROR, "[-]storage not ready\nreadyz check failed")
-            });
-        }
-        "/version" | "/version/" => {
-            return Ok(json_response(StatusCode::OK, state.discovery.version.clone()));
-        }
-        _ => {}
+    if let Some(answer) = public_endpoint(state, &path) {
+        return Ok(answer);
     }
-    let peer = req.extensions().get::<crate::auth::tls::PeerInfo>().cloned();
-    let peer = peer.as_deref().unwrap_or(&crate::auth::tls::Peer::Anonymous);
-    // Whether the host cluster named the user (front-proxy headers or its TokenReview): only
-    // such users may be authorized by the host cluster's RBAC.
-    let mut named_by_host = matches!(peer, crate::auth::tls::Peer::FrontProxy { .. });
-    let user = match state.authn.authenticate(peer, req.headers_mut()) {
-        Ok(user) => user,
-        // A token this hub did not issue may be the cluster's (aggregated mode).
-        Err(crate::auth::authn::Unauthenticated { token: Some(token) }) => {
-            match &state.delegate_authn {
-                Some(delegate) => {
-                    named_by_host = true;
-                    Identity::new(
-                        delegate.authenticate(&token).await.ok_or_else(ApiError::unauthorized)?,
-                    )
-                }
-                None => return Err(ApiError::unauthorized()),
-            }
-        }
-        // Without any credential, only the hub's public cluster-info may be read (kube-
-        // apiserver's anonymous authentication limited to that path, as kubeadm uses it).
-        Err(crate::auth::authn::Unauthenticated { token: None })
-            if matches!(peer, crate::auth::tls::Peer::Anonymous)
-                && req.method() == axum::http::Method::GET
-                && path == CLUSTER_INFO_PATH =>
-        {
-            Identity::new(crate::machinery::requester::UserInfo {
-                name: authz::ANONYMOUS_USER.to_owned(),
-                groups: vec![authz::UNAUTHENTICATED_GROUP.to_owned()],
-                ..crate::machinery::requester::UserInfo::default()
-            })
-        }
-        Err(_) => return Err(ApiError::unauthorized()),
-    };
+    let (user, named_by_host) = authenticate(state, &mut req, &path).await?;
     let identity = state.access.impersonate(user, req.headers())?;
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
@@ -276,31 +230,103 @@ async fn serve(
     if segments.iter().any(|s| s.is_empty()) {
         return Err(ApiError::path_not_found());
     }
-    let local = state.access.check(&identity, &attrs);
-    if local.is_ok() && attrs.verb == "watch" {
-        // Allowed by the hub's own RBAC: the watch is checked again when RBAC changes.
-        req.extensions_mut().insert(Reauthorize(attrs.clone()));
-    }
-    if let Err(denied) = local {
-        // What the hub's RBAC denies, the host cluster's may allow (aggregated mode), for users
-        // the host named and for what the APIServices serve: the OCM groups and discovery. The
-        // hub's own core objects (its Secrets, ServiceAccounts, RBAC) are not the host's.
-        let delegable = named_by_host
-            && (!attrs.resource_request
-                || attrs.api_group.ends_with(".open-cluster-management.io"));
-        let allowed = match &state.delegate_authz {
-            Some(delegate) if delegable => delegate.allowed(&identity, &attrs).await?,
-            _ => false,
-        };
-        if !allowed {
-            return Err(denied);
-        }
-    }
+    authorize(state, &mut req, &identity, &attrs, named_by_host).await?;
     // Seats are taken once the request is authorized (design §3's order), so what a caller may
     // not do never occupies one.
     let _seat =
         state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs).await?;
-    match segments.as_slice() {
+    route(state, &segments, req, q, &identity).await
+}
+
+/// The health endpoints and `/version`, answered to anyone.
+fn public_endpoint(state: &ApiState, path: &str) -> Option<Response> {
+    match path {
+        "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => Some(text(StatusCode::OK, "ok")),
+        "/readyz" => Some(if state.ready.load(Ordering::Acquire) {
+            text(StatusCode::OK, "ok")
+        } else {
+            text(StatusCode::INTERNAL_SERVER_ERROR, "[-]storage not ready\nreadyz check failed")
+        }),
+        "/version" | "/version/" => {
+            Some(json_response(StatusCode::OK, state.discovery.version.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// Who sent the request, and whether the host cluster named them (front-proxy headers or its
+/// TokenReview): only such users may be authorized by the host cluster's RBAC.
+async fn authenticate(
+    state: &ApiState,
+    req: &mut Request,
+    path: &str,
+) -> Result<(Identity, bool), ApiError> {
+    let peer = req.extensions().get::<crate::auth::tls::PeerInfo>().cloned();
+    let peer = peer.as_deref().unwrap_or(&crate::auth::tls::Peer::Anonymous);
+    let named_by_host = matches!(peer, crate::auth::tls::Peer::FrontProxy { .. });
+    match state.authn.authenticate(peer, req.headers_mut()) {
+        Ok(user) => Ok((user, named_by_host)),
+        // A token this hub did not issue may be the cluster's (aggregated mode).
+        Err(crate::auth::authn::Unauthenticated { token: Some(token) }) => {
+            let delegate = state.delegate_authn.as_ref().ok_or_else(ApiError::unauthorized)?;
+            let user = delegate.authenticate(&token).await.ok_or_else(ApiError::unauthorized)?;
+            Ok((Identity::new(user), true))
+        }
+        // Without any credential, only the hub's public cluster-info may be read (kube-
+        // apiserver's anonymous authentication limited to that path, as kubeadm uses it).
+        Err(crate::auth::authn::Unauthenticated { token: None })
+            if matches!(peer, crate::auth::tls::Peer::Anonymous)
+                && req.method() == axum::http::Method::GET
+                && path == CLUSTER_INFO_PATH =>
+        {
+            let anonymous = crate::machinery::requester::UserInfo {
+                name: authz::ANONYMOUS_USER.to_owned(),
+                groups: vec![authz::UNAUTHENTICATED_GROUP.to_owned()],
+                ..crate::machinery::requester::UserInfo::default()
+            };
+            Ok((Identity::new(anonymous), named_by_host))
+        }
+        Err(_) => Err(ApiError::unauthorized()),
+    }
+}
+
+/// Decides the request by the hub's RBAC and, for what it denies, by the host cluster's
+/// (aggregated mode); a watch the hub's RBAC allowed is marked to be checked again when RBAC
+/// changes.
+async fn authorize(
+    state: &ApiState,
+    req: &mut Request,
+    identity: &Identity,
+    attrs: &crate::machinery::requester::Attributes,
+    named_by_host: bool,
+) -> Result<(), ApiError> {
+    let Err(denied) = state.access.check(identity, attrs) else {
+        if attrs.verb == "watch" {
+            req.extensions_mut().insert(Reauthorize(attrs.clone()));
+        }
+        return Ok(());
+    };
+    // The host cluster decides for users it named and for what the APIServices serve: the
+    // OCM groups and discovery. The hub's own core objects (its Secrets, ServiceAccounts,
+    // RBAC) are not the host's.
+    let delegable = named_by_host
+        && (!attrs.resource_request || attrs.api_group.ends_with(".open-cluster-management.io"));
+    let allowed = match &state.delegate_authz {
+        Some(delegate) if delegable => delegate.allowed(identity, attrs).await?,
+        _ => false,
+    };
+    if allowed { Ok(()) } else { Err(denied) }
+}
+
+/// The handler a path names: discovery and OpenAPI documents, `/metrics`, or a resource.
+async fn route(
+    state: &Arc<ApiState>,
+    segments: &[&str],
+    req: Request,
+    q: Query,
+    identity: &Identity,
+) -> Result<Response, ApiError> {
+    match segments {
         ["api"] => discovery_root(state, req.headers(), true),
         ["apis"] => discovery_root(state, req.headers(), false),
         ["apis", group] => match state.discovery.groups.get(*group) {
@@ -314,11 +340,11 @@ async fn serve(
         ["apis", group, version] => group_version(state, group, version),
         ["api", "v1", rest @ ..] => {
             let target = resolve(state, "", "v1", rest)?;
-            resource(state, target, req, q, &identity).await
+            resource(state, target, req, q, identity).await
         }
         ["apis", group, version, rest @ ..] => {
             let target = resolve(state, group, version, rest)?;
-            resource(state, target, req, q, &identity).await
+            resource(state, target, req, q, identity).await
         }
         _ => Err(ApiError::path_not_found()),
     }

@@ -42,38 +42,7 @@ impl Registry {
         opts: &WriteOptions,
         tracked: bool,
     ) -> Result<Written, ApiError> {
-        if !obj.is_object() {
-            return Err(ApiError::bad_request("the body must be a JSON object"));
-        }
-        let generate = {
-            let m = meta_mut(&mut obj);
-            if rt.namespaced {
-                let body_ns = m.get("namespace").and_then(Value::as_str).unwrap_or("");
-                if !body_ns.is_empty() && body_ns != namespace {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent \
-                         on the request",
-                    ));
-                }
-                m.insert("namespace".into(), Value::String(namespace.to_owned()));
-            } else {
-                m.remove("namespace");
-            }
-            for field in [
-                "resourceVersion",
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-                "selfLink",
-            ] {
-                m.remove(field);
-            }
-            let name = m.get("name").and_then(Value::as_str).unwrap_or("");
-            let prefix = m.get("generateName").and_then(Value::as_str).unwrap_or("");
-            if name.is_empty() && !prefix.is_empty() { Some(prefix.to_owned()) } else { None }
-        };
+        let generate = system_metadata(rt, namespace, &mut obj)?;
         if rt.has_status() {
             if let Some(map) = obj.as_object_mut() {
                 map.remove("status");
@@ -208,4 +177,43 @@ impl Registry {
             FieldValidation::Ignore => Ok(Vec::new()),
         }
     }
+}
+
+/// Clears what the server sets on a new object and puts it in the request's namespace;
+/// returns the `generateName` prefix when the object names none itself.
+fn system_metadata(
+    rt: &ResourceType,
+    namespace: &str,
+    obj: &mut Value,
+) -> Result<Option<String>, ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    let m = meta_mut(obj);
+    if rt.namespaced {
+        let body_ns = m.get("namespace").and_then(Value::as_str).unwrap_or("");
+        if !body_ns.is_empty() && body_ns != namespace {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the \
+                 request",
+            ));
+        }
+        m.insert("namespace".into(), Value::String(namespace.to_owned()));
+    } else {
+        m.remove("namespace");
+    }
+    for field in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "selfLink",
+    ] {
+        m.remove(field);
+    }
+    let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+    let prefix = m.get("generateName").and_then(Value::as_str).unwrap_or("");
+    Ok((name.is_empty() && !prefix.is_empty()).then(|| prefix.to_owned()))
 }

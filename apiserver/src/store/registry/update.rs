@@ -209,65 +209,10 @@ impl Registry {
         tracked: bool,
     ) -> Result<(Option<Value>, Vec<String>), ApiError> {
         let name = object::name(old).to_owned();
-        if !candidate.is_object() {
-            return Err(ApiError::bad_request("the object must be a JSON object"));
-        }
-        let body_name = object::name(&candidate);
-        if !body_name.is_empty() && body_name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
-        let body_ns = object::namespace(&candidate);
-        if rt.namespaced && !body_ns.is_empty() && body_ns != object::namespace(old) {
-            return Err(ApiError::bad_request(
-                "the namespace of the provided object does not match the namespace sent on the \
-                 request",
-            ));
-        }
-        let body_uid = object::uid(&candidate);
-        if !body_uid.is_empty() && body_uid != object::uid(old) {
-            let err = FieldError::invalid("metadata.uid", body_uid, "field is immutable");
-            return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &[err]));
-        }
+        check_identity(rt, old, &candidate)?;
         let mut next = match sub {
-            Some(sub) => {
-                // A subresource write changes only what the subresource owns.
-                let mut next = old.clone();
-                for path in sub.owns {
-                    copy_path(&mut next, &candidate, path);
-                }
-                // An apply computed the entries with the rest of the candidate.
-                if tracked {
-                    copy_path(&mut next, &candidate, "metadata.managedFields");
-                }
-                next
-            }
-            None => {
-                let mut next = candidate;
-                for s in &rt.subresources {
-                    for path in s.owns {
-                        copy_path(&mut next, old, path);
-                    }
-                }
-                let old_meta = object::meta(old).cloned().unwrap_or_default();
-                let m = meta_mut(&mut next);
-                for field in [
-                    "name",
-                    "namespace",
-                    "uid",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "generation",
-                ] {
-                    match old_meta.get(field) {
-                        Some(v) => m.insert(field.to_owned(), v.clone()),
-                        None => m.remove(field),
-                    };
-                }
-                next
-            }
+            Some(sub) => subresource_write(old, candidate, sub, tracked),
+            None => main_write(rt, old, candidate),
         };
         meta_mut(&mut next).remove("resourceVersion");
         if let Some(map) = next.as_object_mut() {
@@ -281,19 +226,7 @@ impl Registry {
         let warnings = self.prune(rt, &mut next, opts)?;
         rt.strategy.default(&mut next);
         rt.strategy.admit(&mut next, Some(old), sub.map(|s| s.name), opts.requester.as_ref())?;
-        if object::is_deleting(old) {
-            let before = object::finalizers(old);
-            if let Some(added) = object::finalizers(&next).into_iter().find(|f| !before.contains(f))
-            {
-                let err = FieldError::forbidden(
-                    "metadata.finalizers",
-                    format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers [{added:?}]"
-                    ),
-                );
-                return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &[err]));
-            }
-        }
+        check_no_new_finalizers(rt, old, &next)?;
         // The stored object without its resourceVersion (which `next` no longer carries):
         // compared with it, a write that changes nothing touches nothing, so it moves no
         // managedFields time and is not written.
@@ -398,4 +331,92 @@ pub(super) fn patched(
         }
     }
     if converted { rt.strategy.version_to_storage(doc, &storage_version) } else { Ok(doc) }
+}
+
+/// An update's body names the object it replaces: the same name, namespace and uid (where it
+/// names them at all).
+fn check_identity(rt: &ResourceType, old: &Value, candidate: &Value) -> Result<(), ApiError> {
+    let name = object::name(old);
+    if !candidate.is_object() {
+        return Err(ApiError::bad_request("the object must be a JSON object"));
+    }
+    let body_name = object::name(candidate);
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let body_ns = object::namespace(candidate);
+    if rt.namespaced && !body_ns.is_empty() && body_ns != object::namespace(old) {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the \
+             request",
+        ));
+    }
+    let body_uid = object::uid(candidate);
+    if !body_uid.is_empty() && body_uid != object::uid(old) {
+        let err = FieldError::invalid("metadata.uid", body_uid, "field is immutable");
+        return Err(ApiError::invalid(&rt.group, &rt.kind, name, &[err]));
+    }
+    Ok(())
+}
+
+/// A subresource write changes only what the subresource owns (and, for an apply, the
+/// managedFields it computed with the rest of the candidate).
+fn subresource_write(old: &Value, candidate: Value, sub: &Subresource, tracked: bool) -> Value {
+    let mut next = old.clone();
+    for path in sub.owns {
+        copy_path(&mut next, &candidate, path);
+    }
+    if tracked {
+        copy_path(&mut next, &candidate, "metadata.managedFields");
+    }
+    next
+}
+
+/// A main-resource write keeps what the subresources own and the server-owned metadata.
+fn main_write(rt: &ResourceType, old: &Value, candidate: Value) -> Value {
+    let mut next = candidate;
+    for s in &rt.subresources {
+        for path in s.owns {
+            copy_path(&mut next, old, path);
+        }
+    }
+    let old_meta = object::meta(old).cloned().unwrap_or_default();
+    let m = meta_mut(&mut next);
+    for field in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match old_meta.get(field) {
+            Some(v) => m.insert(field.to_owned(), v.clone()),
+            None => m.remove(field),
+        };
+    }
+    next
+}
+
+/// An object being deleted takes no new finalizer.
+fn check_no_new_finalizers(rt: &ResourceType, old: &Value, next: &Value) -> Result<(), ApiError> {
+    if !object::is_deleting(old) {
+        return Ok(());
+    }
+    let before = object::finalizers(old);
+    match object::finalizers(next).into_iter().find(|f| !before.contains(f)) {
+        Some(added) => {
+            let err = FieldError::forbidden(
+                "metadata.finalizers",
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers [{added:?}]"
+                ),
+            );
+            Err(ApiError::invalid(&rt.group, &rt.kind, object::name(old), &[err]))
+        }
+        None => Ok(()),
+    }
 }
