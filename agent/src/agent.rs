@@ -11,10 +11,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use ocm_proto::api::cluster as api;
-use ocm_proto::api::meta::{
-    CONDITION_FALSE, CONDITION_TRUE, Condition, Time, condition, set_condition,
-};
+use ocm_proto::api::meta::{CONDITION_FALSE, CONDITION_TRUE, Condition, condition, set_condition};
 use serde_json::json;
+
+use crate::backoff::Backoff;
 
 use crate::cluster::Cluster;
 use crate::error::AgentError;
@@ -103,14 +103,6 @@ pub enum Progress {
     Waiting { what: String, seconds: u64 },
 }
 
-pub(crate) fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
-}
-
-fn unix_now() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp()
-}
-
 /// Registers the cluster with the hub and waits until it is accepted, keeping what it learns in
 /// the data dir so `run` (or a re-run of `join`) resumes without joining again.
 pub async fn join(
@@ -155,7 +147,7 @@ pub async fn join(
     let cn = api::agent_user(&id.cluster_name, &id.agent_name);
     let have = match dir.credentials()? {
         Some((cert, key)) => reg::check_certificate(&cert, &key, &cn)
-            .is_ok_and(|(_, not_after)| not_after > unix_now()),
+            .is_ok_and(|(_, not_after)| not_after > crate::clock::unix_now()),
         None => false,
     };
     if !have {
@@ -207,33 +199,6 @@ where
             Err(e) if e.is_busy() => backoff.wait().await,
             other => return other,
         }
-    }
-}
-
-/// Doubling waits between retries, each jittered by ±50 % so that a fleet retrying after the
-/// same event (a hub restart) spreads out.
-pub(crate) struct Backoff {
-    first: Duration,
-    next: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    pub(crate) fn new(first: Duration, max: Duration) -> Backoff {
-        Backoff { first, next: first, max }
-    }
-
-    /// Sleeps for the next wait.
-    pub(crate) async fn wait(&mut self) {
-        use rand::Rng as _;
-        let jitter = rand::rng().random_range(0.5..1.5);
-        tokio::time::sleep(self.next.mul_f64(jitter)).await;
-        self.next = (self.next * 2).min(self.max);
-    }
-
-    /// Starts over from the first wait.
-    pub(crate) fn reset(&mut self) {
-        self.next = self.first;
     }
 }
 
@@ -301,7 +266,7 @@ pub async fn run(
     let (cert, key) = dir.credentials()?.ok_or_else(not_joined)?;
     let cn = api::agent_user(&id.cluster_name, &id.agent_name);
     let (nb, na) = reg::check_certificate(&cert, &key, &cn)?;
-    if na <= unix_now() {
+    if na <= crate::clock::unix_now() {
         return Err(AgentError::Invalid(
             "the agent's certificate expired: join again with a new token (`ocm-hub token create` on the hub, then `klusterlet join`)"
                 .into(),
@@ -446,7 +411,7 @@ pub async fn renew_lease_with(client: &kube::Client, cluster: &str) -> Result<()
     let leases: Api<Lease> = Api::namespaced(client.clone(), cluster);
     let mut lease = leases.get(api::LEASE_NAME).await?;
     let spec = lease.spec.get_or_insert_with(Default::default);
-    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    spec.renew_time = Some(MicroTime(crate::clock::timestamp()));
     leases.replace(api::LEASE_NAME, &PostParams::default(), &lease).await.map(drop)
 }
 
@@ -535,7 +500,7 @@ async fn report_status(shared: &Shared) -> Result<Report, AgentError> {
         tracing::warn!("the hub says this clock is out of sync; not reporting status");
         return Ok(Report::Done);
     }
-    let stamp = now();
+    let stamp = crate::clock::now();
     set_condition(
         &mut status.conditions,
         condition(
@@ -564,12 +529,12 @@ async fn report_status(shared: &Shared) -> Result<Report, AgentError> {
         Err(e) => {
             let since = match shared.failing_since.load(Ordering::Relaxed) {
                 0 => {
-                    shared.failing_since.store(unix_now(), Ordering::Relaxed);
-                    unix_now()
+                    shared.failing_since.store(crate::clock::unix_now(), Ordering::Relaxed);
+                    crate::clock::unix_now()
                 }
                 t => t,
             };
-            if unix_now() - since >= UNAVAILABLE_AFTER {
+            if crate::clock::unix_now() - since >= UNAVAILABLE_AFTER {
                 set_condition(
                     &mut status.conditions,
                     condition(
@@ -629,7 +594,7 @@ async fn rotation_loop(shared: Arc<Shared>) {
         let (nb, na) =
             (shared.not_before.load(Ordering::Relaxed), shared.not_after.load(Ordering::Relaxed));
         let threshold = na - (na - nb) / 5;
-        let left = threshold - unix_now();
+        let left = threshold - crate::clock::unix_now();
         if left > 0 {
             tokio::time::sleep(Duration::from_secs(left.unsigned_abs().min(10))).await;
             continue;

@@ -3,6 +3,8 @@
 //! only, never on the hub or its storage (see `ARCHITECTURE.md`).
 
 pub mod agent;
+pub mod backoff;
+pub mod clock;
 pub mod cluster;
 pub mod error;
 pub mod grpc;

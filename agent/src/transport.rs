@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::agent::Backoff;
+use crate::backoff::Backoff;
 use crate::error::AgentError;
 use crate::grpc::{self, Client, Endpoint};
 use crate::state::DataDir;
@@ -106,7 +106,7 @@ pub struct Link {
 impl Link {
     /// A link for `cluster`'s agent `source`, not yet connected.
     pub fn new(cluster: &str, source: &str) -> Arc<Link> {
-        let start = time::OffsetDateTime::now_utc().unix_timestamp_nanos() as u64;
+        let start = crate::clock::timestamp().as_nanosecond() as u64;
         Arc::new(Link {
             client: Mutex::new(None),
             source: source.to_owned(),
@@ -261,7 +261,7 @@ impl Sink {
                     "ManifestsDeleted",
                     "Manifests are deleted",
                 );
-                let now = crate::agent::now();
+                let now = crate::clock::now();
                 ocm_proto::api::meta::set_condition(&mut status.conditions, deleted, now);
                 link.report(work, &status).await
             }
@@ -495,7 +495,7 @@ async fn follow(
 /// Marks a held work deleted (the hub's deletion reached the agent).
 pub fn mark_deleting(work: &mut ManifestWork) {
     if work.metadata.deletion_timestamp.is_none() {
-        work.metadata.deletion_timestamp = Some(crate::agent::now());
+        work.metadata.deletion_timestamp = Some(crate::clock::now());
     }
 }
 

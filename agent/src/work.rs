@@ -237,7 +237,7 @@ fn with_conditions(
     new: impl IntoIterator<Item = Condition>,
 ) -> Vec<Condition> {
     for c in new {
-        set_condition(&mut conditions, c, crate::agent::now());
+        set_condition(&mut conditions, c, crate::clock::now());
     }
     conditions
 }
@@ -475,7 +475,7 @@ impl WorkAgent {
     ) -> Result<(), AgentError> {
         let never = self.eviction_grace >= NEVER_EVICT;
         let kind = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "AppliedManifestWork"});
-        let now = time::OffsetDateTime::now_utc();
+        let now = crate::clock::offset_now();
         for mut amw in self.cluster.list(&kind).await? {
             let Ok(typed) = serde_json::from_value::<AppliedManifestWork>(amw.clone()) else {
                 continue;
