@@ -28,6 +28,7 @@ use ocm_proto::api::work::{FINALIZER_MANIFEST_WORK_CLEANUP as FINALIZER, GROUP};
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::mpsc;
 
+use ocm_proto::jsonpath::JsonPath;
 use serde_json::{Value, json};
 
 use crate::cluster::{Applied, Cluster, Strategy};
@@ -170,21 +171,22 @@ fn field_value(v: &Value) -> Option<FieldValue> {
 }
 
 /// The value at `path` under the live object's `.status` (`condition:<type>` is that
-/// condition's status; other paths are dotted field names, as `.readyReplicas`).
-fn status_value<'a>(live: &'a Value, path: &str) -> Option<&'a Value> {
-    let status = live.get("status")?;
+/// condition's status; other paths are kubectl JSONPaths relative to `.status`, with or without
+/// `{}`, as OCM reads them: `.readyReplicas`, `.conditions[?(@.type=="Ready")].status`). The
+/// first match, or `None`; a path that does not parse is an error.
+fn status_value<'a>(live: &'a Value, path: &str) -> Result<Option<&'a Value>, String> {
+    let Some(status) = live.get("status") else { return Ok(None) };
     if let Some(kind) = path.strip_prefix("condition:") {
-        return status
-            .get("conditions")?
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == kind)?
-            .get("status");
+        let conditions = status.get("conditions").and_then(Value::as_array);
+        let found = conditions.into_iter().flatten().find(|c| c["type"] == kind);
+        return Ok(found.and_then(|c| c.get("status")));
     }
-    path.trim_start_matches('.')
-        .split('.')
-        .filter(|p| !p.is_empty())
-        .try_fold(status, |v, key| v.get(key))
+    let inner = path.trim();
+    let inner = inner.strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or(inner);
+    let relative =
+        if inner.starts_with(['.', '[']) { inner.to_owned() } else { format!(".{inner}") };
+    let path = JsonPath::parse(&relative).map_err(|e| e.to_string())?;
+    Ok(path.find(status).into_iter().next())
 }
 
 /// The status feedback of a live object under its rules (`WellKnownStatus`, `JSONPaths`), and
@@ -214,11 +216,13 @@ fn feedback(
             _ => Vec::new(),
         };
         for (name, path) in wanted {
-            if let Some(v) = status_value(live, &path) {
-                match field_value(v) {
+            match status_value(live, &path) {
+                Ok(Some(v)) => match field_value(v) {
                     Some(field_value) => values.push(FeedbackValue { name, field_value }),
                     None => failed.push(format!("{name}: the value at {path} is not a scalar")),
-                }
+                },
+                Ok(None) => {}
+                Err(e) => failed.push(format!("{name}: {e}")),
             }
         }
     }
@@ -853,7 +857,28 @@ mod tests {
         assert!(synced.message.contains("l: the value at .list is not a scalar"));
         let (none, synced) = feedback("apps", "Deployment", &live, &[]);
         assert!(none.is_empty() && synced.reason == "NoStatusFeedbackSynced");
-        assert_eq!(status_value(&live, "condition:Ready"), Some(&json!("True")));
+        assert_eq!(status_value(&live, "condition:Ready"), Ok(Some(&json!("True"))));
+    }
+
+    #[test]
+    fn feedback_paths_read_indexes_and_filters_as_kubectl_does() {
+        let live = json!({"status": {
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "Progressing", "status": "False"}],
+            "containers": [{"image": "a:1"}, {"image": "b:2"}]}});
+        let rules: Vec<FeedbackRule> =
+            serde_json::from_value(json!([{"type": "JSONPaths", "jsonPaths": [
+            {"name": "ready", "path": ".conditions[?(@.type==\"Ready\")].status"},
+            {"name": "first", "path": "{.containers[0].image}"},
+            {"name": "last", "path": ".containers[-1].image"},
+            {"name": "missing", "path": ".conditions[?(@.type==\"Absent\")].status"},
+            {"name": "bad", "path": ".containers[?(@.image"}]}]))
+            .unwrap();
+        let (values, synced) = feedback("", "Pod", &live, &rules);
+        let got: Vec<(&str, Option<&str>)> =
+            values.iter().map(|v| (v.name.as_str(), v.field_value.string.as_deref())).collect();
+        assert_eq!(got, [("ready", Some("True")), ("first", Some("a:1")), ("last", Some("b:2"))]);
+        assert_eq!(synced.status, CONDITION_FALSE, "a path that does not parse fails the sync");
+        assert!(synced.message.starts_with("bad: "), "{}", synced.message);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod cloudevents;
 pub mod crd;
 pub mod duration;
 pub mod frame;
+pub mod jsonpath;
 pub mod logfmt;
 pub mod quantity;
 pub mod schema;

@@ -9,7 +9,6 @@ pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod intern;
-pub mod jsonpath;
 pub mod merge;
 pub mod metrics;
 pub mod object;

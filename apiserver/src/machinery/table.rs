@@ -10,8 +10,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::machinery::error::ApiError;
-use crate::machinery::jsonpath::JsonPath;
 use crate::machinery::object;
+use ocm_proto::jsonpath::JsonPath;
 
 /// `ObjectMeta.name`'s description, which kube-apiserver gives the `Name` column.
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";

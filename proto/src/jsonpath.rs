@@ -1,7 +1,7 @@
-//! The subset of kubectl JSONPath (client-go `util/jsonpath`) that CRD printer columns use:
-//! fields (`.a.b`, `['a.b']`), indexes (`[0]`, `[-1]`), wildcards (`[*]`) and filters
-//! (`[?(@.type=="Ready")]` with `==`, `!=`, `<`, `>`, `<=`, `>=` or existence). Missing keys are
-//! no match, as the CRD printer evaluates with `AllowMissingKeys(true)`.
+//! kubectl's JSONPath (client-go `util/jsonpath`) as CRD printer columns and ManifestWork status
+//! feedback use it: fields (`.a.b`, `['a.b']`), indexes (`[0]`, `[-1]`), wildcards (`[*]`) and
+//! filters (`[?(@.type=="Ready")]` with `==`, `!=`, `<`, `>`, `<=`, `>=` or existence). Missing
+//! keys are no match, as both evaluate with `AllowMissingKeys(true)`.
 
 use serde_json::Value;
 
@@ -284,6 +284,17 @@ mod tests {
     fn bad_paths_are_refused() {
         for bad in ["status", ".a..b", ".a[", ".a[?(x==1)]", ".a[?(@.b==)]"] {
             assert!(JsonPath::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any path either parses or is refused, and a parsed one evaluates, without a panic
+        /// (feedback paths come from any ManifestWork author).
+        #[test]
+        fn any_path_parses_or_is_refused_without_a_panic(path in "[.\\[\\]?()@=!<>*'\"a-z0-9{}:-]{0,40}") {
+            if let Ok(parsed) = JsonPath::parse(&path) {
+                let _ = parsed.find(&json!({"a": [{"b": 1}, {"b": "x"}], "c": {"d": true}}));
+            }
         }
     }
 }
