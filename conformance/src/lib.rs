@@ -10,6 +10,7 @@
 //! * [`fidelity`]: OCM objects checked against the real CRD schemas; published OpenAPI schemas
 //!   compared with them, against the explained-differences file.
 //! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
+//! * [`flood`]: the HTTP/2 rapid-reset flood and a well-behaved client served beside it.
 //! * [`skip`]: the one way a test skips (a run told to do without etcd, kubectl or promtool):
 //!   a `SKIPPED` line on stderr and in the file `scripts/test.sh` counts.
 //!
@@ -20,6 +21,7 @@ pub mod backends;
 pub mod data;
 pub mod etcd;
 pub mod fidelity;
+pub mod flood;
 pub mod hub;
 pub mod kubectl;
 pub mod programs;
