@@ -8,7 +8,10 @@
 # units under deploy/). When they
 # are missing and this runs as root with apt-get, it installs them; otherwise it stops with the
 # command to run. OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite
-# for a quick local run, OCM_SKIP_PROMTOOL=1 the promtool checks (CI sets none of them).
+# for a quick local run, OCM_SKIP_PROMTOOL=1 the promtool checks (CI sets none of them). Every test
+# that skips all or part of itself says so in a `SKIPPED <test>: <what> (<VAR>=1)` line
+# (conformance/src/skip.rs); the count and the list are printed at the end, and with
+# OCM_FAIL_ON_SKIP=1 (set by .ci/run) any skip fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,4 +52,26 @@ for arg in "$@"; do
   if [ "$arg" = --release ]; then profile=(--release); fi
 done
 cargo build -p ocm-apiserver --bin ocm-hub -p ocm-agent --bin klusterlet "${profile[@]}"
+
+# The tests append their skips here; counted when the run ends, however it ends.
+OCM_SKIP_REPORT=$(mktemp "${TMPDIR:-/tmp}/ocm-skips.XXXXXX")
+export OCM_SKIP_REPORT
+report_skips() {
+  local status=$? tests
+  # One line per skip; a test that skipped several parts is one test.
+  tests=$(sed -n 's/^SKIPPED \([^ ]*\): .*/\1/p' "$OCM_SKIP_REPORT" | sort -u)
+  if [ -z "$tests" ]; then
+    echo "test.sh: no test skipped" >&2
+  else
+    echo "test.sh: tests that skipped all or part of themselves: $(printf '%s\n' "$tests" | wc -l)" >&2
+    sort -u "$OCM_SKIP_REPORT" | sed 's/^/  /' >&2
+    if [ "${OCM_FAIL_ON_SKIP:-}" = 1 ] && [ "$status" = 0 ]; then
+      echo "test.sh: OCM_FAIL_ON_SKIP=1: a run that must not skip skipped tests" >&2
+      status=1
+    fi
+  fi
+  rm -f "$OCM_SKIP_REPORT"
+  exit "$status"
+}
+trap report_skips EXIT
 cargo test --workspace --all-targets "$@"

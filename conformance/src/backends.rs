@@ -5,7 +5,7 @@ use std::any::Any;
 
 use ocm_storage::{Engine, EtcdOptions, LocalOptions, SledOptions, Storage};
 
-use crate::etcd::{EtcdServer, skip_requested};
+use crate::etcd::EtcdServer;
 
 /// A store plus whatever must live as long as it (temporary directory, etcd process).
 pub struct TestStore {
@@ -46,10 +46,10 @@ pub async fn sled_with(local: LocalOptions) -> Option<TestStore> {
 }
 
 /// A fresh etcd (own process, own data dir) and the etcd backend on it; `None` when the etcd
-/// suites were told to skip. Panics with the reason when etcd cannot be found or started.
+/// suites were told to skip (reported as the whole test skipped: call it in the test's body).
+/// Panics with the reason when etcd cannot be found or started.
 pub async fn etcd() -> Option<TestStore> {
-    if skip_requested() {
-        eprintln!("skipping an etcd test: {}=1", crate::etcd::SKIP_ETCD_ENV);
+    if crate::etcd::skip("the whole test") {
         return None;
     }
     let server = tokio::task::spawn_blocking(EtcdServer::start)

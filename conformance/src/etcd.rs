@@ -21,9 +21,10 @@ pub struct EtcdServer {
     pub endpoint: String,
 }
 
-/// Whether the etcd suites were told to skip (`OCM_SKIP_ETCD=1`).
-pub fn skip_requested() -> bool {
-    std::env::var(SKIP_ETCD_ENV).is_ok_and(|v| v == "1")
+/// Whether the run was told to skip etcd (`OCM_SKIP_ETCD=1`); when so, reported as the running
+/// test skipping `what` ([`crate::skip::requested`]).
+pub fn skip(what: &str) -> bool {
+    crate::skip::requested(SKIP_ETCD_ENV, what)
 }
 
 /// The etcd binary: `$OCM_ETCD_BIN`, or `etcd` on the `PATH`.

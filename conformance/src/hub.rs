@@ -14,7 +14,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::etcd::{EtcdServer, skip_requested};
+use crate::etcd::EtcdServer;
 
 /// The storage a test hub runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,10 +28,11 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// Every backend; etcd is left out when `OCM_SKIP_ETCD=1`.
+    /// Every backend; etcd is left out when `OCM_SKIP_ETCD=1`, reported as the running test
+    /// skipping its etcd run (so call it once per test, in the test's body).
     pub fn all() -> Vec<Backend> {
         let mut out = vec![Backend::Memory, Backend::Sled];
-        if !skip_requested() {
+        if !crate::etcd::skip("its etcd run") {
             out.push(Backend::Etcd);
         }
         out

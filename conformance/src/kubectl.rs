@@ -18,9 +18,10 @@ use crate::hub::TestHub;
 /// Set to `1` to skip the kubectl suite where kubectl is missing (CI never sets it).
 pub const SKIP_KUBECTL_ENV: &str = "OCM_SKIP_KUBECTL";
 
-/// Whether the kubectl suite was told to skip.
-pub fn skip_requested() -> bool {
-    std::env::var(SKIP_KUBECTL_ENV).is_ok_and(|v| v == "1")
+/// Whether the run was told to skip kubectl (`OCM_SKIP_KUBECTL=1`); when so, reported as the
+/// running test skipping `what` ([`crate::skip::requested`]).
+pub fn skip(what: &str) -> bool {
+    crate::skip::requested(SKIP_KUBECTL_ENV, what)
 }
 
 /// What one kubectl run did.
@@ -302,10 +303,9 @@ impl Printed {
 // What every kubectl scenario shares: a fresh hub, REST set-up and read-back.
 
 /// A memory hub, a REST client for set-up and read-back, and kubectl; `None` when the suite
-/// is skipped (`OCM_SKIP_KUBECTL=1`).
+/// is skipped (`OCM_SKIP_KUBECTL=1`, reported as the whole test skipped).
 pub async fn setup() -> anyhow::Result<Option<(TestHub, reqwest::Client, Kubectl)>> {
-    if skip_requested() {
-        eprintln!("{SKIP_KUBECTL_ENV}=1: kubectl suite skipped");
+    if skip("the whole test") {
         return Ok(None);
     }
     let hub = TestHub::start(crate::hub::Backend::Memory).await?;

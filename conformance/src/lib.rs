@@ -10,6 +10,9 @@
 //! * [`fidelity`]: OCM objects checked against the real CRD schemas; published OpenAPI schemas
 //!   compared with them, against the explained-differences file.
 //! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
+//! * [`flood`]: the HTTP/2 rapid-reset flood and a well-behaved client served beside it.
+//! * [`skip`]: the one way a test skips (a run told to do without etcd, kubectl or promtool):
+//!   a `SKIPPED` line on stderr and in the file `scripts/test.sh` counts.
 //!
 //! Reliability tests live in `tests/` (model-based, crash-kill, watch stress); the storage
 //! benchmark is the `storage-bench` binary.
@@ -18,8 +21,10 @@ pub mod backends;
 pub mod data;
 pub mod etcd;
 pub mod fidelity;
+pub mod flood;
 pub mod hub;
 pub mod kubectl;
 pub mod programs;
 pub mod prom;
+pub mod skip;
 pub mod storage_suite;

@@ -12,9 +12,10 @@ use tokio::io::AsyncWriteExt as _;
 /// Set to `1` to skip the promtool checks where promtool is missing (CI never sets it).
 pub const SKIP_PROMTOOL_ENV: &str = "OCM_SKIP_PROMTOOL";
 
-/// Whether the promtool checks were told to skip.
-pub fn skip_requested() -> bool {
-    std::env::var(SKIP_PROMTOOL_ENV).is_ok_and(|v| v == "1")
+/// Whether the run was told to skip promtool (`OCM_SKIP_PROMTOOL=1`); when so, reported as the
+/// running test skipping `what` ([`crate::skip::requested`]).
+pub fn skip(what: &str) -> bool {
+    crate::skip::requested(SKIP_PROMTOOL_ENV, what)
 }
 
 /// The promtool binary; an error naming what to install when it is missing.
@@ -55,10 +56,10 @@ pub async fn check_metrics(exposition: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// [`check_metrics`], unless the run was told to skip promtool (said on stderr).
+/// [`check_metrics`], unless the run was told to skip promtool (reported as a skip of the
+/// running test's promtool check).
 pub async fn check_metrics_unless_skipped(exposition: &str) -> anyhow::Result<()> {
-    if skip_requested() {
-        eprintln!("{SKIP_PROMTOOL_ENV} set: promtool check skipped");
+    if skip("its promtool check") {
         return Ok(());
     }
     check_metrics(exposition).await

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use ocm_conformance::etcd::{EtcdServer, skip_requested};
+use ocm_conformance::etcd::{self, EtcdServer};
 use ocm_storage::{
     Engine, Error, EtcdOptions, KeyValue, ListOptions, LocalOptions, Preconditions, Revision,
     SledOptions, Storage, Update, UpdateOutcome, WatchEvent,
@@ -281,8 +281,7 @@ fn memory_and_sled_agree_across_restarts() {
 
 #[test]
 fn memory_and_etcd_agree() {
-    if skip_requested() {
-        eprintln!("skipping: OCM_SKIP_ETCD=1");
+    if etcd::skip("the whole test") {
         return;
     }
     let server = EtcdServer::start().unwrap_or_else(|e| panic!("{e:#}"));

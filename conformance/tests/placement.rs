@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::ensure;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use ocm_conformance::kubectl::{
-    Kubectl, MCL, Printed, cluster, create, merge_patch, skip_requested, stored, write_manifest,
+    Kubectl, MCL, Printed, cluster, create, merge_patch, skip, stored, write_manifest,
 };
 use serde_json::{Value, json};
 
@@ -20,7 +20,7 @@ const PLACEMENTS: &str =
 const UNREACHABLE: &str = "cluster.open-cluster-management.io/unreachable";
 
 async fn setup() -> anyhow::Result<Option<(TestHub, reqwest::Client, Kubectl)>> {
-    if skip_requested() {
+    if skip("the whole test") {
         return Ok(None);
     }
     let hub = TestHub::start_with_controllers(Backend::Memory).await?;

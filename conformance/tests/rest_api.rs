@@ -362,13 +362,9 @@ impl Watch {
     }
 }
 
-/// Whether the etcd runs are skipped (`OCM_SKIP_ETCD=1`), saying so.
+/// Whether the etcd runs are skipped (`OCM_SKIP_ETCD=1`), reported as the whole test skipped.
 fn etcd_skipped() -> bool {
-    let skipped = !Backend::all().contains(&Backend::Etcd);
-    if skipped {
-        eprintln!("OCM_SKIP_ETCD=1: etcd run skipped");
-    }
-    skipped
+    ocm_conformance::etcd::skip("the whole test")
 }
 
 /// One `#[tokio::test]` per (behaviour, backend), in one module per backend (`memory`, `sled`, `etcd`).
