@@ -49,8 +49,8 @@ use chunked::{EXTERNAL_BYTES, Recent, Refs};
 
 /// The on-disk format this code reads and writes.
 const FORMAT: &[u8] = b"ocm-storage/sled/2";
-/// The format before values were stored by content: format 2 without its flags, so it is read
-/// as it is, and marked format 2 at open (the previous code cannot read the flags).
+/// Format 1: format 2 with no value stored by content (no flag set), so it is read as it is. It
+/// is marked format 2 at open, because code that knows only format 1 cannot read the flags.
 const FORMAT_1: &[u8] = b"ocm-storage/sled/1";
 /// In a record's `create`: the value is stored by content under its `modified` revision.
 const RECORD_EXTERNAL: u64 = 1 << 63;
@@ -63,8 +63,7 @@ const META_FORMAT: &[u8] = b"m/format";
 /// How many bytes of the large values written last are kept to be shared by the reads that
 /// follow a write (the next write's `prev` above all). Half the hub's write budget: a
 /// key's next write soon after serves its `prev` from here; a value rewritten later is
-/// assembled from its chunks (32 MiB held 64 MiB resident through a fan-out, little of it
-/// read again).
+/// assembled from its chunks, so memory is not spent on values nobody reads again.
 const RECENT_BYTES: usize = 8 << 20;
 
 struct Sled {
@@ -430,7 +429,7 @@ impl Backend for Sled {
                 Some(record) => batch.insert(key, encode_record(record, false)),
                 None => batch.remove(key),
             }
-            // A large `prev` written before values were stored by content is still inline.
+            // A large `prev` is stored by content, unless a format-1 store wrote it inline.
             let prev_external = match &change.event.prev {
                 Some(prev) if prev.value.len() >= EXTERNAL_BYTES => {
                     let at = prev.mod_revision.0;
