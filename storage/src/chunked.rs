@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use fastcdc::v2020::FastCDC;
 
+use super::{read_u64, sled_error};
 use crate::error::{Error, Result};
-use crate::sled::{read_u64, sled_error};
 
 /// Values at least this large are stored by content; smaller ones stay inline in their record and
 /// event (the largest everyday objects, a ManagedCluster or a CSR, are a few KiB).

@@ -1,11 +1,9 @@
-//! Backend selection: the one enum the rest of the hub uses to choose a backend at start-up.
+//! Backend selection: the one enum the rest of the hub uses to choose a backend at start-up, and
+//! every backend's options. The backends read their options from here; `Storage::open` opens the
+//! chosen one.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
-
-use crate::Store;
-use crate::error::Result;
 
 /// Which backend to open, with its options.
 #[derive(Debug, Clone)]
@@ -103,13 +101,5 @@ impl EtcdOptions {
     /// Defaults for the given endpoints and prefix.
     pub fn new(endpoints: Vec<String>, prefix: impl Into<String>) -> EtcdOptions {
         EtcdOptions { endpoints, prefix: prefix.into(), connect_timeout: Duration::from_secs(5) }
-    }
-}
-
-pub(crate) async fn open(engine: Engine) -> Result<Arc<dyn Store>> {
-    match engine {
-        Engine::Memory(options) => Ok(crate::memory::open(options)),
-        Engine::Sled(options) => crate::sled::open(options).await,
-        Engine::Etcd(options) => crate::etcd::open(options).await,
     }
 }

@@ -1,6 +1,6 @@
 //! The storage error type: one enum for every backend, so callers never see a backend's errors.
 
-use crate::Revision;
+use crate::revision::Revision;
 
 /// A boxed source error from a backend or the operating system.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -48,12 +48,12 @@
 
 pub mod key;
 
-mod chunked;
 mod engine;
 mod error;
 mod etcd;
 mod local;
 mod memory;
+mod revision;
 mod sled;
 mod types;
 
@@ -64,9 +64,10 @@ use futures::stream::BoxStream;
 
 pub use engine::{Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions};
 pub use error::{BoxError, Error, Result};
+pub use revision::Revision;
 pub use types::{
-    Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Revision, Update,
-    UpdateOutcome, WatchEvent,
+    Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Update, UpdateOutcome,
+    WatchEvent,
 };
 
 use types::ContinueToken;
@@ -166,7 +167,12 @@ impl std::fmt::Debug for Storage {
 impl Storage {
     /// Opens (or creates) the store described by `engine`.
     pub async fn open(engine: Engine) -> Result<Storage> {
-        engine::open(engine).await.map(|inner| Storage { inner, observer: None })
+        let inner = match engine {
+            Engine::Memory(options) => crate::memory::open(options),
+            Engine::Sled(options) => crate::sled::open(options).await?,
+            Engine::Etcd(options) => crate::etcd::open(options).await?,
+        };
+        Ok(Storage { inner, observer: None })
     }
 
     /// The same store, with every operation reported to `observer` (replacing any earlier one).

@@ -689,7 +689,7 @@ fn spawn_retention<B: Backend>(core_ref: Weak<Core<B>>) {
             drop(core);
             // One small chunk at a time with a pause between, holding the core only for the step:
             // deletion costs sled about as much as writing, so an unpaced burst would stall
-            // writers and watchers (measured: watch p99 4 ms → 66 ms).
+            // writers and watchers (BENCHMARKS.md, Storage).
             loop {
                 let Some(core) = core_ref.upgrade() else { return };
                 match core.compact_step(target) {

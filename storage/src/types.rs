@@ -1,33 +1,11 @@
-//! The values the contract speaks in: revisions, stored key-values, watch events, list pages,
-//! preconditions and update decisions.
-
-use std::fmt;
+//! The values the contract speaks in: stored key-values, watch events, list pages, preconditions
+//! and update decisions.
 
 use base64::Engine as _;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-
-/// A point in the store's history. Every successful write gets exactly one new revision, greater
-/// than every earlier one; the API renders it as an opaque `resourceVersion` string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Revision(pub u64);
-
-impl Revision {
-    /// The revision before the first write.
-    pub const ZERO: Revision = Revision(0);
-
-    /// The number.
-    pub fn get(self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for Revision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+use crate::revision::Revision;
 
 /// A stored value with the revisions that describe it.
 #[derive(Debug, Clone, PartialEq, Eq)]
