@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use ocm_storage::{Engine, EtcdOptions, SledOptions, Storage};
+use prometheus::IntGauge;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -24,6 +25,7 @@ use crate::auth::limits::Inflight;
 use crate::auth::pki::{Pki, PkiError};
 use crate::auth::tls::{PeerInfo, Tls, TlsFiles};
 use crate::auth::tokens::TokenAuthority;
+use crate::controllers::placement::Scheduler;
 use crate::controllers::runtime::{Leadership, Runtime};
 use crate::machinery::background::Background;
 use crate::machinery::discovery::Discovery;
@@ -233,8 +235,8 @@ pub struct Running {
 }
 
 /// The default of `--sled-cache-mb`: reads come from the watch cache, so sled's cache serves the
-/// write path and GETs of hot objects (10,000 agents' Lease GETs fit; BENCHMARKS.md "Fleet"), and
-/// every MiB of it is resident.
+/// write path and GETs of hot objects (a large fleet's Lease GETs fit), and every MiB of it is
+/// resident.
 pub const DEFAULT_SLED_CACHE_MB: u64 = 32;
 
 /// Lifetime of the bootstrap token a hub makes on its first start (kubeadm's default).
@@ -265,16 +267,89 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     on_ready: impl FnOnce(Running),
 ) -> Result<(), ServeError> {
-    let io = |path: &PathBuf| {
-        let path = path.clone();
-        move |source| ServeError::Io { path, source }
+    std::fs::create_dir_all(&config.data_dir).map_err(io_error(&config.data_dir))?;
+    let background = Background::new();
+    let core = open_registry(&config, &background).await?;
+    let listeners = bind_listeners(&config).await?;
+    // The first start is the one that finds no CA yet.
+    let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
+    let pki = Arc::new(Pki::load_or_create(&config.data_dir, &serving_names(&config, &listeners))?);
+    let server_url = https_url(&listeners.host, listeners.https_addr.port());
+    pki.write_admin_kubeconfig(&config.data_dir.join("admin.kubeconfig"), &server_url)?;
+    let (tls, acceptor) = serving_tls(&config, &pki, &background)?;
+    let tokens = TokenAuthority::load_or_create(&pki.dir(), &config.service_account_issuer)?;
+    let authn = Authenticator::new(tokens, core.registry.clone());
+    let (delegate_authn, delegate_authz) = connect_delegates(&config).await?;
+    let grpc_url = listeners.grpc.as_ref().map(|g| g.url.clone());
+    let (join_command, placement) = if config.profile == Profile::Hub {
+        start_hub(&config, &core, &pki, &server_url, grpc_url.as_deref(), first_start).await?
+    } else {
+        (None, None)
     };
-    std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
+    let state = Arc::new(ApiState {
+        discovery: Discovery::new(
+            &core.registry.scheme,
+            &authority(&listeners.host, listeners.https_addr.port()),
+        ),
+        openapi: crate::machinery::openapi::OpenApi::new(&core.registry.scheme),
+        registry: core.registry,
+        ready: AtomicBool::new(false),
+        bookmark_every: config.bookmark_every,
+        inflight: Inflight::with_lanes(
+            config.max_requests_inflight,
+            config.max_mutating_requests_inflight,
+            config.lease_requests_inflight,
+            config.max_requests_inflight_per_user,
+        )
+        .queue_wait(config.request_queue_wait),
+        access: core.access,
+        authn,
+        delegate_authn,
+        delegate_authz,
+        placement,
+        metrics: core.metrics,
+    });
+    let connections = Arc::new(tokio::sync::Semaphore::new(connection_cap(config.max_connections)));
+    let https = Acceptor { tls: acceptor, state: tls, connections };
+    let grpc_addr = listeners.grpc.as_ref().map(|g| g.addr);
+    if let Some(grpc) = listeners.grpc {
+        serve_grpc(&config, &state, grpc.listener, https.clone(), &background);
+    }
+    write_endpoints(&config, &server_url, grpc_url.as_deref())?;
+    state.ready.store(true, Ordering::Release);
+    tracing::info!(%server_url, "serving");
+    on_ready(Running { https: listeners.https_addr, grpc: grpc_addr, join_command });
+
+    serve_https(&config, &state, listeners.https, https, &background, shutdown).await;
+    state.ready.store(false, Ordering::Release);
+    // Connections, controllers and cache followers go before the storage closes (the last
+    // reference to it is dropped as `run` returns).
+    background.stop().await;
+    Ok(())
+}
+
+/// `ServeError::Io` for `path`.
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ServeError {
+    let path = path.to_owned();
+    move |source| ServeError::Io { path, source }
+}
+
+/// The registry and what runs on it before any listener opens.
+struct Core {
+    registry: Registry,
+    runtime: Runtime,
+    access: Arc<crate::auth::access::Access>,
+    metrics: Arc<Metrics>,
+}
+
+/// Opens storage and the registry over it, creates the default namespaces and RBAC, starts the
+/// garbage collector, and starts the authorizer once the cache holds every write made so far
+/// (the default RBAC included), so the first request is decided on it.
+async fn open_registry(config: &ServeConfig, background: &Background) -> Result<Core, ServeError> {
     let scheme = Arc::new(Scheme::new(config.profile));
     let metrics = Arc::new(Metrics::new(scheme.types(), config.profile));
-    let storage = open_storage(&config).await?.observed(metrics.storage_observer());
-    let background = Background::new();
-    let registry = Registry::new(storage, scheme, config.cache, &background).await?;
+    let storage = open_storage(config).await?.observed(metrics.storage_observer());
+    let registry = Registry::new(storage, scheme, config.cache, background).await?;
     ensure_namespaces(&registry).await?;
     ensure_default_rbac(&registry).await?;
     let runtime = Runtime {
@@ -283,55 +358,88 @@ pub async fn run(
         leadership: Leadership::Always,
     };
     crate::controllers::gc::start(&runtime);
-    // The authorizer starts from the cache once it holds every write made so far (the default
-    // RBAC included), so the first request is decided on it.
     registry.cache.sync().await?;
-    let access = crate::auth::access::Access::start(&registry, &background).await;
+    let access = crate::auth::access::Access::start(&registry, background).await;
+    Ok(Core { registry, runtime, access, metrics })
+}
 
-    let listener = TcpListener::bind(config.listen)
+/// The bound listeners and the addresses clients are told.
+struct Listeners {
+    https: TcpListener,
+    https_addr: SocketAddr,
+    /// The host clients are told for HTTPS.
+    host: String,
+    grpc: Option<GrpcListener>,
+}
+
+/// The gRPC listener, its address and the URL agents are told.
+struct GrpcListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    url: String,
+}
+
+/// Binds the HTTPS listener and, for the hub profile, the gRPC one; warns when agents on other
+/// machines could not reach what they are told.
+async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, ServeError> {
+    let https = TcpListener::bind(config.listen)
         .await
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
-    let addr =
-        listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+    let https_addr =
+        https.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let advertised = config.advertise_address.as_deref();
-    if advertised.is_none() && addr.ip().is_unspecified() {
+    if advertised.is_none() && https_addr.ip().is_unspecified() {
         tracing::warn!(
-            listen = %addr,
+            listen = %https_addr,
             "listening on every address, but telling agents 127.0.0.1: pass --advertise-address with the address or name other machines reach this hub at"
         );
     }
-    let host = told_host(advertised, addr);
-    // The gRPC listener (hub profile) and the URL agents are told.
+    let host = told_host(advertised, https_addr);
     let grpc = match config.grpc_listen.filter(|_| config.profile == Profile::Hub) {
-        Some(at) => {
-            let bind = |source| ServeError::Bind { addr: at, source };
-            let l = TcpListener::bind(at).await.map_err(bind)?;
-            let bound = l.local_addr().map_err(bind)?;
-            if let Some(host) = advertised.filter(|_| bound.ip().is_loopback()) {
-                tracing::warn!(
-                    grpc_listen = %bound,
-                    advertised = %host,
-                    "gRPC listens on loopback only, so agents on other machines cannot stream their works: pass --grpc-listen with a reachable address (e.g. 0.0.0.0:8090)"
-                );
-            }
-            Some((l, bound, https_url(&told_host(advertised, bound), bound.port())))
-        }
+        Some(at) => Some(bind_grpc(at, advertised).await?),
         None => None,
     };
-    let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
-    let mut sans = vec![host.clone()];
-    let grpc_ip = grpc.as_ref().map(|(_, bound, _)| bound.ip());
+    Ok(Listeners { https, https_addr, host, grpc })
+}
+
+/// Binds the gRPC listener at `at`.
+async fn bind_grpc(at: SocketAddr, advertised: Option<&str>) -> Result<GrpcListener, ServeError> {
+    let bind = |source| ServeError::Bind { addr: at, source };
+    let listener = TcpListener::bind(at).await.map_err(bind)?;
+    let addr = listener.local_addr().map_err(bind)?;
+    if let Some(host) = advertised.filter(|_| addr.ip().is_loopback()) {
+        tracing::warn!(
+            grpc_listen = %addr,
+            advertised = %host,
+            "gRPC listens on loopback only, so agents on other machines cannot stream their works: pass --grpc-listen with a reachable address (e.g. 0.0.0.0:8090)"
+        );
+    }
+    Ok(GrpcListener { listener, addr, url: https_url(&told_host(advertised, addr), addr.port()) })
+}
+
+/// The names and addresses the self-issued serving certificate covers: the host clients are
+/// told, each listener's own address unless unspecified, and `--tls-san`.
+fn serving_names(config: &ServeConfig, listeners: &Listeners) -> Vec<String> {
+    let mut sans = vec![listeners.host.clone()];
+    let grpc_ip = listeners.grpc.as_ref().map(|g| g.addr.ip());
     sans.extend(
-        [Some(addr.ip()), grpc_ip]
+        [Some(listeners.https_addr.ip()), grpc_ip]
             .into_iter()
             .flatten()
             .filter(|ip| !ip.is_unspecified())
             .map(|ip| ip.to_string()),
     );
     sans.extend(config.tls_sans.iter().cloned());
-    let pki = Arc::new(Pki::load_or_create(&config.data_dir, &sans)?);
-    let server_url = https_url(&host, addr.port());
-    pki.write_admin_kubeconfig(&config.data_dir.join("admin.kubeconfig"), &server_url)?;
+    sans
+}
+
+/// The TLS server: the serving pair (the configured one, else the hub-issued one) and the
+/// client CAs, re-read by a background task when the files change.
+fn serving_tls(
+    config: &ServeConfig,
+    pki: &Pki,
+    background: &Background,
+) -> Result<(Arc<Tls>, TlsAcceptor), ServeError> {
     let (cert, key) = config.tls_cert.clone().unwrap_or_else(|| pki.serving_files());
     let mut client_ca = vec![pki.ca_file()];
     client_ca.extend(config.client_ca_files.iter().cloned());
@@ -344,152 +452,176 @@ pub async fn run(
     })?;
     background.spawn(Arc::clone(&tls).watch(config.tls_reload_every));
     let acceptor = TlsAcceptor::from(Arc::new(tls.server_config()?));
-    let tokens = TokenAuthority::load_or_create(&pki.dir(), &config.service_account_issuer)?;
+    Ok((tls, acceptor))
+}
 
-    let authn = Authenticator::new(tokens, registry.clone());
-    let delegate_authn = match &config.authentication_kubeconfig {
+/// The kube-apiservers TokenReviews and SubjectAccessReviews are delegated to (one connection
+/// when both name the same source).
+async fn connect_delegates(
+    config: &ServeConfig,
+) -> Result<(Option<Arc<Delegate>>, Option<Arc<Delegate>>), ServeError> {
+    let authn = match &config.authentication_kubeconfig {
         Some(source) => Some(Arc::new(Delegate::connect(source).await?)),
         None => None,
     };
-    let delegate_authz = match &config.authorization_kubeconfig {
-        Some(source) if config.authentication_kubeconfig.as_ref() == Some(source) => {
-            delegate_authn.clone()
-        }
+    let authz = match &config.authorization_kubeconfig {
+        Some(source) if config.authentication_kubeconfig.as_ref() == Some(source) => authn.clone(),
         Some(source) => Some(Arc::new(Delegate::connect(source).await?)),
         None => None,
     };
-    let mut join_command = None;
-    let mut placement = None;
-    if config.profile == Profile::Hub {
-        let grpc_url = grpc.as_ref().map(|(_, _, url)| url.as_str());
-        publish_cluster_info(&registry, &server_url, grpc_url, &pki.ca_pem).await?;
-        crate::controllers::registration::start(
-            &runtime,
-            Arc::clone(&access),
-            Arc::clone(&pki),
-            config.registration.clone(),
-            Arc::clone(&metrics),
-        );
-        if config.registration.enabled {
-            placement = crate::controllers::placement::start(&runtime, Arc::clone(&metrics));
-        }
-        if first_start {
-            let (token, secret) = crate::auth::bootstrap::bootstrap_token_secret(
-                FIRST_TOKEN_TTL,
-                "created by ocm-hub serve on its first start",
-            );
-            if let Some(rt) = registry.scheme.lookup("", "v1", "secrets").cloned() {
-                registry.create_if_absent(&rt, secret, &WriteOptions::default()).await?;
-                join_command = Some(format!(
-                    "klusterlet join --hub {server_url} --token {token} --ca-hash {} --cluster-name <cluster-name>",
-                    pki.ca_hash()?
-                ));
-            }
-        }
-    }
-    let state = Arc::new(ApiState {
-        discovery: Discovery::new(&registry.scheme, &authority(&host, addr.port())),
-        openapi: crate::machinery::openapi::OpenApi::new(&registry.scheme),
-        registry,
-        ready: AtomicBool::new(false),
-        bookmark_every: config.bookmark_every,
-        inflight: Inflight::with_lanes(
-            config.max_requests_inflight,
-            config.max_mutating_requests_inflight,
-            config.lease_requests_inflight,
-            config.max_requests_inflight_per_user,
-        )
-        .queue_wait(config.request_queue_wait),
-        access,
-        authn,
-        delegate_authn,
-        delegate_authz,
-        placement,
-        metrics,
-    });
-    let router = crate::serve::rest::router(Arc::clone(&state));
-    let connections = Arc::new(tokio::sync::Semaphore::new(connection_cap(config.max_connections)));
-    let mut endpoints_body = json!({"https": server_url});
-    let grpc_addr = grpc.as_ref().map(|(_, bound, _)| *bound);
-    if let Some((grpc_listener, _, grpc_url)) = grpc {
-        let grpc =
-            crate::serve::grpc::Grpc::start(Arc::clone(&state), config.grpc_heartbeat, &background);
-        endpoints_body["grpc"] = json!(grpc_url);
-        let accept = Acceptor {
-            tls: acceptor.clone(),
-            state: Arc::clone(&tls),
-            connections: Arc::clone(&connections),
-        };
-        background.spawn(crate::serve::grpc::serve(
-            grpc,
-            grpc_listener,
-            accept,
-            config.timeouts,
-            background.clone(),
-        ));
+    Ok((authn, authz))
+}
+
+/// The hub profile's part: `kube-public/cluster-info`, the registration and placement
+/// controllers, and on the first start a bootstrap token. Returns the join command (first start
+/// only) and the placement scheduler.
+async fn start_hub(
+    config: &ServeConfig,
+    core: &Core,
+    pki: &Arc<Pki>,
+    server_url: &str,
+    grpc_url: Option<&str>,
+    first_start: bool,
+) -> Result<(Option<String>, Option<Arc<Scheduler>>), ServeError> {
+    publish_cluster_info(&core.registry, server_url, grpc_url, &pki.ca_pem).await?;
+    crate::controllers::registration::start(
+        &core.runtime,
+        Arc::clone(&core.access),
+        Arc::clone(pki),
+        config.registration.clone(),
+        Arc::clone(&core.metrics),
+    );
+    let placement = if config.registration.enabled {
+        crate::controllers::placement::start(&core.runtime, Arc::clone(&core.metrics))
+    } else {
+        None
+    };
+    let join_command =
+        if first_start { first_join_command(&core.registry, pki, server_url).await? } else { None };
+    Ok((join_command, placement))
+}
+
+/// Creates the bootstrap token of a hub's first start (valid for [`FIRST_TOKEN_TTL`]) and
+/// returns the command that joins a cluster with it.
+async fn first_join_command(
+    registry: &Registry,
+    pki: &Pki,
+    server_url: &str,
+) -> Result<Option<String>, ServeError> {
+    let (token, secret) = crate::auth::bootstrap::bootstrap_token_secret(
+        FIRST_TOKEN_TTL,
+        "created by ocm-hub serve on its first start",
+    );
+    let Some(rt) = registry.scheme.lookup("", "v1", "secrets").cloned() else { return Ok(None) };
+    registry.create_if_absent(&rt, secret, &WriteOptions::default()).await?;
+    Ok(Some(format!(
+        "klusterlet join --hub {server_url} --token {token} --ca-hash {} --cluster-name <cluster-name>",
+        pki.ca_hash()?
+    )))
+}
+
+/// Starts the gRPC server and serves it on `listener`, in the background.
+fn serve_grpc(
+    config: &ServeConfig,
+    state: &Arc<ApiState>,
+    listener: TcpListener,
+    acceptor: Acceptor,
+    background: &Background,
+) {
+    let grpc =
+        crate::serve::grpc::Grpc::start(Arc::clone(state), config.grpc_heartbeat, background);
+    background.spawn(crate::serve::grpc::serve(
+        grpc,
+        listener,
+        acceptor,
+        config.timeouts,
+        background.clone(),
+    ));
+}
+
+/// Writes `endpoints.json`: the HTTPS URL and, when served, the gRPC one.
+fn write_endpoints(
+    config: &ServeConfig,
+    server_url: &str,
+    grpc_url: Option<&str>,
+) -> Result<(), ServeError> {
+    let mut body = json!({"https": server_url});
+    if let Some(url) = grpc_url {
+        body["grpc"] = json!(url);
     }
     let endpoints = config.data_dir.join("endpoints.json");
-    let body = endpoints_body.to_string();
-    std::fs::write(&endpoints, body).map_err(io(&endpoints))?;
-    state.ready.store(true, Ordering::Release);
-    tracing::info!(%server_url, "serving");
-    on_ready(Running { https: addr, grpc: grpc_addr, join_command });
+    std::fs::write(&endpoints, body.to_string()).map_err(io_error(&endpoints))
+}
 
-    let timeouts = config.timeouts;
-    let https = Acceptor { tls: acceptor, state: tls, connections };
+/// Serves the REST API on `listener` until `shutdown` resolves.
+async fn serve_https(
+    config: &ServeConfig,
+    state: &Arc<ApiState>,
+    listener: TcpListener,
+    acceptor: Acceptor,
+    background: &Background,
+    shutdown: impl Future<Output = ()>,
+) {
+    let router = crate::serve::rest::router(Arc::clone(state));
     let parked = state.metrics.http1_parked.clone();
-    accept_loop(listener, https, &background, shutdown, move |stream, who, peer| {
-        let (router, parked) = (router.clone(), parked.clone());
-        async move {
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let requests = Arc::new(Requests::default());
-            let mut io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
-            let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-                let in_flight = requests.begin();
-                req.extensions_mut().insert(Arc::clone(&who));
-                let call = router.clone().oneshot(req.map(axum::body::Body::new));
-                // Boxed: an HTTP/1 connection hands its service from one hyper state to the
-                // next (`conn::serve_http1`), which needs an `Unpin` future.
-                Box::pin(async move {
-                    let resp = call.await?;
-                    Ok::<_, std::convert::Infallible>(resp.map(|b| Tracked::body(b, in_flight)))
-                })
-            });
-            let svc = TowerToHyperService::new(svc);
-            // HTTP/1 (kube-rs and every agent on REST, which choose no protocol in the TLS
-            // handshake, or a client that chose HTTP/1.1) gets the server that lets go of a
-            // connection's buffers while it idles; HTTP/2 (chosen, or its preface) hyper's.
-            let h2 = h2
-                || match crate::serve::conn::sniff_h2(&mut io, timeouts.idle).await {
-                    Ok(Some(h2)) => h2,
-                    Ok(None) | Err(_) => return,
-                };
-            // Each protocol's server is boxed: an HTTP/1 connection does not carry room for
-            // HTTP/2's state (and the reverse) for as long as it lives.
-            let served: Result<(), Box<dyn std::error::Error + Send + Sync>> = if h2 {
-                Box::pin(async move {
-                    http_builder(timeouts).serve_connection(TokioIo::new(io), svc).await
-                })
-                .await
-            } else {
-                Box::pin(async move {
-                    let http1 = http1_builder(timeouts);
-                    crate::serve::conn::serve_http1(io, svc, &http1, timeouts.idle, &parked).await
-                })
-                .await
-                .map_err(Into::into)
-            };
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "connection ended");
-            }
-        }
+    let timeouts = config.timeouts;
+    accept_loop(listener, acceptor, background, shutdown, move |stream, who, peer| {
+        serve_connection(stream, who, peer, router.clone(), parked.clone(), timeouts)
     })
     .await;
-    state.ready.store(false, Ordering::Release);
-    // Connections, controllers and cache followers go before the storage closes (the last
-    // reference to it is dropped as `run` returns).
-    background.stop().await;
-    Ok(())
+}
+
+/// Serves one HTTPS connection: each request goes to `router` with what the connection's
+/// certificate authenticates, over HTTP/1 or HTTP/2 as the client chose.
+async fn serve_connection(
+    stream: Stream,
+    who: PeerInfo,
+    peer: SocketAddr,
+    router: axum::Router,
+    parked: IntGauge,
+    timeouts: Timeouts,
+) {
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let requests = Arc::new(Requests::default());
+    let mut io = HeadDeadline::new(stream, Arc::clone(&requests), timeouts.head, h2);
+    let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+        let in_flight = requests.begin();
+        req.extensions_mut().insert(Arc::clone(&who));
+        let call = router.clone().oneshot(req.map(axum::body::Body::new));
+        // Boxed: an HTTP/1 connection hands its service from one hyper state to the
+        // next (`conn::serve_http1`), which needs an `Unpin` future.
+        Box::pin(async move {
+            let resp = call.await?;
+            Ok::<_, std::convert::Infallible>(resp.map(|b| Tracked::body(b, in_flight)))
+        })
+    });
+    let svc = TowerToHyperService::new(svc);
+    // HTTP/1 (kube-rs and every agent on REST, which choose no protocol in the TLS
+    // handshake, or a client that chose HTTP/1.1) gets the server that lets go of a
+    // connection's buffers while it idles; HTTP/2 (chosen, or its preface) hyper's.
+    let h2 = h2
+        || match crate::serve::conn::sniff_h2(&mut io, timeouts.idle).await {
+            Ok(Some(h2)) => h2,
+            Ok(None) | Err(_) => return,
+        };
+    // Each protocol's server is boxed: an HTTP/1 connection does not carry room for
+    // HTTP/2's state (and the reverse) for as long as it lives.
+    let served: Result<(), Box<dyn std::error::Error + Send + Sync>> = if h2 {
+        Box::pin(
+            async move { http_builder(timeouts).serve_connection(TokioIo::new(io), svc).await },
+        )
+        .await
+    } else {
+        Box::pin(async move {
+            let http1 = http1_builder(timeouts);
+            crate::serve::conn::serve_http1(io, svc, &http1, timeouts.idle, &parked).await
+        })
+        .await
+        .map_err(Into::into)
+    };
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "connection ended");
+    }
 }
 
 /// How a listener lets connections in: TLS with the hub's certificates, within the connection
@@ -546,9 +678,9 @@ pub(crate) async fn accept_loop<F, Fut>(
             (acceptor.tls.clone(), Arc::clone(&acceptor.state), serve.clone());
         background.spawn(async move {
             let _slot = slot;
-            // Boxed, as each protocol's server is below: a connection's task keeps room only
-            // for what its current phase needs (unboxed, 10 KiB per connection for its life,
-            // against 0.7 KiB now plus the phase's own box).
+            // Boxed, as each protocol's server is in `serve_connection`: a connection's task
+            // keeps room only for what its current phase needs, not for its largest phase for
+            // as long as it lives.
             if let Some((stream, who)) = Box::pin(handshake(&tls, &state, tcp, peer)).await {
                 serve(stream, who, peer).await;
             }
@@ -643,8 +775,8 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A running agent holds up to three (its REST client's, a second while its Lease and status
 /// requests overlap, its work stream), so this bounds the fleet one hub serves: 20,000 agents
 /// fit, and need more file descriptors than most defaults give (`ulimit -n`; the systemd unit
-/// raises it). A parked connection holds about 12 KiB, two thirds of it rustls' (heaptrack,
-/// BENCHMARKS.md "Fleet", session of 2026-11-25, fifth).
+/// raises it). A parked connection keeps little beyond rustls' state, so descriptors, not
+/// memory, set this cap.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 65536;
 /// Concurrent HTTP/2 streams per connection (hyper's default, set explicitly: reliability.md
 /// §5.3).
