@@ -7,3 +7,8 @@ use time::OffsetDateTime;
 pub fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
+
+/// The time now, as the API types' timestamp.
+pub fn timestamp() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}

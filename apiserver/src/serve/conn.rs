@@ -282,7 +282,7 @@ pub async fn sniff_h2<T: AsyncRead + Unpin>(
 /// whenever it has been idle for [`PARK_AFTER`] (see the module docs). `builder` holds the
 /// HTTP/1 settings; a connection with no request for `idle` is closed, parked or not.
 pub async fn serve_http1<S>(
-    mut io: HeadDeadline<crate::serve::server::Stream>,
+    mut io: HeadDeadline<crate::serve::server::connections::Stream>,
     mut svc: S,
     builder: &http1::Builder,
     idle: Duration,

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::jiff::Timestamp;
 use ocm_proto::api::cluster::v1::ManagedCluster;
 use ocm_proto::api::cluster::v1alpha1::AddOnPlacementScore;
 use ocm_proto::api::cluster::v1beta1::{Placement, PlacementDecision};
@@ -351,7 +350,7 @@ impl Scheduler {
     pub(crate) fn schedule(&self, ns: &str, placement: &Placement, explain: bool) -> Outcome {
         let name = placement.metadata.name.as_deref().unwrap_or_default();
         let snap = self.snapshot(ns, name);
-        let now = Timestamp::now();
+        let now = crate::machinery::clock::timestamp();
         let scores = |c: &str, n: &str| self.score_object(c, n);
         let object = |c: &str| self.cluster_object(c);
         let world = World {
@@ -482,7 +481,7 @@ impl Scheduler {
     ) -> Result<(), ApiError> {
         let status = placement.status.clone().unwrap_or_default();
         let mut conditions = status.conditions.clone();
-        let now = Time(Timestamp::now());
+        let now = Time(crate::machinery::clock::timestamp());
         let misconfigured = match &outcome.misconfigured {
             Some(m) => condition("PlacementMisconfigured", "True", "Misconfigured", m.clone()),
             None => condition(
@@ -636,7 +635,7 @@ impl Scheduler {
     /// Records a core Event about the placement (best effort: an event lost is logged).
     fn record(&self, placement: &Value, reason: &str, message: String) {
         let (ns, name) = (object::namespace(placement), object::name(placement));
-        let now = Timestamp::now().to_string();
+        let now = crate::machinery::clock::timestamp().to_string();
         let nanos = std::time::SystemTime::from(crate::machinery::clock::now())
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());

@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ocm_proto::api::cluster::v1::{ManagedCluster, Taint};
+use ocm_proto::api::cluster::v1::{ManagedCluster, ManagedClusterSpec, Taint};
 use ocm_proto::api::cluster::{self as api};
 use ocm_proto::api::meta::{
-    CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Time, condition, find_condition,
+    CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Condition, Time, condition, find_condition,
     is_condition_true, set_condition,
 };
 use serde::Deserialize;
@@ -52,19 +52,25 @@ struct Judged {
     grace: time::Duration,
 }
 
+/// What a run read from an accepted cluster's Lease.
+#[derive(Debug, Default)]
+struct LeaseReading {
+    /// Until the grace period ends, when the cluster is still Available: run again then.
+    requeue: Option<Duration>,
+    /// The renewTime the clock was judged on, remembered once the status is written.
+    clock_judged: Option<String>,
+    /// The grace period, when availability follows a Lease.
+    grace: Option<time::Duration>,
+}
+
 fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
+    Time(crate::machinery::clock::timestamp())
 }
 
 impl Clusters {
     async fn run(&self, name: String) -> Result<Action, ApiError> {
-        let kinds = &self.ctx.kinds;
-        let Some(cached) = self.ctx.registry.cached(&kinds.clusters, "", &name) else {
-            self.clock_seen.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
-            self.judged.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
-            self.remove_rbac(&name).await?;
-            self.prune_shared_roles().await?;
-            return Ok(Action::Done);
+        let Some(cached) = self.ctx.registry.cached(&self.ctx.kinds.clusters, "", &name) else {
+            return self.gone(&name).await;
         };
         let value = cached.value();
         let raw = &*value;
@@ -77,6 +83,57 @@ impl Clusters {
         let accepted = spec.hub_accepts_client == Some(true);
 
         // Finalizers first: nothing below may outlive the cluster without them.
+        if self.add_finalizers(&name, raw, accepted).await? {
+            return Ok(Action::Done); // the write queues the cluster again
+        }
+
+        let mut status = mc.status.clone().unwrap_or_default();
+        let stamp = now();
+        let accept_error =
+            self.follow_acceptance(&name, accepted, &mut status.conditions, &stamp).await?;
+        let lease = if accepted {
+            self.read_lease(&name, raw, &spec, &mut status.conditions, &stamp)
+        } else {
+            LeaseReading::default()
+        };
+
+        let mut rv = object::meta_str(raw, "resourceVersion").to_owned();
+        if mc.status.as_ref().map(|s| &s.conditions) != Some(&status.conditions) {
+            rv = self.write_conditions(&name, &rv, &status.conditions).await?;
+        }
+        self.remember(&name, raw, &status.conditions, lease.clock_judged, lease.grace);
+
+        // Taints follow availability.
+        let taints = desired_taints(&spec.taints, &status.conditions);
+        if taints != spec.taints {
+            let body = json!({"metadata": {"resourceVersion": rv}, "spec": {"taints": taints}});
+            self.ctx.patch(&self.ctx.kinds.clusters, "", &name, body, None).await?;
+        }
+        // A failed acceptance is told in the condition, then retried with backoff.
+        if let Some(e) = accept_error {
+            return Err(e);
+        }
+        Ok(lease.requeue.map_or(Action::Done, Action::RequeueAfter))
+    }
+
+    /// A cluster that no longer exists: what was remembered of it is forgotten, its RBAC
+    /// removed, and the shared roles too when it was the last.
+    async fn gone(&self, name: &str) -> Result<Action, ApiError> {
+        self.clock_seen.lock().unwrap_or_else(PoisonError::into_inner).remove(name);
+        self.judged.lock().unwrap_or_else(PoisonError::into_inner).remove(name);
+        self.remove_rbac(name).await?;
+        self.prune_shared_roles().await?;
+        Ok(Action::Done)
+    }
+
+    /// Adds the finalizers the cluster lacks (`resource-cleanup`, and `api-resource-cleanup`
+    /// once accepted); whether it wrote.
+    async fn add_finalizers(
+        &self,
+        name: &str,
+        raw: &Value,
+        accepted: bool,
+    ) -> Result<bool, ApiError> {
         let mut finalizers: Vec<String> =
             object::finalizers(raw).into_iter().map(str::to_owned).collect();
         let mut wanted = vec![api::FINALIZER_RESOURCE_CLEANUP];
@@ -85,24 +142,30 @@ impl Clusters {
         }
         let missing: Vec<&str> =
             wanted.into_iter().filter(|f| !finalizers.iter().any(|h| h == f)).collect();
-        if !missing.is_empty() {
-            finalizers.extend(missing.into_iter().map(str::to_owned));
-            let body = json!({"metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": object::meta_str(raw, "resourceVersion"),
-            }});
-            self.ctx.patch(&kinds.clusters, "", &name, body, None).await?;
-            return Ok(Action::Done); // the write queues the cluster again
+        if missing.is_empty() {
+            return Ok(false);
         }
+        finalizers.extend(missing.into_iter().map(str::to_owned));
+        let body = json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": object::meta_str(raw, "resourceVersion"),
+        }});
+        self.ctx.patch(&self.ctx.kinds.clusters, "", name, body, None).await?;
+        Ok(true)
+    }
 
-        let mut status = mc.status.clone().unwrap_or_default();
-        let stamp = now();
-        let mut accept_error = None;
-        let was_accepted =
-            find_condition(&status.conditions, api::v1::CONDITION_HUB_ACCEPTED).is_some();
+    /// Sets up an accepted cluster, or takes a denied one's rights away, and says so in
+    /// `HubAcceptedManagedCluster`. A failed set-up is returned (after the condition tells it)
+    /// for the caller to return once the status is written; a failed denial is an error at once.
+    async fn follow_acceptance(
+        &self,
+        name: &str,
+        accepted: bool,
+        conditions: &mut Vec<Condition>,
+        stamp: &Time,
+    ) -> Result<Option<ApiError>, ApiError> {
         if accepted {
-            let applied = self.accept(&name).await;
-            accept_error = applied.as_ref().err().cloned();
+            let applied = self.accept(name).await;
             let c = match &applied {
                 Ok(()) => condition(
                     api::v1::CONDITION_HUB_ACCEPTED,
@@ -117,11 +180,13 @@ impl Clusters {
                     format!("Failed to apply the cluster's RBAC: {}", e.message),
                 ),
             };
-            set_condition(&mut status.conditions, c, stamp.clone());
-        } else if was_accepted {
-            self.deny(&name).await?;
+            set_condition(conditions, c, stamp.clone());
+            return Ok(applied.err());
+        }
+        if find_condition(conditions, api::v1::CONDITION_HUB_ACCEPTED).is_some() {
+            self.deny(name).await?;
             set_condition(
-                &mut status.conditions,
+                conditions,
                 condition(
                     api::v1::CONDITION_HUB_ACCEPTED,
                     CONDITION_FALSE,
@@ -131,116 +196,113 @@ impl Clusters {
                 stamp.clone(),
             );
         }
+        Ok(None)
+    }
 
-        // Availability and clock, from the Lease.
-        let mut requeue = Action::Done;
-        // The renewTime the clock was judged on, remembered once the status is written.
-        let mut clock_judged = None;
-        // The grace period, when availability follows a Lease.
-        let mut lease_grace = None;
-        let lease = self.ctx.registry.cached(&kinds.leases, &name, LEASE_NAME);
-        let renew = lease.as_ref().and_then(|l| {
+    /// Availability and clock of an accepted cluster, from its Lease: `Available` goes Unknown
+    /// once the grace period (5 × `leaseDurationSeconds`) passes without a renewal, and
+    /// `ManagedClusterConditionClockSynced` is judged once per renewTime.
+    fn read_lease(
+        &self,
+        name: &str,
+        raw: &Value,
+        spec: &ManagedClusterSpec,
+        conditions: &mut Vec<Condition>,
+        stamp: &Time,
+    ) -> LeaseReading {
+        let mut out = LeaseReading::default();
+        let lease = self.ctx.registry.cached(&self.ctx.kinds.leases, name, LEASE_NAME);
+        let Some(renew_str) = lease.as_ref().and_then(|l| {
             l.value().pointer("/spec/renewTime").and_then(Value::as_str).map(str::to_owned)
+        }) else {
+            return out;
+        };
+        let seconds = match spec.lease_duration_seconds {
+            Some(s) if s > 0 => i64::from(s),
+            _ => DEFAULT_LEASE_SECONDS,
+        };
+        let grace = time::Duration::seconds(5 * seconds);
+        out.grace = Some(grace);
+        let now_t = crate::machinery::clock::now();
+        // A renewTime so far ahead that adding the grace overflows never expires.
+        let Some((renewed, expiry)) =
+            object::parse_rfc3339(&renew_str).and_then(|r| r.checked_add(grace).map(|e| (r, e)))
+        else {
+            return out;
+        };
+        if now_t >= expiry {
+            set_condition(
+                conditions,
+                condition(
+                    api::v1::CONDITION_AVAILABLE,
+                    CONDITION_UNKNOWN,
+                    api::v1::REASON_LEASE_UPDATE_STOPPED,
+                    "Registration agent stopped updating its lease.",
+                ),
+                stamp.clone(),
+            );
+        } else {
+            let left = (expiry - now_t).unsigned_abs();
+            out.requeue = Some(left + Duration::from_millis(10));
+        }
+        let judged = self
+            .clock_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .is_none_or(|seen| *seen != renew_str);
+        if judged {
+            out.clock_judged = Some(renew_str);
+        }
+        if judged && !skips_clock_check(raw) {
+            set_condition(conditions, clock_synced((now_t - renewed).abs(), grace), stamp.clone());
+        }
+        out
+    }
+
+    /// Writes the status conditions at `rv`; the resourceVersion written.
+    async fn write_conditions(
+        &self,
+        name: &str,
+        rv: &str,
+        conditions: &[Condition],
+    ) -> Result<String, ApiError> {
+        let body = json!({
+            "metadata": {"resourceVersion": rv},
+            "status": {"conditions": conditions},
         });
-        if let (true, Some(renew_str)) = (accepted, renew) {
-            let seconds = match spec.lease_duration_seconds {
-                Some(s) if s > 0 => i64::from(s),
-                _ => DEFAULT_LEASE_SECONDS,
-            };
-            let grace = time::Duration::seconds(5 * seconds);
-            lease_grace = Some(grace);
-            let now_t = crate::machinery::clock::now();
-            // A renewTime so far ahead that adding the grace overflows never expires.
-            if let Some((renewed, expiry)) = crate::machinery::object::parse_rfc3339(&renew_str)
-                .and_then(|r| r.checked_add(grace).map(|e| (r, e)))
-            {
-                if now_t >= expiry {
-                    set_condition(
-                        &mut status.conditions,
-                        condition(
-                            api::v1::CONDITION_AVAILABLE,
-                            CONDITION_UNKNOWN,
-                            api::v1::REASON_LEASE_UPDATE_STOPPED,
-                            "Registration agent stopped updating its lease.",
-                        ),
-                        stamp.clone(),
-                    );
-                } else {
-                    let left = (expiry - now_t).unsigned_abs();
-                    requeue = Action::RequeueAfter(left + Duration::from_millis(10));
-                }
-                let judged = self
-                    .clock_seen
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get(&name)
-                    .is_none_or(|seen| *seen != renew_str);
-                if judged {
-                    clock_judged = Some(renew_str.clone());
-                }
-                if judged && !skips_clock_check(raw) {
-                    let skew = (now_t - renewed).abs();
-                    let c = if skew < grace {
-                        condition(
-                            api::v1::CONDITION_CLOCK_SYNCED,
-                            CONDITION_TRUE,
-                            api::v1::REASON_CLOCK_SYNCED,
-                            "The clock of the managed cluster is synced with the hub.",
-                        )
-                    } else {
-                        condition(
-                            api::v1::CONDITION_CLOCK_SYNCED,
-                            CONDITION_FALSE,
-                            api::v1::REASON_CLOCK_OUT_OF_SYNC,
-                            "The clocks of hub and managed cluster are out of sync. This may cause problems in certificate rotation and availability checks.",
-                        )
-                    };
-                    set_condition(&mut status.conditions, c, stamp.clone());
-                }
-            }
-        }
+        let written =
+            self.ctx.patch(&self.ctx.kinds.clusters, "", name, body, Some("status")).await?;
+        Ok(object::meta_str(&written.object, "resourceVersion").to_owned())
+    }
 
-        let mut rv = object::meta_str(raw, "resourceVersion").to_owned();
-        if mc.status.as_ref().map(|s| &s.conditions) != Some(&status.conditions) {
-            let body = json!({
-                "metadata": {"resourceVersion": rv},
-                "status": {"conditions": status.conditions},
-            });
-            let written = self.ctx.patch(&kinds.clusters, "", &name, body, Some("status")).await?;
-            rv = object::meta_str(&written.object, "resourceVersion").to_owned();
-        }
-
+    /// Once the status is written: the renewTime the clock was judged on, and what the run
+    /// concluded from the Lease (which decides whether the next renewal wakes the cluster).
+    fn remember(
+        &self,
+        name: &str,
+        raw: &Value,
+        conditions: &[Condition],
+        clock_judged: Option<String>,
+        grace: Option<time::Duration>,
+    ) {
         if let Some(renew) = clock_judged {
             self.clock_seen
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(name.clone(), renew);
+                .insert(name.to_owned(), renew);
         }
-        let judged = lease_grace.map(|grace| Judged {
-            quiet: is_condition_true(&status.conditions, api::v1::CONDITION_AVAILABLE)
+        let judged = grace.map(|grace| Judged {
+            quiet: is_condition_true(conditions, api::v1::CONDITION_AVAILABLE)
                 && (skips_clock_check(raw)
-                    || is_condition_true(&status.conditions, api::v1::CONDITION_CLOCK_SYNCED)),
+                    || is_condition_true(conditions, api::v1::CONDITION_CLOCK_SYNCED)),
             grace,
         });
-        {
-            let mut all = self.judged.lock().unwrap_or_else(PoisonError::into_inner);
-            match judged {
-                Some(j) => all.insert(name.clone(), j),
-                None => all.remove(&name),
-            };
-        }
-
-        // Taints follow availability.
-        let taints = desired_taints(&spec.taints, &status.conditions);
-        if taints != spec.taints {
-            let body = json!({"metadata": {"resourceVersion": rv}, "spec": {"taints": taints}});
-            self.ctx.patch(&kinds.clusters, "", &name, body, None).await?;
-        }
-        // A failed acceptance is told in the condition, then retried with backoff.
-        if let Some(e) = accept_error {
-            return Err(e);
-        }
-        Ok(requeue)
+        let mut all = self.judged.lock().unwrap_or_else(PoisonError::into_inner);
+        match judged {
+            Some(j) => all.insert(name.to_owned(), j),
+            None => all.remove(name),
+        };
     }
 
     /// What acceptance sets up: namespace, RBAC (shared and per cluster), the Lease.
@@ -392,6 +454,26 @@ impl Clusters {
     }
 }
 
+/// `ManagedClusterConditionClockSynced` for a renewTime `skew` away from the hub's clock: in sync
+/// within the grace period.
+fn clock_synced(skew: time::Duration, grace: time::Duration) -> Condition {
+    if skew < grace {
+        condition(
+            api::v1::CONDITION_CLOCK_SYNCED,
+            CONDITION_TRUE,
+            api::v1::REASON_CLOCK_SYNCED,
+            "The clock of the managed cluster is synced with the hub.",
+        )
+    } else {
+        condition(
+            api::v1::CONDITION_CLOCK_SYNCED,
+            CONDITION_FALSE,
+            api::v1::REASON_CLOCK_OUT_OF_SYNC,
+            "The clocks of hub and managed cluster are out of sync. This may cause problems in certificate rotation and availability checks.",
+        )
+    }
+}
+
 fn skips_clock_check(raw: &Value) -> bool {
     raw.pointer("/metadata/annotations")
         .and_then(|a| a.get(api::ANNOTATION_SKIP_CLOCK_SYNC_CHECK))
@@ -401,7 +483,7 @@ fn skips_clock_check(raw: &Value) -> bool {
 
 /// The taints with the automatic ones brought in line with the Available condition: missing
 /// or Unknown → `unreachable`; False → `unavailable`; True → neither. Other taints are kept.
-fn desired_taints(current: &[Taint], conditions: &[ocm_proto::api::meta::Condition]) -> Vec<Taint> {
+fn desired_taints(current: &[Taint], conditions: &[Condition]) -> Vec<Taint> {
     let status =
         find_condition(conditions, api::v1::CONDITION_AVAILABLE).map(|c| c.status.as_str());
     let want = match status {

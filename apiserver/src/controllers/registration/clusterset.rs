@@ -133,7 +133,7 @@ impl Sets {
             Err(why) => condition("ClusterSetEmpty", CONDITION_TRUE, "InvalidSelector", why),
         };
         let mut conditions = set.status.map(|s| s.conditions).unwrap_or_default();
-        let now = ocm_proto::api::meta::Time(k8s_openapi::jiff::Timestamp::now());
+        let now = ocm_proto::api::meta::Time(crate::machinery::clock::timestamp());
         if set_condition(&mut conditions, c, now) {
             let body = json!({
                 "metadata": {"resourceVersion": object::meta_str(raw, "resourceVersion")},
@@ -172,7 +172,7 @@ impl Bindings {
         let binding = api::v1beta2::ManagedClusterSetBinding::deserialize(raw)
             .map_err(|e| ApiError::internal(format!("stored binding {key}: {e}")))?;
         let mut conditions = binding.status.map(|s| s.conditions).unwrap_or_default();
-        let now = ocm_proto::api::meta::Time(k8s_openapi::jiff::Timestamp::now());
+        let now = ocm_proto::api::meta::Time(crate::machinery::clock::timestamp());
         if set_condition(&mut conditions, c, now) {
             let body = json!({
                 "metadata": {"resourceVersion": object::meta_str(raw, "resourceVersion")},

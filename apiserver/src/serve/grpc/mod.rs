@@ -611,7 +611,7 @@ async fn subscribe_shared(
 pub(crate) async fn serve(
     grpc: Grpc,
     listener: tokio::net::TcpListener,
-    acceptor: crate::serve::server::Acceptor,
+    acceptor: crate::serve::server::connections::Acceptor,
     timeouts: crate::serve::server::Timeouts,
     background: Background,
 ) {
@@ -621,7 +621,7 @@ pub(crate) async fn serve(
 
     let service = grpc.service();
     let never = std::future::pending::<()>();
-    crate::serve::server::accept_loop(
+    crate::serve::server::connections::accept_loop(
         listener,
         acceptor,
         &background,
@@ -640,7 +640,7 @@ pub(crate) async fn serve(
                             service.oneshot(req).await
                         }
                     });
-                let http = crate::serve::server::http_builder(timeouts);
+                let http = crate::serve::server::connections::http_builder(timeouts);
                 if let Err(e) = http
                     .http2_only()
                     .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc))
