@@ -18,6 +18,36 @@ use crate::machinery::intern::{Symbol, symbol};
 /// (ocm.md §3.1). All carry kube's `kubernetes.io/bootstrapping: rbac-defaults` label and
 /// `rbac.authorization.kubernetes.io/autoupdate: "true"` annotation.
 pub fn default_objects() -> Vec<Value> {
+    let mut out: Vec<Value> = cluster_roles()
+        .into_iter()
+        .map(|(name, rules)| {
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": metadata(name),
+                "rules": rules,
+            })
+        })
+        .collect();
+    for (name, role, groups) in BINDINGS {
+        let subjects: Vec<Value> = groups
+            .iter()
+            .map(|g| json!({"kind": "Group", "apiGroup": RBAC_GROUP, "name": g}))
+            .collect();
+        out.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": metadata(name),
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
+            "subjects": subjects,
+        }));
+    }
+    out.extend(cluster_info_reader());
+    out
+}
+
+/// The default ClusterRoles and their rules: kube's and OCM's bootstrap role.
+fn cluster_roles() -> [(&'static str, Vec<PolicyRule>); 6] {
     let rule = |verbs: &[&str], groups: &[&str], resources: &[&str]| PolicyRule {
         verbs: to_strings(verbs),
         api_groups: to_strings(groups),
@@ -29,7 +59,7 @@ pub fn default_objects() -> Vec<Value> {
         non_resource_urls: to_strings(urls),
         ..PolicyRule::default()
     };
-    let cluster_roles = [
+    [
         ("cluster-admin", vec![rule(&["*"], &["*"], &["*"]), urls(&["*"], &["*"])]),
         (
             "system:discovery",
@@ -102,74 +132,60 @@ pub fn default_objects() -> Vec<Value> {
                 ),
             ],
         ),
-    ];
-    let bindings: [(&str, &str, &[&str]); 6] = [
-        ("cluster-admin", "cluster-admin", &[MASTERS_GROUP]),
-        ("system:discovery", "system:discovery", &[AUTHENTICATED_GROUP]),
-        ("system:basic-user", "system:basic-user", &[AUTHENTICATED_GROUP]),
-        (
-            "system:public-info-viewer",
-            "system:public-info-viewer",
-            &[AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP],
-        ),
-        ("system:monitoring", "system:monitoring", &[MONITORING_GROUP]),
-        (
-            "open-cluster-management:bootstrap:managedcluster",
-            "open-cluster-management:bootstrap",
-            &[OCM_BOOTSTRAP_GROUP],
-        ),
-    ];
-    let metadata = |name: &str| {
-        json!({
-            "name": name,
-            "labels": { BOOTSTRAPPING_LABEL: "rbac-defaults" },
-            "annotations": { AUTOUPDATE_ANNOTATION: "true" },
-        })
-    };
-    let mut out = Vec::new();
-    for (name, rules) in cluster_roles {
-        out.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": metadata(name),
-            "rules": rules,
-        }));
-    }
-    for (name, role, groups) in bindings {
-        let subjects: Vec<Value> = groups
-            .iter()
-            .map(|g| json!({"kind": "Group", "apiGroup": RBAC_GROUP, "name": g}))
-            .collect();
-        out.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": metadata(name),
-            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
-            "subjects": subjects,
-        }));
-    }
-    // kubeadm's `kubeadm:bootstrap-signer-clusterinfo`: anyone may read the hub's public
-    // `cluster-info` (its URL and CA) to check the CA against a pin before joining; joined
-    // agents read its gRPC server there too.
+    ]
+}
+
+/// The default ClusterRoleBindings: name, ClusterRole, the groups bound.
+const BINDINGS: [(&str, &str, &[&str]); 6] = [
+    ("cluster-admin", "cluster-admin", &[MASTERS_GROUP]),
+    ("system:discovery", "system:discovery", &[AUTHENTICATED_GROUP]),
+    ("system:basic-user", "system:basic-user", &[AUTHENTICATED_GROUP]),
+    (
+        "system:public-info-viewer",
+        "system:public-info-viewer",
+        &[AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP],
+    ),
+    ("system:monitoring", "system:monitoring", &[MONITORING_GROUP]),
+    (
+        "open-cluster-management:bootstrap:managedcluster",
+        "open-cluster-management:bootstrap",
+        &[OCM_BOOTSTRAP_GROUP],
+    ),
+];
+
+/// kubeadm's `kubeadm:bootstrap-signer-clusterinfo`: anyone may read the hub's public
+/// `cluster-info` (its URL and CA) to check the CA against a pin before joining; joined agents
+/// read its gRPC server there too. A Role and its RoleBinding in `kube-public`.
+fn cluster_info_reader() -> [Value; 2] {
     let clusterinfo = "ocm:bootstrap-signer-clusterinfo";
     let mut meta = metadata(clusterinfo);
     meta["namespace"] = json!("kube-public");
-    out.push(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": meta,
-        "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"],
-                   "resourceNames": ["cluster-info"]}],
-    }));
-    out.push(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": meta,
-        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": clusterinfo},
-        "subjects": [{"kind": "User", "apiGroup": RBAC_GROUP, "name": ANONYMOUS_USER},
-                     {"kind": "Group", "apiGroup": RBAC_GROUP, "name": AUTHENTICATED_GROUP}],
-    }));
-    out
+    [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"],
+                       "resourceNames": ["cluster-info"]}],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": clusterinfo},
+            "subjects": [{"kind": "User", "apiGroup": RBAC_GROUP, "name": ANONYMOUS_USER},
+                         {"kind": "Group", "apiGroup": RBAC_GROUP, "name": AUTHENTICATED_GROUP}],
+        }),
+    ]
+}
+
+/// A default object's metadata: kube's `rbac-defaults` label and `autoupdate` annotation.
+fn metadata(name: &str) -> Value {
+    json!({
+        "name": name,
+        "labels": { BOOTSTRAPPING_LABEL: "rbac-defaults" },
+        "annotations": { AUTOUPDATE_ANNOTATION: "true" },
+    })
 }
 
 fn to_strings(items: &[&str]) -> Vec<Symbol> {
