@@ -2,15 +2,16 @@
 # Runs the whole test suite: every crate, every storage backend (memory, sled, a real etcd),
 # the reliability tests (model-based, crash-kill, watch stress) and the tidy checks.
 #
-# Needs Debian packages a fresh machine may lack: protobuf-compiler (etcd-client's build
-# compiles etcd's .proto files), etcd-server (the etcd suites start a real etcd), prometheus
-# (its promtool checks /metrics and the alert rules) and systemd (systemd-analyze verifies the
-# units under deploy/). When they
-# are missing and this runs as root with apt-get, it installs them; otherwise it stops with the
-# command to run. OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite
-# for a quick local run, OCM_SKIP_PROMTOOL=1 the promtool checks (CI sets none of them). Every test
-# that skips all or part of itself says so in a `SKIPPED <test>: <what> (<VAR>=1)` line
-# (conformance/src/skip.rs); the count and the list are printed at the end, and with
+# Needs Debian packages a fresh machine may lack: protobuf-compiler (the tests that regenerate
+# the committed generated gRPC code and compare it, and the etcd-client crate the storage
+# benchmark builds; the hub itself builds without protoc), etcd-server (the etcd suites start a
+# real etcd), prometheus (its promtool checks /metrics and the alert rules) and systemd
+# (systemd-analyze verifies the units under deploy/). When they are missing and this runs as
+# root with apt-get, it installs them; otherwise it stops with the command to run.
+# OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite for a quick
+# local run, OCM_SKIP_PROMTOOL=1 the promtool checks (CI sets none of them).
+# Every test that skips all or part of itself says so in a `SKIPPED <test>: <what> (<VAR>=1)`
+# line (conformance/src/skip.rs); the count and the list are printed at the end, and with
 # OCM_FAIL_ON_SKIP=1 (set by .ci/run) any skip fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
