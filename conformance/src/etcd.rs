@@ -21,8 +21,8 @@ pub struct EtcdServer {
     pub endpoint: String,
 }
 
-/// Whether the run was told to skip etcd (`OCM_SKIP_ETCD=1`); when so, reported as the running
-/// test skipping `what` ([`crate::skip::requested`]).
+/// Whether this run skips etcd (`OCM_SKIP_ETCD=1`); if it does, the running test is reported as
+/// skipping `what` ([`crate::skip::requested`]).
 pub fn skip(what: &str) -> bool {
     crate::skip::requested(SKIP_ETCD_ENV, what)
 }

@@ -13,7 +13,7 @@ pub const REPORT_ENV: &str = "OCM_SKIP_REPORT";
 /// The marker every skip line starts with.
 pub const MARKER: &str = "SKIPPED";
 
-/// Whether this run was told to skip through `env` (`env=1`). When it was, reports that the
+/// Whether this run skips what `env` names (`env=1`). If it does, reports that the
 /// running test skips `what` ("the whole test", "its etcd run", "its promtool check"), so the
 /// caller must then not do it. Call it on the test's own thread (the test body, not a spawned
 /// task): the test harness names that thread after the test.
