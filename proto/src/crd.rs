@@ -154,6 +154,12 @@ pub struct PrinterColumn {
 impl Crd {
     /// Parses one CRD manifest (YAML or JSON).
     pub fn from_yaml(yaml: &str) -> Result<Crd, CrdError> {
+        Crd::extended(yaml, &[])
+    }
+
+    /// Parses one CRD manifest with the schema properties its entry in `extensions` (by CRD
+    /// name) adds: a YAML map of version to a schema fragment merged into `openAPIV3Schema`.
+    pub fn extended(yaml: &str, extensions: &[(&str, &str)]) -> Result<Crd, CrdError> {
         let raw: RawCrd = serde_saphyr::from_str(yaml).map_err(Box::new)?;
         if raw.api_version != "apiextensions.k8s.io/v1" || raw.kind != "CustomResourceDefinition" {
             return Err(CrdError::NotACrd { api_version: raw.api_version, kind: raw.kind });
@@ -165,6 +171,10 @@ impl Crd {
             "Cluster" => false,
             _ => return Err(CrdError::Scope { name, scope: spec.scope }),
         };
+        let extension: serde_json::Value = match extensions.iter().find(|(crd, _)| *crd == name) {
+            Some((_, e)) => serde_saphyr::from_str(e).map_err(Box::new)?,
+            None => serde_json::Value::Null,
+        };
         let count = spec.versions.iter().filter(|v| v.storage).count();
         if count != 1 {
             return Err(CrdError::StorageVersions { name, count });
@@ -173,9 +183,13 @@ impl Crd {
             .versions
             .into_iter()
             .map(|v| {
-                let raw_schema = v.schema.and_then(|s| s.open_api_v3_schema).ok_or_else(|| {
-                    CrdError::MissingSchema { name: name.clone(), version: v.name.clone() }
-                })?;
+                let mut raw_schema =
+                    v.schema.and_then(|s| s.open_api_v3_schema).ok_or_else(|| {
+                        CrdError::MissingSchema { name: name.clone(), version: v.name.clone() }
+                    })?;
+                if let Some(added) = extension.get(&v.name) {
+                    merge_schema(&mut raw_schema, added);
+                }
                 let schema = Schema::from_value(&raw_schema).map_err(|source| {
                     CrdError::Schema { name: name.clone(), version: v.name.clone(), source }
                 })?;
@@ -247,10 +261,34 @@ impl Crd {
     }
 }
 
+/// Schema properties the hub serves beyond OCM's CRDs, by CRD name (`plural.group`): each
+/// file says what it adds and why.
+const EXTENSIONS: &[(&str, &str)] = &[(
+    "manifestworkreplicasets.work.open-cluster-management.io",
+    include_str!("../crds/extensions/work.open-cluster-management.io_manifestworkreplicasets.yaml"),
+)];
+
+/// Merges a schema fragment into a schema: objects key by key, anything else replaced.
+fn merge_schema(schema: &mut serde_json::Value, added: &serde_json::Value) {
+    match (schema, added) {
+        (serde_json::Value::Object(into), serde_json::Value::Object(from)) => {
+            for (k, v) in from {
+                match into.get_mut(k) {
+                    Some(existing) => merge_schema(existing, v),
+                    None => {
+                        into.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (schema, added) => *schema = added.clone(),
+    }
+}
+
 static OCM_CRDS: LazyLock<Vec<Crd>> = LazyLock::new(|| {
     CRD_SOURCES
         .iter()
-        .map(|source| match Crd::from_yaml(source) {
+        .map(|source| match Crd::extended(source, EXTENSIONS) {
             Ok(crd) => crd,
             // Our own embedded manifests; the unit test `all_embedded_crds_parse` guards this.
             Err(e) => panic!("embedded OCM CRD does not parse: {e}"),

@@ -19,3 +19,4 @@ pub mod requester;
 pub mod scheme;
 pub mod strategy;
 pub mod table;
+pub mod template;

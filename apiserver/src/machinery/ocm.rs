@@ -47,6 +47,11 @@ fn resource_type(crd: &'static Crd) -> ResourceType {
         let action = Some(crate::machinery::scheme::Action::ExplainPlacement);
         subresources.push(Subresource { name: "explain", owns: &[], action });
     }
+    if crd.kind == "ManifestWorkReplicaSet" {
+        // Beyond OCM: the work one cluster gets (manifestworkreplicaset/mod.rs).
+        let action = Some(crate::machinery::scheme::Action::RenderWork);
+        subresources.push(Subresource { name: "render", owns: &[], action });
+    }
     ResourceType {
         group: crd.group.clone(),
         kind: crd.kind.clone(),
@@ -414,6 +419,33 @@ pub const MAX_MANIFESTS_BYTES: usize = 500 * 1024;
 /// OCM's ManifestWork manifest checks (sdk-go's `ManifestValidator`): at least one manifest, at
 /// most 500 KiB of them, each naming its `apiVersion`, `kind` and `metadata.name` (never a
 /// `generateName`: the agent must know what it applied), and no object twice.
+/// OCM's ManifestWorkReplicaSet webhook (the template's manifests as a ManifestWork's) and the
+/// hub's per-cluster values: every `{{ … }}` of the template and the overrides well-formed.
+fn replica_set_rules(obj: &Value) -> Vec<FieldError> {
+    use crate::machinery::template::{TEMPLATE_FIELD, check_override, check_template};
+    let template = obj.pointer("/spec/manifestWorkTemplate").cloned().unwrap_or(Value::Null);
+    let mut errs: Vec<FieldError> = manifest_rules(&serde_json::json!({"spec": template}))
+        .into_iter()
+        .map(|mut e| {
+            e.field = e.field.replacen("spec.", &format!("{TEMPLATE_FIELD}."), 1);
+            e
+        })
+        .collect();
+    let invalid = |e: crate::machinery::template::RenderError| {
+        FieldError::invalid(e.field, Value::Null, e.detail)
+    };
+    errs.extend(check_template(&template, TEMPLATE_FIELD).into_iter().map(invalid));
+    let overrides = obj.pointer("/spec/overrides").and_then(Value::as_array);
+    for (i, o) in overrides.into_iter().flatten().enumerate() {
+        let field = format!("spec.overrides[{i}]");
+        match serde_json::from_value::<ocm_proto::api::work::v1alpha1::Override>(o.clone()) {
+            Ok(o) => errs.extend(check_override(&o, &field).into_iter().map(invalid)),
+            Err(e) => errs.push(FieldError::invalid(field, Value::Null, e.to_string())),
+        }
+    }
+    errs
+}
+
 fn manifest_rules(obj: &Value) -> Vec<FieldError> {
     use ocm_proto::validation::FieldErrorKind;
     let path = "spec.workload.manifests";
@@ -485,6 +517,7 @@ fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
             }
         }
         "ManifestWork" => errs.extend(manifest_rules(obj)),
+        "ManifestWorkReplicaSet" => errs.extend(replica_set_rules(obj)),
         _ => {}
     }
     errs

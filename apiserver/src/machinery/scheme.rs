@@ -42,6 +42,8 @@ pub enum Action {
     TokenRequest,
     /// `placements/explain` (read): what each scheduling step kept or dropped, as a Table.
     ExplainPlacement,
+    /// `manifestworkreplicasets/render` (read): the ManifestWork one cluster gets.
+    RenderWork,
 }
 
 impl Action {
@@ -50,6 +52,7 @@ impl Action {
         match self {
             Action::TokenRequest => ("authentication.k8s.io", "v1", "TokenRequest"),
             Action::ExplainPlacement => ("meta.k8s.io", "v1", "Table"),
+            Action::RenderWork => ("work.open-cluster-management.io", "v1", "ManifestWork"),
         }
     }
 
@@ -57,7 +60,7 @@ impl Action {
     pub fn verb(self) -> &'static str {
         match self {
             Action::TokenRequest => "create",
-            Action::ExplainPlacement => "get",
+            Action::ExplainPlacement | Action::RenderWork => "get",
         }
     }
 }
@@ -501,6 +504,21 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
     ];
     match profile {
         Profile::Hub => rows.extend([
+            // A ManifestWorkReplicaSet's revisions (controllers/manifestworkreplicaset).
+            Row::new(
+                "apps",
+                "v1",
+                "ControllerRevision",
+                "controllerrevisions",
+                true,
+                Arc::new(
+                    Typed::<k8s_openapi::api::apps::v1::ControllerRevision>::new(
+                        "ControllerRevision",
+                        None,
+                    )
+                    .columns(table::controller_revision_columns()),
+                ),
+            ),
             Row::new(
                 "events.k8s.io",
                 "v1",

@@ -454,6 +454,49 @@ pub fn lease_columns() -> Arc<[Column]> {
     })
 }
 
+/// ControllerRevision: `Controller` (`<kind>.<group>/<name>` of its controller owner), `Revision`,
+/// `Age`, as kubectl prints them.
+pub fn controller_revision_columns() -> Arc<[Column]> {
+    static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();
+    shared(&COLS, || {
+        vec![
+            Column::computed(
+                "Controller",
+                "string",
+                0,
+                "The controller that owns the revision.",
+                |o| {
+                    let owners = o.pointer("/metadata/ownerReferences").and_then(Value::as_array);
+                    let controller = owners
+                        .into_iter()
+                        .flatten()
+                        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
+                    json!(controller.map_or_else(
+                        || "<none>".to_owned(),
+                        |r| {
+                            let api =
+                                r.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+                            let group = api.rsplit_once('/').map_or("", |(g, _)| g);
+                            let kind = r.get("kind").and_then(Value::as_str).unwrap_or_default();
+                            let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+                            let kind = if group.is_empty() {
+                                kind.to_lowercase()
+                            } else {
+                                format!("{}.{group}", kind.to_lowercase())
+                            };
+                            format!("{kind}/{name}")
+                        }
+                    ))
+                },
+            ),
+            Column::computed("Revision", "integer", 0, "The revision's number.", |o| {
+                json!(o.get("revision").and_then(Value::as_i64).unwrap_or(0))
+            }),
+            Column::age(),
+        ]
+    })
+}
+
 /// CertificateSigningRequest: `Age`, `SignerName`, `Requestor`, `RequestedDuration`, `Condition`.
 pub fn csr_columns() -> Arc<[Column]> {
     static COLS: OnceLock<Arc<[Column]>> = OnceLock::new();

@@ -9,6 +9,12 @@ pub const LABEL_MANIFEST_WORK_REPLICA_SET: &str =
     "work.open-cluster-management.io/manifestworkreplicaset";
 /// Label on a ManifestWork: the MWRS placementRef name that produced it.
 pub const LABEL_PLACEMENT_NAME: &str = "work.open-cluster-management.io/placementname";
+/// Label on a ManifestWork made by a ManifestWorkReplicaSet, and on its ControllerRevisions:
+/// the revision (hash of the template) the work runs (OCM enhancement 229).
+pub const LABEL_CONTROLLER_HASH: &str = "work.open-cluster-management.io/controller-hash";
+/// Label on a ManifestWorkReplicaSet's ControllerRevisions: the owning set's name.
+pub const LABEL_MANIFEST_WORK_REPLICA_SET_NAME: &str =
+    "work.open-cluster-management.io/manifestworkreplicaset-name";
 /// Label on a ManifestWork in an agent's CloudEvents cache: the source id it came from.
 pub const LABEL_CLOUDEVENTS_ORIGINAL_SOURCE: &str =
     "cloudevents.open-cluster-management.io/originalsource";
@@ -710,7 +716,34 @@ pub mod v1alpha1 {
 
     use super::v1::ManifestWorkSpec;
     use crate::api::cluster::v1alpha1::RolloutStrategy;
-    use crate::api::meta::{ApiVersionTag, Condition, KindTag, ObjectMeta, null_as_default};
+    use crate::api::meta::{
+        ApiVersionTag, Condition, KindTag, LabelSelector, ObjectMeta, Time, null_as_default,
+    };
+
+    /// failureStrategy: a rollout whose failures exceed maxFailures stops (enhancement 229).
+    pub const FAILURE_STRATEGY_ABORT_ALL: &str = "AbortAll";
+    /// failureStrategy: as AbortAll, and the clusters already updated return to the current
+    /// revision (the hub's own).
+    pub const FAILURE_STRATEGY_ROLLBACK_ALL: &str = "RollbackAll";
+    /// The default `revisionHistoryLimit`.
+    pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
+
+    /// Condition (enhancement 229): how the rollout of the update revision goes.
+    pub const CONDITION_PROGRESSING: &str = "Progressing";
+    /// Progressing True: a new revision is rolling out.
+    pub const REASON_NEW_REVISION_CREATED: &str = "NewRevisionCreated";
+    /// Progressing True: every selected cluster runs the update revision.
+    pub const REASON_NEW_MANIFEST_WORK_AVAILABLE: &str = "NewManifestWorkAvailable";
+    /// Progressing False: failures exceeded maxFailures and the rollout stopped.
+    pub const REASON_ROLLOUT_ABORTED: &str = "RolloutAborted";
+    /// Progressing False: the rollout stopped and the updated clusters went back.
+    pub const REASON_ROLLED_BACK: &str = "RolledBack";
+    /// Progressing False: the set is paused.
+    pub const REASON_ROLLOUT_PAUSED: &str = "RolloutPaused";
+    /// PlacementRolledOut False: the rollout stopped on failures.
+    pub const REASON_ROLLOUT_DEGRADED: &str = "RolloutDegraded";
+    /// ManifestworkApplied False: a cluster's work cannot be rendered from the template.
+    pub const REASON_RENDER_FAILED: &str = "RenderFailed";
 
     /// Cascade deletion: drop the finalizer at once, works deleted in the background
     /// (default).
@@ -790,6 +823,42 @@ pub mod v1alpha1 {
         #[serde(default = "default_cascade_deletion_policy")]
         #[schemars(extend("enum" = [CASCADE_DELETION_BACKGROUND, CASCADE_DELETION_FOREGROUND]))]
         pub cascade_deletion_policy: String,
+        /// Old revisions kept for rollback (default [`DEFAULT_REVISION_HISTORY_LIMIT`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0), extend("default" = DEFAULT_REVISION_HISTORY_LIMIT))]
+        pub revision_history_limit: Option<i32>,
+        /// While true no cluster is moved to another revision.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub paused: Option<bool>,
+        /// Patches of the rendered work, per selected clusters, applied in order.
+        #[serde(
+            default,
+            deserialize_with = "null_as_default",
+            skip_serializing_if = "Vec::is_empty"
+        )]
+        pub overrides: Vec<Override>,
+    }
+
+    /// One override: a patch of the ManifestWork spec of the clusters its selector matches.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Override {
+        /// A name for people.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+        /// The clusters it applies to (by label); none means every cluster.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+        pub cluster_selector: Option<LabelSelector>,
+        /// A JSON merge patch of the ManifestWork spec.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true), with = "serde_json::Map<String, serde_json::Value>")]
+        pub merge_patch: Option<serde_json::Value>,
+        /// A JSON patch (RFC 6902) of the ManifestWork spec.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+        pub json_patch: Option<Vec<serde_json::Value>>,
     }
 
     /// The server default for the required field.
@@ -799,6 +868,9 @@ pub mod v1alpha1 {
                 manifest_work_template: None,
                 placement_refs: Vec::new(),
                 cascade_deletion_policy: default_cascade_deletion_policy(),
+                revision_history_limit: None,
+                paused: None,
+                overrides: Vec::new(),
             }
         }
     }
@@ -817,7 +889,21 @@ pub mod v1alpha1 {
         /// Rollout over its decision groups (server default `{type: All, all:
         /// {progressDeadline: None}}`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub rollout_strategy: Option<RolloutStrategy>,
+        pub rollout_strategy: Option<PlacementRolloutStrategy>,
+    }
+
+    /// OCM's rollout strategy plus what a rollout does when failures exceed maxFailures.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
+    #[serde(rename_all = "camelCase")]
+    pub struct PlacementRolloutStrategy {
+        /// The rollout type and its parameters.
+        #[serde(flatten)]
+        pub strategy: RolloutStrategy,
+        /// `FAILURE_STRATEGY_*`; unset: the rollout stops adding clusters, as OCM's does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = [FAILURE_STRATEGY_ABORT_ALL, FAILURE_STRATEGY_ROLLBACK_ALL]))]
+        pub failure_strategy: Option<String>,
     }
 
     /// `ManifestWorkReplicaSet.status`.
@@ -843,6 +929,38 @@ pub mod v1alpha1 {
         /// Totals over all placements.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub summary: Option<ManifestWorkReplicaSetSummary>,
+        /// The revision every selected cluster last ran successfully.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub current_revision: Option<String>,
+        /// The revision of the current template.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub update_revision: Option<String>,
+        /// When the rollout of the update revision was aborted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub aborted_time: Option<Time>,
+        /// Added to the template hash when two templates' revision names collide.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub collision_count: Option<i32>,
+        /// Which revision each cluster's work runs.
+        #[serde(
+            default,
+            deserialize_with = "null_as_default",
+            skip_serializing_if = "Vec::is_empty"
+        )]
+        pub cluster_revisions: Vec<ClusterRevisions>,
+    }
+
+    /// The clusters whose work runs one revision.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[schemars(inline)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ClusterRevisions {
+        /// The revision (its hash).
+        #[serde(default)]
+        pub revision: String,
+        /// The clusters, by name.
+        #[serde(default, deserialize_with = "null_as_default")]
+        pub clusters: Vec<String>,
     }
 
     /// One placement's summary.

@@ -76,8 +76,8 @@ pub struct ApiState {
     pub delegate_authn: Option<Arc<crate::auth::delegate::Delegate>>,
     /// The kube-apiserver asked about requests this hub's RBAC denies (aggregated mode).
     pub delegate_authz: Option<Arc<crate::auth::delegate::Delegate>>,
-    /// The placement scheduler, for `placements/explain` (`None` without controllers).
-    pub placement: Option<Arc<crate::controllers::placement::Scheduler>>,
+    /// The controllers' views (`placements/explain`, `manifestworkreplicasets/render`).
+    pub views: crate::controllers::Views,
     /// The hub's metrics (`/metrics`).
     pub metrics: Arc<Metrics>,
 }

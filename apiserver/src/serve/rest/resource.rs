@@ -17,7 +17,7 @@ pub(super) async fn resource(
     let action =
         target.sub.as_deref().and_then(|s| target.rt.subresource(s)).and_then(|s| s.action);
     if let Some(action) = action {
-        return answer_action(state, action, &target, req).await;
+        return answer_action(state, action, &target, req, &q).await;
     }
     let method = req.method().clone();
     let watching = q.flag("watch")?;
@@ -76,6 +76,7 @@ async fn answer_action(
     action: crate::machinery::scheme::Action,
     target: &Target,
     req: Request,
+    q: &Query,
 ) -> Result<Response, ApiError> {
     let verb = req.method().as_str().to_ascii_lowercase();
     let wanted = if action.verb() == "get" { Method::GET } else { Method::POST };
@@ -96,12 +97,23 @@ async fn answer_action(
             )
         }
         crate::machinery::scheme::Action::ExplainPlacement => {
-            let scheduler = state.placement.as_ref().ok_or_else(|| {
+            let scheduler = state.views.placement.as_ref().ok_or_else(|| {
                 ApiError::unavailable(
                     "the placement controller is not running on this hub (--controllers)",
                 )
             })?;
             (StatusCode::OK, scheduler.explain(&target.rt, &target.namespace, name)?)
+        }
+        crate::machinery::scheme::Action::RenderWork => {
+            let sets = state.views.replica_sets.as_ref().ok_or_else(|| {
+                ApiError::unavailable(
+                    "the ManifestWorkReplicaSet controller is not running on this hub (--controllers)",
+                )
+            })?;
+            let cluster = q.get("cluster").filter(|c| !c.is_empty()).ok_or_else(|| {
+                ApiError::bad_request("render needs the cluster to render for: ?cluster=<name>")
+            })?;
+            (StatusCode::OK, sets.render(&target.namespace, name, cluster)?)
         }
     };
     Ok(json_response(code, serde_json::to_vec(&answered).map_err(ApiError::internal)?))

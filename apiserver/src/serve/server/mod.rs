@@ -277,10 +277,10 @@ pub async fn run(
     let authn = Authenticator::new(tokens, core.registry.clone());
     let (delegate_authn, delegate_authz) = connect_delegates(&config).await?;
     let grpc_url = listeners.grpc.as_ref().map(|g| g.url.clone());
-    let (join_command, placement) = if config.profile == Profile::Hub {
+    let (join_command, views) = if config.profile == Profile::Hub {
         start_hub(&config, &core, &pki, &server_url, grpc_url.as_deref(), first_start).await?
     } else {
-        (None, None)
+        (None, crate::controllers::Views::default())
     };
     let state = Arc::new(ApiState {
         discovery: Discovery::new(
@@ -302,7 +302,7 @@ pub async fn run(
         authn,
         delegate_authn,
         delegate_authz,
-        placement,
+        views,
         metrics: core.metrics,
     });
     let connections = Arc::new(tokio::sync::Semaphore::new(connection_cap(config.max_connections)));

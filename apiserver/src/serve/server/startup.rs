@@ -18,7 +18,6 @@ use super::{
 use crate::auth::delegate::Delegate;
 use crate::auth::pki::Pki;
 use crate::auth::tls::{Tls, TlsFiles};
-use crate::controllers::placement::Scheduler;
 use crate::controllers::runtime::{Leadership, Runtime};
 use crate::machinery::background::Background;
 use crate::machinery::error::ApiError;
@@ -184,7 +183,7 @@ pub(super) async fn start_hub(
     server_url: &str,
     grpc_url: Option<&str>,
     first_start: bool,
-) -> Result<(Option<String>, Option<Arc<Scheduler>>), ServeError> {
+) -> Result<(Option<String>, crate::controllers::Views), ServeError> {
     publish_cluster_info(&core.registry, server_url, grpc_url, &pki.ca_pem).await?;
     crate::controllers::registration::start(
         &core.runtime,
@@ -193,14 +192,20 @@ pub(super) async fn start_hub(
         config.registration.clone(),
         Arc::clone(&core.metrics),
     );
-    let placement = if config.registration.enabled {
-        crate::controllers::placement::start(&core.runtime, Arc::clone(&core.metrics))
+    let views = if config.registration.enabled {
+        crate::controllers::Views {
+            placement: crate::controllers::placement::start(
+                &core.runtime,
+                Arc::clone(&core.metrics),
+            ),
+            replica_sets: crate::controllers::manifestworkreplicaset::start(&core.runtime),
+        }
     } else {
-        None
+        crate::controllers::Views::default()
     };
     let join_command =
         if first_start { first_join_command(&core.registry, pki, server_url).await? } else { None };
-    Ok((join_command, placement))
+    Ok((join_command, views))
 }
 
 /// Creates the bootstrap token of a hub's first start (valid for [`FIRST_TOKEN_TTL`]) and

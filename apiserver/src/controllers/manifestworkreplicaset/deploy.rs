@@ -1,0 +1,459 @@
+//! The deploy step of a set's run: per placement, the clusters its decisions name (in their
+//! decision groups), each cluster's work as rendered from the set, the rollout's plan over the
+//! works that already run the update revision, and the writes that follow: works created or
+//! updated for the clusters the plan rolls to, works deleted for clusters that left. A rollout
+//! whose failures exceed `maxFailures` is aborted when the placement asks for it, and with
+//! `RollbackAll` the clusters already updated go back to the current revision, all at once.
+//!
+//! Where OCM's classification needs a `Progressing` condition rule (ocm-wave2.md §7: without
+//! one a work never counts as Succeeded), a template without such a rule reads `Applied` at the
+//! work's generation: True is Succeeded, False (the agent could not apply it) is Failed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use futures::StreamExt as _;
+use ocm_proto::api::cluster::{
+    LABEL_DECISION_GROUP_INDEX, LABEL_DECISION_GROUP_NAME, LABEL_PLACEMENT,
+};
+use ocm_proto::api::meta::{CONDITION_TRUE, Condition, ObjectMeta};
+use ocm_proto::api::work::v1::{
+    CONDITION_APPLIED, CONDITION_AVAILABLE, CONDITION_DEGRADED, CONDITION_PROGRESSING,
+};
+use ocm_proto::api::work::v1alpha1::{
+    FAILURE_STRATEGY_ROLLBACK_ALL, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec,
+    PlacementRolloutStrategy,
+};
+use ocm_proto::api::work::{
+    LABEL_CONTROLLER_HASH, LABEL_MANIFEST_WORK_REPLICA_SET, LABEL_PLACEMENT_NAME,
+};
+use serde_json::{Value, json};
+
+use super::revisions::Revisions;
+use super::{Controller, WRITES_AT_ONCE};
+use crate::controllers::rollout::{self, ClusterStatus, GroupKey, Groups, Status};
+use crate::machinery::error::ApiError;
+use crate::machinery::object;
+use crate::machinery::template::{self as render, ClusterValues, RenderError};
+use crate::store::cache::CachedObject;
+
+/// What the deploy step found and did, for the status step.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    pub placements: Vec<PlacementOutcome>,
+    /// The earliest a waiting rollout needs the set run again.
+    pub recheck: Option<Duration>,
+    /// The first clusters whose work cannot be rendered.
+    pub render_errors: Vec<RenderError>,
+    /// Whether a rollout's failures exceed what its placement tolerates.
+    pub breached: bool,
+    /// Which revision each cluster's work runs.
+    pub cluster_revisions: BTreeMap<String, Vec<String>>,
+}
+
+/// One placement's figures.
+#[derive(Debug, Default)]
+pub(super) struct PlacementOutcome {
+    pub name: String,
+    /// Whether the Placement exists.
+    pub found: bool,
+    pub groups: usize,
+    /// The placement's `numberOfSelectedClusters`.
+    pub selected: i64,
+    /// Works that run the update revision.
+    pub total: i64,
+    pub applied: i64,
+    pub available: i64,
+    pub progressing: i64,
+    pub degraded: i64,
+    /// Works of the update revision that succeeded.
+    pub succeeded: i64,
+}
+
+/// A placement's decisions: its groups in index order, each with its clusters.
+struct Decisions {
+    groups: Vec<(GroupKey, Vec<String>)>,
+    selected: i64,
+}
+
+impl Decisions {
+    fn clusters(&self) -> impl Iterator<Item = &String> {
+        self.groups.iter().flat_map(|(_, cs)| cs)
+    }
+}
+
+/// The decisions of placement `name` in `ns`, or `None` when the Placement does not exist.
+fn decisions(c: &Controller, ns: &str, name: &str) -> Option<Decisions> {
+    let placement = c.registry.cached(&c.kinds.placements, ns, name)?;
+    let selected =
+        placement.value().pointer("/status/numberOfSelectedClusters").and_then(Value::as_i64);
+    let mut by_group: BTreeMap<(i32, String), Vec<String>> = BTreeMap::new();
+    for d in c.registry.cached_list(&c.kinds.decisions, ns) {
+        if d.label(LABEL_PLACEMENT) != Some(name) {
+            continue;
+        }
+        let index = d.label(LABEL_DECISION_GROUP_INDEX).and_then(|i| i.parse().ok()).unwrap_or(0);
+        let group = d.label(LABEL_DECISION_GROUP_NAME).unwrap_or_default().to_owned();
+        let v = d.value();
+        let clusters = v.pointer("/status/decisions").and_then(Value::as_array);
+        let entry = by_group.entry((index, group)).or_default();
+        for cluster in clusters.into_iter().flatten() {
+            if let Some(n) = cluster.get("clusterName").and_then(Value::as_str) {
+                entry.push(n.to_owned());
+            }
+        }
+    }
+    let groups: Vec<(GroupKey, Vec<String>)> = by_group
+        .into_iter()
+        .map(|((index, name), clusters)| (GroupKey { name, index }, clusters))
+        .collect();
+    let decided = groups.iter().map(|(_, cs)| cs.len()).sum::<usize>();
+    Some(Decisions { groups, selected: selected.unwrap_or(i64::try_from(decided).unwrap_or(0)) })
+}
+
+/// The placement (of the set's refs) whose decisions name `cluster`, if any.
+pub(super) fn placement_of(
+    c: &Controller,
+    ns: &str,
+    spec: &ManifestWorkReplicaSetSpec,
+    cluster: &str,
+) -> Option<String> {
+    spec.placement_refs
+        .iter()
+        .map(|p| p.name.clone())
+        .find(|p| decisions(c, ns, p).is_some_and(|d| d.clusters().any(|x| x == cluster)))
+}
+
+/// The ManifestWork the set gives one cluster at one revision: the rendered spec, the set's
+/// labels and OCM's two, and the revision's hash; `generateName` as OCM names new works.
+pub(super) fn desired_work(
+    c: &Controller,
+    owner: &str,
+    meta: &ObjectMeta,
+    spec: &ManifestWorkReplicaSetSpec,
+    cluster: &ClusterValues,
+    revision: &str,
+) -> Result<Value, RenderError> {
+    let template = serde_json::to_value(spec.manifest_work_template.clone().unwrap_or_default())
+        .unwrap_or_default();
+    let rendered = render::render(&template, &spec.overrides, cluster)?;
+    let mut labels = serde_json::to_value(&meta.labels).unwrap_or_else(|_| json!({}));
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    labels[LABEL_MANIFEST_WORK_REPLICA_SET] = json!(owner);
+    labels[LABEL_CONTROLLER_HASH] = json!(revision);
+    let rt = &c.kinds.works;
+    let mut work = json!({
+        "apiVersion": rt.storage_api_version(), "kind": rt.kind,
+        "metadata": {"generateName": meta.name.clone().unwrap_or_default(), "namespace": cluster.name, "labels": labels},
+        "spec": rendered,
+    });
+    rt.strategy.default(&mut work);
+    Ok(work)
+}
+
+/// A stored work's condition of `type_`.
+fn condition(work: &Value, type_: &str) -> Option<Condition> {
+    let conditions = work.pointer("/status/conditions")?.as_array()?;
+    let c = conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?;
+    serde_json::from_value(c.clone()).ok()
+}
+
+/// Whether a condition speaks of the work's current generation.
+fn current(c: &Condition, generation: i64) -> bool {
+    c.observed_generation == Some(generation)
+}
+
+/// A work's rollout status (ocm.md §4.6) and the time it entered it.
+fn classify(work: &Value, progressing_rule: bool) -> (Status, Option<Timestamp>) {
+    let generation = object::generation(work);
+    let at = |c: &Condition| Some(c.last_transition_time.0);
+    let Some(applied) = condition(work, CONDITION_APPLIED).filter(|c| current(c, generation))
+    else {
+        return (Status::ToApply, None);
+    };
+    match (progressing_rule, applied.status == CONDITION_TRUE) {
+        (false, true) => return (Status::Succeeded, at(&applied)),
+        (false, false) => return (Status::Failed, at(&applied)),
+        (true, false) => return (Status::ToApply, None),
+        (true, true) => {}
+    }
+    let Some(progressing) =
+        condition(work, CONDITION_PROGRESSING).filter(|c| current(c, generation))
+    else {
+        return (Status::ToApply, None);
+    };
+    let degraded = condition(work, CONDITION_DEGRADED);
+    if degraded.as_ref().is_some_and(|d| !current(d, generation)) {
+        return (Status::ToApply, None);
+    }
+    let progressing_true = progressing.status == CONDITION_TRUE;
+    match degraded {
+        Some(d) if progressing_true && d.status == CONDITION_TRUE => (Status::Failed, at(&d)),
+        _ if progressing_true => (Status::Progressing, at(&progressing)),
+        _ if progressing.status == ocm_proto::api::meta::CONDITION_FALSE => {
+            (Status::Succeeded, at(&progressing))
+        }
+        _ => (Status::Progressing, at(&progressing)),
+    }
+}
+
+/// Whether the template has a condition rule producing `Progressing`.
+fn has_progressing_rule(spec: &ManifestWorkReplicaSetSpec) -> bool {
+    spec.manifest_work_template
+        .iter()
+        .flat_map(|t| &t.manifest_configs)
+        .any(|mc| mc.condition_rules.iter().any(|r| r.condition == CONDITION_PROGRESSING))
+}
+
+/// Whether a stored work is the desired one: the same spec and revision.
+fn matches(stored: &Value, desired: &Value) -> bool {
+    stored.get("spec") == desired.get("spec")
+        && object::label(stored, LABEL_CONTROLLER_HASH)
+            == object::label(desired, LABEL_CONTROLLER_HASH)
+}
+
+/// Runs the deploy step of a set over all its placements.
+pub(super) async fn deploy(
+    c: &Controller,
+    ns: &str,
+    owner: &str,
+    set: &ManifestWorkReplicaSet,
+    spec: &ManifestWorkReplicaSetSpec,
+    revs: &Revisions,
+) -> Result<Outcome, ApiError> {
+    let mut outcome = Outcome::default();
+    let works = c.works_of(owner);
+    // Works of placements the set no longer lists go.
+    let listed: Vec<&str> = spec.placement_refs.iter().map(|p| p.name.as_str()).collect();
+    let stray: Vec<Arc<CachedObject>> = works
+        .iter()
+        .filter(|w| !w.label(LABEL_PLACEMENT_NAME).is_some_and(|p| listed.contains(&p)))
+        .filter(|w| !w.deleting)
+        .cloned()
+        .collect();
+    c.delete_works(&stray).await?;
+    let status = set.status.clone().unwrap_or_default();
+    let aborted =
+        status.aborted_time.is_some() && status.update_revision.as_deref() == Some(&revs.update);
+    for pref in &spec.placement_refs {
+        let placement_works: HashMap<String, Arc<CachedObject>> = works
+            .iter()
+            .filter(|w| w.label(LABEL_PLACEMENT_NAME) == Some(pref.name.as_str()))
+            .map(|w| (w.namespace_name().0.to_owned(), Arc::clone(w)))
+            .collect();
+        let mut strategy = pref.rollout_strategy.clone().unwrap_or_default();
+        if strategy.strategy.type_.is_none() {
+            strategy.strategy.type_ =
+                Some(ocm_proto::api::cluster::v1alpha1::ROLLOUT_ALL.to_owned());
+        }
+        let run =
+            PlacementRun { c, owner, set, spec, revs, aborted, strategy, placement: &pref.name };
+        run.deploy(ns, &placement_works, &mut outcome).await?;
+    }
+    Ok(outcome)
+}
+
+/// One placement's part of a run.
+struct PlacementRun<'a> {
+    c: &'a Controller,
+    owner: &'a str,
+    set: &'a ManifestWorkReplicaSet,
+    spec: &'a ManifestWorkReplicaSetSpec,
+    revs: &'a Revisions,
+    aborted: bool,
+    strategy: PlacementRolloutStrategy,
+    placement: &'a str,
+}
+
+impl PlacementRun<'_> {
+    async fn deploy(
+        &self,
+        ns: &str,
+        works: &HashMap<String, Arc<CachedObject>>,
+        outcome: &mut Outcome,
+    ) -> Result<(), ApiError> {
+        let name = self.placement;
+        let mut po = PlacementOutcome { name: name.to_owned(), ..PlacementOutcome::default() };
+        let Some(decisions) = decisions(self.c, ns, name) else {
+            outcome.placements.push(po);
+            return Ok(());
+        };
+        po.found = true;
+        po.groups = decisions.groups.len();
+        po.selected = decisions.selected;
+        // Works of clusters that left the placement go.
+        let gone: Vec<Arc<CachedObject>> = works
+            .iter()
+            .filter(|(cluster, w)| !w.deleting && !decisions.clusters().any(|d| d == *cluster))
+            .map(|(_, w)| Arc::clone(w))
+            .collect();
+        self.c.delete_works(&gone).await?;
+        let progressing_rule = has_progressing_rule(self.spec);
+        let mut desired: HashMap<&str, Value> = HashMap::new();
+        let mut statuses = Vec::new();
+        for (group, clusters) in &decisions.groups {
+            for cluster in clusters {
+                let Some(values) = self.values(cluster) else { continue };
+                let work = match desired_work(
+                    self.c,
+                    self.owner,
+                    &self.set.metadata,
+                    self.spec,
+                    &values,
+                    &self.revs.update,
+                ) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        if outcome.render_errors.len() < 5 {
+                            outcome.render_errors.push(e);
+                        }
+                        continue;
+                    }
+                };
+                if let Some(stored) = works.get(cluster.as_str()) {
+                    let stored = stored.value();
+                    let revision =
+                        object::label(&stored, LABEL_CONTROLLER_HASH).unwrap_or_default();
+                    outcome
+                        .cluster_revisions
+                        .entry(revision.to_owned())
+                        .or_default()
+                        .push(cluster.clone());
+                    if matches(&stored, &work) {
+                        let (status, at) = classify(&stored, progressing_rule);
+                        count(&mut po, &stored, status);
+                        statuses.push(ClusterStatus {
+                            cluster: cluster.clone(),
+                            group: group.clone(),
+                            status,
+                            last_transition: at,
+                            recheck: None,
+                        });
+                    }
+                }
+                desired.insert(cluster.as_str(), work);
+            }
+        }
+        let groups = Groups::new(decisions.groups.clone());
+        let plan = rollout::plan(
+            &self.strategy.strategy,
+            &groups,
+            &statuses,
+            crate::machinery::clock::timestamp(),
+        )
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        outcome.recheck = min_some(outcome.recheck, plan.recheck_after);
+        let failures =
+            statuses.iter().filter(|s| s.status == Status::Failed).count() + plan.timed_out.len();
+        let breached = plan.max_failure_breach
+            || failures
+                > rollout::max_failures(&self.strategy.strategy, decisions.clusters().count())
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        outcome.breached |= breached && self.strategy.failure_strategy.is_some();
+        outcome.placements.push(po);
+        if self.spec.paused == Some(true) {
+            return Ok(());
+        }
+        if self.aborted {
+            if self.strategy.failure_strategy.as_deref() == Some(FAILURE_STRATEGY_ROLLBACK_ALL) {
+                return self.roll_back(works, outcome).await;
+            }
+            return Ok(());
+        }
+        let to_write: Vec<Value> = plan
+            .to_rollout
+            .iter()
+            .filter_map(|s| desired.remove(s.cluster.as_str()))
+            .filter(|w| !works.get(object::namespace(w)).is_some_and(|s| matches(&s.value(), w)))
+            .collect();
+        self.write(works, to_write).await
+    }
+
+    /// A decided cluster's values, if it exists.
+    fn values(&self, cluster: &str) -> Option<ClusterValues> {
+        let c = self.c.registry.cached(&self.c.kinds.clusters, "", cluster)?;
+        Some(ClusterValues::of(&c.value()))
+    }
+
+    /// Returns every cluster whose work runs the update revision to the current one.
+    async fn roll_back(
+        &self,
+        works: &HashMap<String, Arc<CachedObject>>,
+        outcome: &mut Outcome,
+    ) -> Result<(), ApiError> {
+        let Some(current) = self.revs.current.as_deref().filter(|c| *c != self.revs.update) else {
+            return Ok(()); // nothing succeeded everywhere yet: the rollout only stops
+        };
+        let Some(spec) = self.revs.spec_at(self.spec, current) else { return Ok(()) };
+        let mut to_write = Vec::new();
+        for (cluster, w) in works {
+            if w.label(LABEL_CONTROLLER_HASH) != Some(self.revs.update.as_str()) {
+                continue;
+            }
+            let Some(values) = self.values(cluster) else { continue };
+            match desired_work(self.c, self.owner, &self.set.metadata, &spec, &values, current) {
+                Ok(work) => to_write.push(work),
+                Err(e) => outcome.render_errors.push(e),
+            }
+        }
+        self.write(works, to_write).await
+    }
+
+    /// Creates or updates works, several at once.
+    async fn write(
+        &self,
+        works: &HashMap<String, Arc<CachedObject>>,
+        to_write: Vec<Value>,
+    ) -> Result<(), ApiError> {
+        let c = self.c;
+        let results: Vec<Result<(), ApiError>> = futures::stream::iter(to_write)
+            .map(|mut work| async move {
+                let cluster = object::namespace(&work).to_owned();
+                work["metadata"]["labels"][LABEL_PLACEMENT_NAME] = json!(self.placement);
+                let rt = &c.kinds.works;
+                match works.get(&cluster) {
+                    Some(stored) => {
+                        let stored = stored.value();
+                        let mut updated = Value::clone(&stored);
+                        updated["spec"] = work["spec"].take();
+                        updated["metadata"]["labels"] = work["metadata"]["labels"].take();
+                        let name = object::name(&stored).to_owned();
+                        c.registry
+                            .update(rt, &cluster, &name, updated, None, &Controller::opts())
+                            .await
+                            .map(drop)
+                    }
+                    None => {
+                        c.registry.create(rt, &cluster, work, &Controller::opts()).await.map(drop)
+                    }
+                }
+            })
+            .buffer_unordered(WRITES_AT_ONCE)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+}
+
+/// Counts a work of the update revision into its placement's figures.
+fn count(po: &mut PlacementOutcome, work: &Value, status: Status) {
+    let is_true = |t: &str| condition(work, t).is_some_and(|c| c.status == CONDITION_TRUE);
+    po.total += 1;
+    po.applied += i64::from(is_true(CONDITION_APPLIED));
+    po.available += i64::from(is_true(CONDITION_AVAILABLE));
+    po.progressing += i64::from(is_true(CONDITION_PROGRESSING));
+    po.degraded += i64::from(is_true(CONDITION_DEGRADED));
+    po.succeeded += i64::from(status == Status::Succeeded);
+}
+
+fn min_some(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

@@ -1,0 +1,437 @@
+//! ManifestWorkReplicaSets end to end: a hub, three `--profile cluster` stand-ins and a real
+//! `klusterlet` for each, a Placement and a set over it. `All` puts the work on every selected
+//! cluster and follows the placement; `Progressive` updates one cluster at a time in name
+//! order; a change that fails on one cluster stops the rollout and `RollbackAll` returns the
+//! updated clusters to the last good revision; `ProgressivePerGroup` follows the decision
+//! groups; per-cluster values land as `render` says; both cascade deletion policies.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::ensure;
+use ocm_apiserver::machinery::scheme::Profile;
+use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::kubectl::{Kubectl, Printed, create, merge_patch};
+use ocm_conformance::programs;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(90);
+const NS: &str = "apps";
+const SETS: &str =
+    "/apis/work.open-cluster-management.io/v1alpha1/namespaces/apps/manifestworkreplicasets";
+const WORKS: &str = "/apis/work.open-cluster-management.io/v1/manifestworks";
+const MCL: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+const PLACEMENTS: &str =
+    "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placements";
+const OWNER: &str = "work.open-cluster-management.io/manifestworkreplicaset";
+const HASH: &str = "work.open-cluster-management.io/controller-hash";
+
+/// A hub with three joined clusters, each a `--profile cluster` instance with its klusterlet.
+struct Fleet {
+    hub: TestHub,
+    clusters: BTreeMap<String, TestHub>,
+    _agents: Vec<tokio::process::Child>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl Fleet {
+    async fn start(names: &[&str]) -> anyhow::Result<Fleet> {
+        let (id, secret) = ("mwrs01", "0123456789abcdef");
+        let hub = TestHub::start_with(Backend::Memory, |c| {
+            c.registration.enabled = true;
+            c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
+        })
+        .await?;
+        let http = hub.http()?;
+        let token = ocm_apiserver::auth::bootstrap::bootstrap_token_object(
+            id,
+            secret,
+            "2099-01-01T00:00:00Z",
+            "rollout tests",
+        );
+        create(&hub, &http, "/api/v1/namespaces/kube-system/secrets", token).await?;
+        let (mut clusters, mut agents, mut dirs) = (BTreeMap::new(), Vec::new(), Vec::new());
+        for name in names {
+            let cluster =
+                TestHub::start_with(Backend::Memory, |c| c.profile = Profile::Cluster).await?;
+            let dir = tempfile::tempdir()?;
+            let ca = hub.path().join("pki/ca.crt").display().to_string();
+            let agent = tokio::process::Command::new(programs::klusterlet()?)
+                .args(["join", "--hub", &hub.url, "--token", &format!("{id}.{secret}")])
+                .args(["--cluster-name", name, "--ca-file", &ca, "--work-resync-seconds", "2"])
+                .arg("--data-dir")
+                .arg(dir.path())
+                .arg("--cluster-kubeconfig")
+                .arg(cluster.kubeconfig())
+                .env("RUST_LOG", std::env::var("OCM_AGENT_LOG").unwrap_or_else(|_| "warn".into()))
+                .stdout(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()?;
+            clusters.insert((*name).to_owned(), cluster);
+            agents.push(agent);
+            dirs.push(dir);
+        }
+        for name in names {
+            eventually(&format!("{name}'s namespace on the hub"), WAIT, || async {
+                let path = format!("/api/v1/namespaces/{name}");
+                let (code, _) = hub.call(&http, Method::GET, &path, None, &[]).await?;
+                Ok((code == 200).then_some(()))
+            })
+            .await?;
+        }
+        create(&hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": NS}})).await?;
+        let binding = json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSetBinding",
+            "metadata": {"name": "default", "namespace": NS},
+            "spec": {"clusterSet": "default"},
+        });
+        let bindings = "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/apps/managedclustersetbindings";
+        create(&hub, &http, bindings, binding).await?;
+        Ok(Fleet { hub, clusters, _agents: agents, _dirs: dirs })
+    }
+
+    async fn label(&self, cluster: &str, labels: Value) -> anyhow::Result<()> {
+        let http = self.hub.http()?;
+        merge_patch(
+            &self.hub,
+            &http,
+            &format!("{MCL}/{cluster}"),
+            json!({"metadata": {"labels": labels}}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
+        let (code, body) = self.hub.call(&self.hub.http()?, Method::GET, path, None, &[]).await?;
+        match code {
+            200 => Ok(Some(body)),
+            404 => Ok(None),
+            _ => anyhow::bail!("GET {path}: {code} {body}"),
+        }
+    }
+
+    /// The set's works, by cluster.
+    async fn works(&self, set: &str) -> anyhow::Result<BTreeMap<String, Value>> {
+        let path = format!("{WORKS}?labelSelector={OWNER}%3D{NS}.{set}");
+        let list = self.get(&path).await?.unwrap_or_default();
+        Ok(list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| {
+                (w["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(), w.clone())
+            })
+            .collect())
+    }
+
+    /// The `cfg` ConfigMap on a cluster, if there.
+    async fn config(&self, cluster: &str) -> anyhow::Result<Option<Value>> {
+        let c = &self.clusters[cluster];
+        let (code, body) = c
+            .call(&c.http()?, Method::GET, "/api/v1/namespaces/default/configmaps/cfg", None, &[])
+            .await?;
+        Ok((code == 200).then_some(body))
+    }
+
+    /// Waits until every named cluster's `cfg` holds `v`.
+    async fn holds(&self, clusters: &[&str], v: &str) -> anyhow::Result<()> {
+        for c in clusters {
+            eventually(&format!("cfg v={v} on {c}"), WAIT, || async {
+                Ok(self.config(c).await?.filter(|cm| cm["data"]["v"] == v).map(|_| ()))
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn set(&self, name: &str) -> anyhow::Result<Value> {
+        self.get(&format!("{SETS}/{name}")).await?.ok_or_else(|| anyhow::anyhow!("no set {name}"))
+    }
+
+    /// Waits until the set's condition `type_` has `status` and `reason`.
+    async fn until_condition(
+        &self,
+        set: &str,
+        type_: &str,
+        status: &str,
+        reason: &str,
+    ) -> anyhow::Result<Value> {
+        eventually(&format!("{set}: {type_}={status}/{reason}"), WAIT, || async {
+            let s = self.set(set).await?;
+            Ok(condition(&s, type_)
+                .filter(|c| c["status"] == status && c["reason"] == reason)
+                .map(|_| s.clone()))
+        })
+        .await
+    }
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+fn configmap(v: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "cfg", "namespace": "default"},
+           "data": {"v": v, "who": "{{ .clusterName }}", "region": "{{ .labels[\"region\"] }}"}})
+}
+
+fn placement(name: &str, extra: Value) -> Value {
+    let mut p = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"predicates": [{"requiredClusterSelector": {"labelSelector": {"matchLabels": {"env": "prod"}}}}],
+                 "tolerations": [{"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
+                                 {"key": "cluster.open-cluster-management.io/unavailable", "operator": "Exists"}]},
+    });
+    for (k, v) in extra.get("spec").and_then(Value::as_object).into_iter().flatten() {
+        p["spec"][k] = v.clone();
+    }
+    p
+}
+
+fn replica_set(name: &str, strategy: Value, manifests: Value) -> Value {
+    json!({
+        "apiVersion": "work.open-cluster-management.io/v1alpha1", "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"placementRefs": [{"name": "prod", "rolloutStrategy": strategy}],
+                 "manifestWorkTemplate": {"workload": {"manifests": manifests}}},
+    })
+}
+
+/// Records, as it happens, the order in which clusters' works first carry a revision, and
+/// whether every earlier cluster's work was Applied at that moment.
+async fn watch_order(
+    f: &Fleet,
+    set: &str,
+    revision: &str,
+    count: usize,
+) -> anyhow::Result<Vec<(String, bool)>> {
+    let mut order: Vec<(String, bool)> = Vec::new();
+    let until = tokio::time::Instant::now() + WAIT;
+    while order.len() < count {
+        ensure!(tokio::time::Instant::now() < until, "{count} works at {revision}: only {order:?}");
+        let works = f.works(set).await?;
+        let applied = |w: &Value| {
+            condition(w, "Applied").is_some_and(|c| {
+                c["status"] == "True" && c["observedGeneration"] == w["metadata"]["generation"]
+            })
+        };
+        let before_all_applied =
+            order.iter().all(|(c, _)| works.get(c).is_some_and(|w| applied(w)));
+        for (cluster, w) in &works {
+            let at = w["metadata"]["labels"][HASH].as_str() == Some(revision);
+            if at && !order.iter().any(|(c, _)| c == cluster) {
+                order.push((cluster.clone(), before_all_applied));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(order)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_places_a_rendered_work_on_every_selected_cluster_and_follows_the_placement()
+-> anyhow::Result<()> {
+    let f = Fleet::start(&["c1", "c2", "c3"]).await?;
+    let http = f.hub.http()?;
+    for (c, region) in [("c1", "east"), ("c2", "west"), ("c3", "east")] {
+        f.label(c, json!({"env": "prod", "region": region})).await?;
+    }
+    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    let all = json!({"type": "All"});
+    create(&f.hub, &http, SETS, replica_set("app", all, json!([configmap("1")]))).await?;
+    f.holds(&["c1", "c2", "c3"], "1").await?;
+    for (c, region) in [("c1", "east"), ("c2", "west"), ("c3", "east")] {
+        let cm = f.config(c).await?.unwrap_or_default();
+        ensure!(cm["data"]["who"] == c && cm["data"]["region"] == region, "{c}: {cm}");
+    }
+    let s = f.until_condition("app", "PlacementRolledOut", "True", "Complete").await?;
+    f.until_condition("app", "ManifestworkApplied", "True", "AsExpected").await?;
+    ensure!(s["status"]["summary"]["total"] == 3, "{}", s["status"]);
+    ensure!(condition(&s, "PlacementVerified").is_some_and(|c| c["reason"] == "AsExpected"));
+    // Works carry OCM's labels and names, and `render` answers the work a cluster got.
+    let works = f.works("app").await?;
+    for (c, w) in &works {
+        let name = w["metadata"]["name"].as_str().unwrap_or_default();
+        ensure!(name.starts_with("app") && name.len() == 8, "{name}");
+        ensure!(w["metadata"]["labels"]["work.open-cluster-management.io/placementname"] == "prod");
+        let rendered = f.get(&format!("{SETS}/app/render?cluster={c}")).await?.unwrap_or_default();
+        ensure!(rendered["spec"] == w["spec"], "render for {c}: {rendered} vs {}", w["spec"]);
+    }
+    // kubectl prints the CRD's columns.
+    let k = Kubectl::new(&f.hub)?;
+    let table = Printed::parse(&k.ok(&["get", "mwrs", "-n", NS]).await?)?;
+    ensure!(table.cell(0, "PLACEMENT")? == "AsExpected" && table.cell(0, "FOUND")? == "True");
+    ensure!(table.cell(0, "MANIFESTWORKS")? == "AsExpected" && table.cell(0, "APPLIED")? == "True");
+    // A cluster leaving the placement loses its work; coming back gets it again.
+    f.label("c3", json!({"env": "dev"})).await?;
+    eventually("c3's work deleted and cfg gone", WAIT, || async {
+        let gone = !f.works("app").await?.contains_key("c3") && f.config("c3").await?.is_none();
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    f.label("c3", json!({"env": "prod"})).await?;
+    f.holds(&["c3"], "1").await?;
+    // A template change reaches every cluster at once.
+    let patch =
+        json!({"spec": {"manifestWorkTemplate": {"workload": {"manifests": [configmap("2")]}}}});
+    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    f.holds(&["c1", "c2", "c3"], "2").await?;
+    // Foreground deletion keeps the set until its works (and what they applied) are gone: the
+    // set is never seen gone while a work remains.
+    let patch = json!({"spec": {"cascadeDeletionPolicy": "Foreground"}});
+    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    let (code, _) = f.hub.call(&http, Method::DELETE, &format!("{SETS}/app"), None, &[]).await?;
+    ensure!(code == 200, "delete: {code}");
+    eventually("set, works and configmaps gone", WAIT, || async {
+        let set_gone = f.get(&format!("{SETS}/app")).await?.is_none();
+        let works_gone = f.works("app").await?.is_empty();
+        ensure!(!set_gone || works_gone, "the set went before its works");
+        let mut cms_gone = true;
+        for c in ["c1", "c2", "c3"] {
+            cms_gone &= f.config(c).await?.is_none();
+        }
+        Ok((set_gone && works_gone && cms_gone).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_back()
+-> anyhow::Result<()> {
+    let f = Fleet::start(&["c1", "c2", "c3"]).await?;
+    let http = f.hub.http()?;
+    for c in ["c1", "c2", "c3"] {
+        f.label(c, json!({"env": "prod", "region": "east"})).await?;
+    }
+    f.label("c2", json!({"broken": "yes"})).await?;
+    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    let progressive = json!({"type": "Progressive", "failureStrategy": "RollbackAll",
+        "progressive": {"maxConcurrency": 1, "minSuccessTime": "2s", "maxFailures": 0}});
+    create(&f.hub, &http, SETS, replica_set("app", progressive, json!([configmap("1")]))).await?;
+    let s = eventually("update revision", WAIT, || async {
+        Ok(f.set("app").await?["status"]["updateRevision"].as_str().map(str::to_owned))
+    })
+    .await?;
+    let order = watch_order(&f, "app", &s, 3).await?;
+    let names: Vec<&str> = order.iter().map(|(c, _)| c.as_str()).collect();
+    ensure!(names == ["c1", "c2", "c3"], "order {order:?}");
+    ensure!(
+        order.iter().all(|(_, earlier_applied)| *earlier_applied),
+        "a cluster started before the previous one was applied: {order:?}"
+    );
+    let good = f.until_condition("app", "PlacementRolledOut", "True", "Complete").await?;
+    ensure!(good["status"]["currentRevision"] == good["status"]["updateRevision"]);
+    let good_revision = s;
+    // Revision 2 fails on c2 only: an override gives c2 a manifest of a kind it does not serve.
+    let bogus = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "default"}});
+    let patch = json!({"spec": {
+        "manifestWorkTemplate": {"workload": {"manifests": [configmap("2")]}},
+        "overrides": [{"name": "break-c2", "clusterSelector": {"matchLabels": {"broken": "yes"}},
+                       "mergePatch": {"workload": {"manifests": [configmap("2"), bogus]}}}],
+    }});
+    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    f.holds(&["c1"], "2").await?;
+    let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
+    ensure!(rolled["status"]["abortedTime"].is_string(), "{}", rolled["status"]);
+    f.holds(&["c1", "c2"], "1").await?;
+    eventually("every work back at the good revision", WAIT, || async {
+        let works = f.works("app").await?;
+        let back = works.len() == 3
+            && works.values().all(|w| w["metadata"]["labels"][HASH] == good_revision.as_str());
+        Ok(back.then_some(()))
+    })
+    .await?;
+    let s = f.set("app").await?;
+    ensure!(s["status"]["currentRevision"] == good_revision.as_str(), "{}", s["status"]);
+    let revs = &s["status"]["clusterRevisions"];
+    ensure!(
+        revs.as_array()
+            .is_some_and(|r| r.len() == 1 && r[0]["clusters"] == json!(["c1", "c2", "c3"])),
+        "{revs}"
+    );
+    // c3 never ran the failing revision.
+    ensure!(f.config("c3").await?.is_some_and(|cm| cm["data"]["v"] == "1"));
+    // The revisions are ControllerRevisions kubectl lists.
+    let k = Kubectl::new(&f.hub)?;
+    let table = Printed::parse(&k.ok(&["get", "controllerrevisions", "-n", NS]).await?)?;
+    ensure!(table.names().len() == 2, "{:?}", table.names());
+    ensure!(
+        table
+            .cell(0, "CONTROLLER")?
+            .starts_with("manifestworkreplicaset.work.open-cluster-management.io/app")
+    );
+    // Background deletion drops the set at once; its works follow.
+    let (code, _) = f.hub.call(&http, Method::DELETE, &format!("{SETS}/app"), None, &[]).await?;
+    ensure!(code == 200, "delete: {code}");
+    eventually("works gone", WAIT, || async { Ok(f.works("app").await?.is_empty().then_some(())) })
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progressive_per_group_follows_the_decision_groups() -> anyhow::Result<()> {
+    let f = Fleet::start(&["c1", "c2", "c3"]).await?;
+    let http = f.hub.http()?;
+    for c in ["c1", "c2", "c3"] {
+        f.label(c, json!({"env": "prod", "region": "east"})).await?;
+    }
+    f.label("c3", json!({"canary": "true"})).await?;
+    let groups = json!({"spec": {"decisionStrategy": {"groupStrategy": {"decisionGroups": [
+        {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"canary": "true"}}}}
+    ]}}}});
+    create(&f.hub, &http, PLACEMENTS, placement("prod", groups)).await?;
+    let per_group =
+        json!({"type": "ProgressivePerGroup", "progressivePerGroup": {"minSuccessTime": "2s"}});
+    create(&f.hub, &http, SETS, replica_set("app", per_group, json!([configmap("1")]))).await?;
+    let revision = eventually("update revision", WAIT, || async {
+        Ok(f.set("app").await?["status"]["updateRevision"].as_str().map(str::to_owned))
+    })
+    .await?;
+    let order = watch_order(&f, "app", &revision, 3).await?;
+    ensure!(order[0].0 == "c3", "the canary group first: {order:?}");
+    ensure!(order[1..].iter().all(|(_, earlier_applied)| *earlier_applied), "{order:?}");
+    f.holds(&["c1", "c2", "c3"], "1").await?;
+    f.until_condition("app", "PlacementRolledOut", "True", "Complete").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::Result<()> {
+    let f = Fleet::start(&["c1"]).await?;
+    let http = f.hub.http()?;
+    f.label("c1", json!({"env": "prod"})).await?;
+    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    // A reference that is not one of the three is a 422 naming the field.
+    let mut bad = replica_set("bad", json!({"type": "All"}), json!([configmap("1")]));
+    bad["spec"]["manifestWorkTemplate"]["workload"]["manifests"][0]["data"]["x"] =
+        json!("{{ .Values.x }}");
+    let (code, body) = f.hub.call(&http, Method::POST, SETS, Some(&bad), &[]).await?;
+    ensure!(code == 422, "{code} {body}");
+    let field = body["details"]["causes"][0]["field"].as_str().unwrap_or_default();
+    ensure!(field == "spec.manifestWorkTemplate.workload.manifests[0].data.x", "{body}");
+    // c1 has no `region` label: render names the field and the cluster; the set says so.
+    create(
+        &f.hub,
+        &http,
+        SETS,
+        replica_set("app", json!({"type": "All"}), json!([configmap("1")])),
+    )
+    .await?;
+    let (code, body) =
+        f.hub.call(&http, Method::GET, &format!("{SETS}/app/render?cluster=c1"), None, &[]).await?;
+    ensure!(code == 422, "{code} {body}");
+    let cause = &body["details"]["causes"][0];
+    ensure!(
+        cause["field"] == "spec.manifestWorkTemplate.workload.manifests[0].data.region",
+        "{body}"
+    );
+    ensure!(cause["message"].as_str().is_some_and(|m| m.contains("\"c1\"")), "{body}");
+    f.until_condition("app", "ManifestworkApplied", "False", "RenderFailed").await?;
+    Ok(())
+}
