@@ -67,6 +67,66 @@ enum Command {
     /// Creates fleet objects.
     #[command(subcommand)]
     Create(CreateCommand),
+    /// Manages the rollout of a ManifestWorkReplicaSet (as `kubectl rollout`).
+    Rollout {
+        #[command(subcommand)]
+        verb: RolloutVerb,
+    },
+}
+
+/// Which set a rollout command is about.
+#[derive(clap::Args)]
+struct RolloutTarget {
+    /// manifestworkreplicaset/NAME (or mwrs/NAME).
+    #[arg(value_parser = ocm_apiserver::cli::rollout::parse_target)]
+    target: String,
+    /// The set's namespace.
+    #[arg(short = 'n', long, default_value = "default", value_parser = parse_namespace)]
+    namespace: String,
+    /// The hub's data directory (its admin.kubeconfig is used).
+    #[arg(long, default_value = "./ocm-data")]
+    data_dir: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum RolloutVerb {
+    /// Shows the rollout's progress until it completes (exit 0) or stops on failures (exit 1).
+    Status {
+        #[command(flatten)]
+        set: RolloutTarget,
+        /// Keep printing until the rollout ends (`--watch=false` prints once).
+        #[arg(short = 'w', long, default_value_t = true, action = clap::ArgAction::Set)]
+        watch: bool,
+        /// How long to wait (1h, 5m, 30s).
+        #[arg(long, default_value = "10m", value_parser = admin::parse_duration)]
+        timeout: Duration,
+    },
+    /// Lists the set's revisions, or shows one.
+    History {
+        #[command(flatten)]
+        set: RolloutTarget,
+        /// Show this revision's template and overrides.
+        #[arg(long)]
+        revision: Option<i64>,
+    },
+    /// Stops moving clusters to another revision.
+    Pause {
+        #[command(flatten)]
+        set: RolloutTarget,
+    },
+    /// Lets a paused rollout go on.
+    Resume {
+        #[command(flatten)]
+        set: RolloutTarget,
+    },
+    /// Rolls the set back to an earlier revision (default: the one before the current template).
+    Undo {
+        #[command(flatten)]
+        set: RolloutTarget,
+        /// The revision to return to.
+        #[arg(long)]
+        to_revision: Option<i64>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -353,6 +413,7 @@ fn main() -> ExitCode {
         Command::Token(command) => return token(command),
         Command::Accept { clusters, data_dir } => return accept(&clusters, &data_dir),
         Command::Get(what) => return get(what),
+        Command::Rollout { verb } => return rollout(verb),
         Command::Create(CreateCommand::Work {
             name,
             file,
@@ -482,6 +543,39 @@ fn get(what: GetCommand) -> ExitCode {
             eprintln!("No resources found");
         }
         print!("{printed}");
+        Ok(())
+    })
+}
+
+/// Runs a `rollout` command against the running hub.
+fn rollout(verb: RolloutVerb) -> ExitCode {
+    use ocm_apiserver::cli::rollout as r;
+    client_command(async {
+        let printed = match verb {
+            RolloutVerb::Status { set, watch, timeout } => {
+                let client = admin::client(&set.data_dir).await?;
+                let out = |line: &str| println!("{line}");
+                r::status(&client, &set.namespace, &set.target, watch, timeout, out).await?;
+                return Ok(());
+            }
+            RolloutVerb::History { set, revision } => {
+                let client = admin::client(&set.data_dir).await?;
+                r::history(&client, &set.namespace, &set.target, revision).await?
+            }
+            RolloutVerb::Pause { set } => {
+                let client = admin::client(&set.data_dir).await?;
+                r::pause(&client, &set.namespace, &set.target, true).await?
+            }
+            RolloutVerb::Resume { set } => {
+                let client = admin::client(&set.data_dir).await?;
+                r::pause(&client, &set.namespace, &set.target, false).await?
+            }
+            RolloutVerb::Undo { set, to_revision } => {
+                let client = admin::client(&set.data_dir).await?;
+                r::undo(&client, &set.namespace, &set.target, to_revision).await?
+            }
+        };
+        println!("{}", printed.trim_end());
         Ok(())
     })
 }

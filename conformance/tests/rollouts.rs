@@ -92,6 +92,23 @@ impl Fleet {
         Ok(Fleet { hub, clusters, _agents: agents, _dirs: dirs })
     }
 
+    /// Runs `ocm-hub rollout ARGS` against the hub: exit code and stdout + stderr.
+    async fn rollout(&self, args: &[&str]) -> anyhow::Result<(i32, String)> {
+        let out = tokio::process::Command::new(programs::ocm_hub()?)
+            .arg("rollout")
+            .args(args)
+            .arg("--data-dir")
+            .arg(self.hub.path())
+            .output()
+            .await?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((out.status.code().unwrap_or(-1), text))
+    }
+
     async fn label(&self, cluster: &str, labels: Value) -> anyhow::Result<()> {
         let http = self.hub.http()?;
         merge_patch(
@@ -366,6 +383,30 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
             .cell(0, "CONTROLLER")?
             .starts_with("manifestworkreplicaset.work.open-cluster-management.io/app")
     );
+    // `ocm-hub rollout` as a user runs it: status says it stopped, history lists both
+    // revisions, undo to the first makes it the update revision again and the rollout completes.
+    let (code, out) = f.rollout(&["status", "manifestworkreplicaset/app", "-n", NS]).await?;
+    ensure!(code == 1 && out.contains("RolledBack"), "{code}: {out}");
+    let (code, out) = f.rollout(&["history", "mwrs/app", "-n", NS]).await?;
+    ensure!(code == 0 && out.contains("update (aborted)") && out.contains("current"), "{out}");
+    let (code, out) = f.rollout(&["undo", "mwrs/app", "-n", NS, "--to-revision", "1"]).await?;
+    ensure!(code == 0 && out.contains("rolled back to revision 1"), "{code}: {out}");
+    let (code, out) = f.rollout(&["status", "mwrs/app", "-n", NS, "--timeout", "60s"]).await?;
+    ensure!(code == 0 && out.contains("successfully rolled out"), "{code}: {out}");
+    // Paused, a template change moves no cluster; resumed, it rolls out.
+    let (code, out) = f.rollout(&["pause", "mwrs/app", "-n", NS]).await?;
+    ensure!(code == 0 && out.ends_with("paused\n"), "{out}");
+    let patch = json!({"spec": {"manifestWorkTemplate": {"workload": {"manifests": [configmap("3")]}}, "overrides": null}});
+    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    f.until_condition("app", "Progressing", "False", "RolloutPaused").await?;
+    ensure!(
+        f.config("c1").await?.is_some_and(|cm| cm["data"]["v"] == "1"),
+        "a paused set moved c1"
+    );
+    f.rollout(&["resume", "mwrs/app", "-n", NS]).await?;
+    f.holds(&["c1", "c2", "c3"], "3").await?;
+    let (code, out) = f.rollout(&["status", "mwrs/app", "-n", NS, "--timeout", "60s"]).await?;
+    ensure!(code == 0, "{code}: {out}");
     // Background deletion drops the set at once; its works follow.
     let (code, _) = f.hub.call(&http, Method::DELETE, &format!("{SETS}/app"), None, &[]).await?;
     ensure!(code == 200, "delete: {code}");

@@ -2,3 +2,4 @@
 
 pub mod admin;
 pub mod fleet;
+pub mod rollout;

@@ -168,10 +168,27 @@ fn current(c: &Condition, generation: i64) -> bool {
     c.observed_generation == Some(generation)
 }
 
-/// A work's rollout status (ocm.md §4.6) and the time it entered it.
+/// When the controller last wrote the work (its managedFields entry's time): when the work got
+/// its current revision.
+fn written_at(work: &Value) -> Option<Timestamp> {
+    let entries = work.pointer("/metadata/managedFields")?.as_array()?;
+    let ours = entries.iter().find(|e| {
+        e.get("manager").and_then(Value::as_str) == Some(super::MANAGER)
+            && e.get("subresource").and_then(Value::as_str).unwrap_or_default().is_empty()
+    })?;
+    ours.get("time")?.as_str()?.parse().ok()
+}
+
+/// A work's rollout status (ocm.md §4.6) and the time it entered it: the condition's
+/// transition, or when the work got its revision if that is later (a condition that kept its
+/// status across a new revision still carries the old revision's time, which would cut a
+/// soak or a deadline short).
 fn classify(work: &Value, progressing_rule: bool) -> (Status, Option<Timestamp>) {
     let generation = object::generation(work);
-    let at = |c: &Condition| Some(c.last_transition_time.0);
+    let written = written_at(work);
+    let at = |c: &Condition| {
+        Some(written.map_or(c.last_transition_time.0, |w| w.max(c.last_transition_time.0)))
+    };
     let Some(applied) = condition(work, CONDITION_APPLIED).filter(|c| current(c, generation))
     else {
         return (Status::ToApply, None);

@@ -115,7 +115,9 @@ pub(super) async fn write(
         })
         .collect();
     let conds = Conditions { outcome, total: &total, selected, complete, aborted };
+    let generation = set.metadata.generation;
     for new in conds.all(set) {
+        let new = Condition { observed_generation: generation, ..new };
         set_condition(&mut status.conditions, new, now());
     }
     if status == old {
