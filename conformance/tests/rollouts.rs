@@ -456,16 +456,14 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
     ensure!(code == 422, "{code} {body}");
     let field = body["details"]["causes"][0]["field"].as_str().unwrap_or_default();
     ensure!(field == "spec.manifestWorkTemplate.workload.manifests[0].data.x", "{body}");
-    // c1 has no `region` label: render names the field and the cluster; the set says so.
-    create(
-        &f.hub,
-        &http,
-        SETS,
-        replica_set("app", json!({"type": "All"}), json!([configmap("1")])),
-    )
+    eventually("the placement decides c1", WAIT, || async {
+        let p = f.get(&format!("{PLACEMENTS}/prod")).await?.unwrap_or_default();
+        Ok((p["status"]["numberOfSelectedClusters"] == 1).then_some(()))
+    })
     .await?;
-    let (code, body) =
-        f.hub.call(&http, Method::GET, &format!("{SETS}/app/render?cluster=c1"), None, &[]).await?;
+    // c1 has no `region` label: creating the set is refused, naming the field and the cluster.
+    let set = replica_set("app", json!({"type": "All"}), json!([configmap("1")]));
+    let (code, body) = f.hub.call(&http, Method::POST, SETS, Some(&set), &[]).await?;
     ensure!(code == 422, "{code} {body}");
     let cause = &body["details"]["causes"][0];
     ensure!(
@@ -473,6 +471,36 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
         "{body}"
     );
     ensure!(cause["message"].as_str().is_some_and(|m| m.contains("\"c1\"")), "{body}");
-    f.until_condition("app", "ManifestworkApplied", "False", "RenderFailed").await?;
+    // With the label it is accepted; once the label goes, render answers 422 for c1 and the
+    // set's status says which cluster cannot be rendered.
+    f.label("c1", json!({"region": "east"})).await?;
+    create(&f.hub, &http, SETS, set).await?;
+    f.holds(&["c1"], "1").await?;
+    f.label("c1", json!({"region": null})).await?;
+    let (code, body) =
+        f.hub.call(&http, Method::GET, &format!("{SETS}/app/render?cluster=c1"), None, &[]).await?;
+    ensure!(code == 422, "{code} {body}");
+    let s = f.until_condition("app", "ManifestworkApplied", "False", "RenderFailed").await?;
+    let msg =
+        condition(&s, "ManifestworkApplied").map(|c| c["message"].to_string()).unwrap_or_default();
+    ensure!(msg.contains("c1") && msg.contains("region"), "{msg}");
+    // An update that would not render is refused too.
+    f.label("c1", json!({"region": "east"})).await?;
+    f.until_condition("app", "ManifestworkApplied", "True", "AsExpected").await?;
+    let patch = json!({"spec": {"overrides": [{"mergePatch": {"x": "{{ .claims[\"nope\"] }}"}}]}});
+    let (code, body) = f
+        .hub
+        .call(
+            &http,
+            Method::PATCH,
+            &format!("{SETS}/app"),
+            Some(&patch),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await?;
+    ensure!(
+        code == 422 && body["details"]["causes"][0]["message"].to_string().contains("nope"),
+        "{code} {body}"
+    );
     Ok(())
 }

@@ -26,6 +26,15 @@ pub enum NameRule {
     PathSegment,
 }
 
+/// A check of a write against the rest of the hub's state, as Kubernetes' validating
+/// admission plugins: registered on the registry for one kind by the layer that holds that
+/// state (a controller), and run on every create and main-resource update of the kind after
+/// the kind's own validation.
+pub trait Validating: Send + Sync {
+    /// The errors of `obj`, given what else the hub holds now.
+    fn validate(&self, obj: &Value) -> Vec<FieldError>;
+}
+
 /// The per-kind part of the registry's recipe. Every method has a neutral default, so a kind
 /// states only what differs.
 pub trait Strategy: Send + Sync {

@@ -74,19 +74,19 @@ pub(super) struct PlacementOutcome {
 }
 
 /// A placement's decisions: its groups in index order, each with its clusters.
-struct Decisions {
+pub(super) struct Decisions {
     groups: Vec<(GroupKey, Vec<String>)>,
     selected: i64,
 }
 
 impl Decisions {
-    fn clusters(&self) -> impl Iterator<Item = &String> {
+    pub(super) fn clusters(&self) -> impl Iterator<Item = &String> {
         self.groups.iter().flat_map(|(_, cs)| cs)
     }
 }
 
 /// The decisions of placement `name` in `ns`, or `None` when the Placement does not exist.
-fn decisions(c: &Controller, ns: &str, name: &str) -> Option<Decisions> {
+pub(super) fn decisions(c: &Controller, ns: &str, name: &str) -> Option<Decisions> {
     let placement = c.registry.cached(&c.kinds.placements, ns, name)?;
     let selected =
         placement.value().pointer("/status/numberOfSelectedClusters").and_then(Value::as_i64);

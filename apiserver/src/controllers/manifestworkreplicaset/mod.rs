@@ -27,8 +27,10 @@ use crate::controllers::runtime::{Action, Runtime, Watch};
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::machinery::scheme::ResourceType;
+use crate::machinery::strategy::Validating;
 use crate::store::cache::CachedObject;
 use crate::store::registry::{DeleteOptions, Patch, Registry, WriteOptions, Written, subject};
+use ocm_proto::validation::FieldError;
 
 use crate::machinery::template::{ClusterValues, RenderError};
 
@@ -219,20 +221,63 @@ impl Controller {
     }
 }
 
-/// A render failure as a 422 naming the field and the cluster.
-pub fn render_error(name: &str, e: &RenderError) -> ApiError {
+/// A render failure as a field error naming the field and the cluster.
+fn field_error(e: &RenderError) -> FieldError {
     let detail = match &e.cluster {
         Some(c) => format!("{} (cluster {c:?})", e.detail),
         None => e.detail.clone(),
     };
-    let err = ocm_proto::validation::FieldError::invalid(e.field.clone(), Value::Null, detail);
-    ApiError::invalid(ocm_proto::api::work::GROUP, "ManifestWorkReplicaSet", name, &[err])
+    FieldError::invalid(e.field.clone(), Value::Null, detail)
+}
+
+/// A render failure as a 422 naming the field and the cluster.
+pub fn render_error(name: &str, e: &RenderError) -> ApiError {
+    ApiError::invalid(
+        ocm_proto::api::work::GROUP,
+        "ManifestWorkReplicaSet",
+        name,
+        &[field_error(e)],
+    )
+}
+
+/// A set is refused (422) when its template cannot be rendered for a cluster its placements
+/// decide now, naming the field and the cluster; a cluster decided later that cannot be
+/// rendered is reported in the set's status instead.
+impl Validating for Controller {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let Ok(set) = serde_json::from_value::<ManifestWorkReplicaSet>(obj.clone()) else {
+            return Vec::new(); // the schema's validation speaks of it
+        };
+        let spec = set.spec.unwrap_or_default();
+        let ns = object::namespace(obj);
+        let template =
+            serde_json::to_value(spec.manifest_work_template.clone().unwrap_or_default())
+                .unwrap_or_default();
+        let mut clusters: Vec<String> = spec
+            .placement_refs
+            .iter()
+            .filter_map(|p| deploy::decisions(self, ns, &p.name))
+            .flat_map(|d| d.clusters().cloned().collect::<Vec<_>>())
+            .collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        for name in clusters {
+            let Some(c) = self.registry.cached(&self.kinds.clusters, "", &name) else { continue };
+            let values = ClusterValues::of(&c.value());
+            if let Err(e) = crate::machinery::template::render(&template, &spec.overrides, &values)
+            {
+                return vec![field_error(&e)];
+            }
+        }
+        Vec::new()
+    }
 }
 
 /// Starts the controller; returns it, for the `render` subresource.
 pub fn start(runtime: &Runtime) -> Option<Arc<Controller>> {
     let kinds = Kinds::of(&runtime.registry)?;
     let c = Arc::new(Controller { registry: runtime.registry.clone(), kinds });
+    runtime.registry.register_validating(&c.kinds.sets, Arc::clone(&c) as Arc<dyn Validating>);
     let watches = watches(&c);
     let controller = Arc::clone(&c);
     runtime.run("manifestworkreplicaset", watches, WORKERS, move |key| {

@@ -77,6 +77,9 @@ impl Registry {
             let mut errs = Vec::new();
             validate_meta(rt, &obj, &mut errs);
             errs.extend(rt.strategy.validate(&obj)?);
+            if errs.is_empty() {
+                errs.extend(self.validating_errors(rt, &obj));
+            }
             if !errs.is_empty() {
                 return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &errs));
             }

@@ -120,6 +120,42 @@ pub struct Registry {
     pub cache: Arc<Cache>,
     /// Room for the large objects writes hold at once.
     budget: Arc<crate::store::budget::WriteBudget>,
+    /// The validating admission registered per kind (by storage prefix).
+    validating: Arc<ValidatingTable>,
+}
+
+/// The validating admission of each kind, registered after start-up by the controllers.
+#[derive(Default)]
+struct ValidatingTable(
+    std::sync::RwLock<
+        std::collections::HashMap<String, Arc<dyn crate::machinery::strategy::Validating>>,
+    >,
+);
+
+impl std::fmt::Debug for ValidatingTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds = self.0.read().map(|m| m.len()).unwrap_or_default();
+        write!(f, "ValidatingTable({kinds} kinds)")
+    }
+}
+
+impl Registry {
+    /// Runs `check` on every create and main-resource update of `rt`.
+    pub fn register_validating(
+        &self,
+        rt: &ResourceType,
+        check: Arc<dyn crate::machinery::strategy::Validating>,
+    ) {
+        let mut table =
+            self.validating.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        table.insert(rt.prefix.clone(), check);
+    }
+
+    /// The errors the registered validating admission of `rt` finds in `obj`.
+    fn validating_errors(&self, rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
+        let table = self.validating.0.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        table.get(&rt.prefix).map(|check| check.validate(obj)).unwrap_or_default()
+    }
 }
 
 pub(crate) fn subject(rt: &ResourceType, name: &str) -> Subject {
@@ -193,7 +229,7 @@ impl Registry {
         let cache = Cache::start(storage.clone(), &scheme, config, background).await?;
         let budget =
             Arc::new(crate::store::budget::WriteBudget::new(crate::store::budget::WRITE_BYTES));
-        Ok(Registry { storage, scheme, cache, budget })
+        Ok(Registry { storage, scheme, cache, budget, validating: Arc::default() })
     }
 
     /// Gives back a large write's room once the watch cache has the write: until then the

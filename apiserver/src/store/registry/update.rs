@@ -238,6 +238,9 @@ impl Registry {
         let mut errs = Vec::new();
         validate_meta(rt, &next, &mut errs);
         errs.extend(rt.strategy.validate_update(&next, old)?);
+        if errs.is_empty() && sub.is_none() && !object::is_deleting(&next) {
+            errs.extend(self.validating_errors(rt, &next));
+        }
         if !errs.is_empty() {
             return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &errs));
         }
