@@ -265,7 +265,7 @@ impl Crd {
 /// file says what it adds and why.
 const EXTENSIONS: &[(&str, &str)] = &[(
     "manifestworkreplicasets.work.open-cluster-management.io",
-    include_str!("../crds/extensions/work.open-cluster-management.io_manifestworkreplicasets.yaml"),
+    include_str!("../crd-extensions/work.open-cluster-management.io_manifestworkreplicasets.yaml"),
 )];
 
 /// Merges a schema fragment into a schema: objects key by key, anything else replaced.

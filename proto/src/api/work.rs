@@ -857,8 +857,17 @@ pub mod v1alpha1 {
         pub merge_patch: Option<serde_json::Value>,
         /// A JSON patch (RFC 6902) of the ManifestWork spec.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+        #[schemars(schema_with = "json_patch_schema")]
         pub json_patch: Option<Vec<serde_json::Value>>,
+    }
+
+    /// A JSON patch as the extension schema declares it: a list of free-form operations.
+    fn json_patch_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "array",
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "x-kubernetes-list-type": "atomic",
+        })
     }
 
     /// The server default for the required field.
