@@ -474,3 +474,57 @@ fn min_some(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
         (a, b) => a.or(b),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn work(conditions: Value, generation: i64) -> Value {
+        json!({"metadata": {"generation": generation, "managedFields": [
+            {"manager": super::super::MANAGER, "operation": "Update", "time": "2026-01-01T00:00:10Z"}]},
+            "status": {"conditions": conditions}})
+    }
+
+    fn cond(type_: &str, status: &str, generation: i64, at: &str) -> Value {
+        json!({"type": type_, "status": status, "reason": "R", "message": "",
+               "observedGeneration": generation, "lastTransitionTime": at})
+    }
+
+    #[test]
+    fn without_a_progressing_rule_applied_decides() {
+        let early = "2026-01-01T00:00:00Z";
+        let ok = work(json!([cond("Applied", "True", 2, early)]), 2);
+        let (status, at) = classify(&ok, false);
+        assert_eq!(status, Status::Succeeded);
+        // The condition kept its old time across the new revision: the write's time counts.
+        assert_eq!(at.map(|t| t.to_string()), Some("2026-01-01T00:00:10Z".to_owned()));
+        let failed = work(json!([cond("Applied", "False", 2, early)]), 2);
+        assert_eq!(classify(&failed, false).0, Status::Failed);
+        let stale = work(json!([cond("Applied", "True", 1, early)]), 2);
+        assert_eq!(classify(&stale, false).0, Status::ToApply);
+        assert_eq!(classify(&work(json!([]), 1), false).0, Status::ToApply);
+    }
+
+    #[test]
+    fn with_a_progressing_rule_ocm_classification_holds() {
+        let t = "2026-01-01T00:01:00Z";
+        let applied = cond("Applied", "True", 3, t);
+        let case = |extra: Vec<Value>| {
+            let mut cs = vec![applied.clone()];
+            cs.extend(extra);
+            classify(&work(Value::Array(cs), 3), true).0
+        };
+        assert_eq!(case(vec![]), Status::ToApply, "Progressing missing");
+        assert_eq!(case(vec![cond("Progressing", "True", 2, t)]), Status::ToApply, "stale");
+        assert_eq!(case(vec![cond("Progressing", "True", 3, t)]), Status::Progressing);
+        assert_eq!(case(vec![cond("Progressing", "False", 3, t)]), Status::Succeeded);
+        assert_eq!(case(vec![cond("Progressing", "Unknown", 3, t)]), Status::Progressing);
+        let failed = vec![cond("Progressing", "True", 3, t), cond("Degraded", "True", 3, t)];
+        assert_eq!(case(failed), Status::Failed);
+        let stale_degraded =
+            vec![cond("Progressing", "False", 3, t), cond("Degraded", "False", 2, t)];
+        assert_eq!(case(stale_degraded), Status::ToApply);
+        let not_applied = work(json!([cond("Applied", "False", 3, t)]), 3);
+        assert_eq!(classify(&not_applied, true).0, Status::ToApply);
+    }
+}
