@@ -350,7 +350,11 @@ fn watches(c: &Arc<Controller>) -> Vec<Watch> {
         Watch::new(&k.works, of_work),
         Watch::new(&k.placements, of_placement),
         Watch::new(&k.decisions, of_decision),
-        Watch::new(&k.clusters, of_cluster).on_label_changes(),
+        // A cluster's labels and claims are what its works render from.
+        Watch::new(&k.clusters, of_cluster).on_changes(|before, after| {
+            let claims = |o: &CachedObject| o.value().pointer("/status/clusterClaims").cloned();
+            !before.same_labels(after) || claims(before) != claims(after)
+        }),
         Watch::new(&k.revisions, of_revision).on_presence(),
     ]
 }
