@@ -504,3 +504,45 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_condition_rule_stops_the_rollout_and_rolls_back() -> anyhow::Result<()> {
+    let f = Fleet::start(&["c1", "c2", "c3"]).await?;
+    let http = f.hub.http()?;
+    for (c, state) in [("c1", "done"), ("c2", "broken"), ("c3", "done")] {
+        f.label(c, json!({"env": "prod", "region": "east", "state": state})).await?;
+    }
+    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    let progressive = json!({"type": "Progressive", "failureStrategy": "RollbackAll",
+        "progressive": {"maxConcurrency": 1, "maxFailures": 0, "progressDeadline": "5m"}});
+    create(&f.hub, &http, SETS, replica_set("app", progressive, json!([configmap("1")]))).await?;
+    f.until_condition("app", "PlacementRolledOut", "True", "Complete").await?;
+    let good = f.set("app").await?["status"]["currentRevision"].clone();
+    // Revision 2 carries the cluster's state and OCM v1.1 condition rules over it: done is
+    // Progressing False (succeeded); broken is Progressing and Degraded (failed).
+    let mut cm = configmap("2");
+    cm["data"]["state"] = json!("{{ .labels[\"state\"] }}");
+    let rules = json!([{
+        "resourceIdentifier": {"group": "", "resource": "configmaps", "name": "cfg", "namespace": "default"},
+        "conditionRules": [
+            {"condition": "Progressing", "type": "CEL", "celExpressions": ["object.data.state != 'done'"]},
+            {"condition": "Degraded", "type": "CEL", "celExpressions": ["object.data.state == 'broken'"],
+             "messageExpression": "result ? 'state is broken' : 'state is fine'"},
+        ],
+    }]);
+    let patch = json!({"spec": {"manifestWorkTemplate": {
+        "workload": {"manifests": [cm]}, "manifestConfigs": rules}}});
+    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    f.holds(&["c1"], "2").await?;
+    let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
+    ensure!(rolled["status"]["currentRevision"] == good, "{}", rolled["status"]);
+    f.holds(&["c1", "c2", "c3"], "1").await?;
+    eventually("every work back at the good revision", WAIT, || async {
+        let works = f.works("app").await?;
+        let back =
+            works.len() == 3 && works.values().all(|w| w["metadata"]["labels"][HASH] == good);
+        Ok(back.then_some(()))
+    })
+    .await?;
+    Ok(())
+}
