@@ -4,4 +4,5 @@
 pub mod gc;
 pub mod placement;
 pub mod registration;
+pub mod rollout;
 pub mod runtime;
