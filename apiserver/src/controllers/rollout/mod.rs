@@ -50,7 +50,9 @@ mod tests;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use ocm_proto::api::cluster::v1alpha1::RolloutStrategy;
+use ocm_proto::api::cluster::v1alpha1::{
+    ROLLOUT_ALL, ROLLOUT_PROGRESSIVE, ROLLOUT_PROGRESSIVE_PER_GROUP, RolloutStrategy,
+};
 
 pub use groups::Groups;
 pub use parse::{DurationError, SizeError};
@@ -165,9 +167,6 @@ pub fn plan(
     existing: &[ClusterStatus],
     now: Timestamp,
 ) -> Result<Plan, RolloutError> {
-    use ocm_proto::api::cluster::v1alpha1::{
-        ROLLOUT_ALL, ROLLOUT_PROGRESSIVE, ROLLOUT_PROGRESSIVE_PER_GROUP,
-    };
     match strategy.type_.as_deref().unwrap_or_default() {
         ROLLOUT_ALL => strategy::all(strategy.all.as_ref(), groups, existing, now),
         ROLLOUT_PROGRESSIVE => {
