@@ -125,7 +125,7 @@ pub struct Plan {
     pub timed_out: Vec<ClusterStatus>,
     /// Statuses of clusters no longer in any decision group, as they came in.
     pub removed: Vec<ClusterStatus>,
-    /// More clusters failed than the strategy tolerates: no new cluster was added.
+    /// More clusters failed than the strategy tolerates: the plan adds no new cluster.
     pub max_failure_breach: bool,
     /// The nearest `recheck` of the rollout set that is still ahead, as a delay from `now`.
     pub recheck_after: Option<Duration>,
