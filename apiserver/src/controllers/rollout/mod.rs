@@ -50,7 +50,9 @@ mod tests;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use ocm_proto::api::cluster::v1alpha1::RolloutStrategy;
+use ocm_proto::api::cluster::v1alpha1::{
+    ROLLOUT_ALL, ROLLOUT_PROGRESSIVE, ROLLOUT_PROGRESSIVE_PER_GROUP, RolloutStrategy,
+};
 
 pub use groups::Groups;
 pub use parse::{DurationError, SizeError};
@@ -123,7 +125,7 @@ pub struct Plan {
     pub timed_out: Vec<ClusterStatus>,
     /// Statuses of clusters no longer in any decision group, as they came in.
     pub removed: Vec<ClusterStatus>,
-    /// More clusters failed than the strategy tolerates: no new cluster was added.
+    /// More clusters failed than the strategy tolerates: the plan adds no new cluster.
     pub max_failure_breach: bool,
     /// The nearest `recheck` of the rollout set that is still ahead, as a delay from `now`.
     pub recheck_after: Option<Duration>,
@@ -165,9 +167,6 @@ pub fn plan(
     existing: &[ClusterStatus],
     now: Timestamp,
 ) -> Result<Plan, RolloutError> {
-    use ocm_proto::api::cluster::v1alpha1::{
-        ROLLOUT_ALL, ROLLOUT_PROGRESSIVE, ROLLOUT_PROGRESSIVE_PER_GROUP,
-    };
     match strategy.type_.as_deref().unwrap_or_default() {
         ROLLOUT_ALL => strategy::all(strategy.all.as_ref(), groups, existing, now),
         ROLLOUT_PROGRESSIVE => {
@@ -183,14 +182,16 @@ pub fn plan(
     }
 }
 
-/// TEMP(lead): the failures `strategy` tolerates over `total` clusters.
+/// The failures `strategy` tolerates over `total` clusters (its type's `maxFailures`, read as
+/// [`plan`] reads it: a value above `total` tolerates every failure).
 pub fn max_failures(strategy: &RolloutStrategy, total: usize) -> Result<usize, RolloutError> {
-    let cfg = match strategy.type_.as_deref() {
-        Some("Progressive") => strategy.progressive.as_ref().and_then(|p| p.max_failures.as_ref()),
-        Some("ProgressivePerGroup") => {
+    use ocm_proto::api::cluster::v1alpha1::{ROLLOUT_PROGRESSIVE, ROLLOUT_PROGRESSIVE_PER_GROUP};
+    let value = match strategy.type_.as_deref().unwrap_or_default() {
+        ROLLOUT_PROGRESSIVE => strategy.progressive.as_ref().and_then(|p| p.max_failures.as_ref()),
+        ROLLOUT_PROGRESSIVE_PER_GROUP => {
             strategy.progressive_per_group.as_ref().and_then(|p| p.max_failures.as_ref())
         }
         _ => strategy.all.as_ref().and_then(|p| p.max_failures.as_ref()),
     };
-    Ok(parse::Size::parse(cfg).map_err(RolloutError::MaxFailures)?.tolerance(total))
+    Ok(parse::Size::parse(value).map_err(RolloutError::MaxFailures)?.tolerance(total))
 }

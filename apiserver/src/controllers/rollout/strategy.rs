@@ -286,3 +286,121 @@ pub(super) fn progressive_per_group(
     let out = per_group(&groups.besides(&picks), max_failures, clock, &current);
     Ok(out.into_plan(removed, now))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Status::{Failed, Progressing, Skip, Succeeded, TimeOut, ToApply};
+    use super::*;
+    use crate::controllers::rollout::GroupKey;
+
+    const MINUTE: i64 = 60_000_000_000;
+
+    fn at(offset: i64) -> Timestamp {
+        Timestamp::from_second(1_640_995_200 + offset).unwrap()
+    }
+
+    fn status(status: Status, since: Option<i64>, recheck: Option<i64>) -> ClusterStatus {
+        ClusterStatus {
+            recheck: recheck.map(at),
+            ..ClusterStatus::new("cluster1", GroupKey::default(), status, since.map(at))
+        }
+    }
+
+    /// One classification: soak and deadline (ns), the status, what is rolled, what timed out.
+    struct Row {
+        name: &'static str,
+        soak: i64,
+        deadline: i64,
+        input: ClusterStatus,
+        rolled: Vec<ClusterStatus>,
+        timed_out: Vec<ClusterStatus>,
+    }
+
+    fn row(name: &'static str, soak: i64, deadline: i64, input: ClusterStatus) -> Row {
+        Row { name, soak, deadline, input, rolled: vec![], timed_out: vec![] }
+    }
+
+    /// sdk-go's `TestDetermineRolloutStatus` (its two rows of numeric statuses outside the enum
+    /// have no equivalent here).
+    #[test]
+    fn classification_matches_sdk_go() {
+        let rows = [
+            Row {
+                rolled: vec![status(ToApply, None, None)],
+                ..row("ToApply", 0, MINUTE, status(ToApply, None, None))
+            },
+            row("Skip", 0, MINUTE, status(Skip, None, None)),
+            row("Succeeded", 0, MINUTE, status(Succeeded, None, None)),
+            Row {
+                rolled: vec![status(Succeeded, None, Some(60))],
+                ..row("Succeeded within minSuccessTime", MINUTE, 0, status(Succeeded, None, None))
+            },
+            row("Succeeded past minSuccessTime", MINUTE, 0, status(Succeeded, Some(-120), None)),
+            row("TimeOut", 0, MINUTE, status(TimeOut, None, None)),
+            Row {
+                rolled: vec![status(Progressing, Some(-30), Some(30))],
+                ..row(
+                    "Progressing within the deadline",
+                    0,
+                    MINUTE,
+                    status(Progressing, Some(-30), None),
+                )
+            },
+            Row {
+                timed_out: vec![status(TimeOut, Some(-60), Some(0))],
+                ..row("Failed exactly at the deadline", 0, MINUTE, status(Failed, Some(-60), None))
+            },
+            Row {
+                rolled: vec![status(Succeeded, None, Some(120))],
+                ..row(
+                    "Succeeded, no transition time, soak 2m",
+                    2 * MINUTE,
+                    0,
+                    status(Succeeded, None, None),
+                )
+            },
+        ];
+        for r in rows {
+            let clock =
+                Clock { soak: GoDuration(r.soak), deadline: GoDuration(r.deadline), now: at(0) };
+            let mut out = Outcome::default();
+            let ends_as = out.classify(&r.input, clock);
+            assert_eq!(out.to_rollout, r.rolled, "{}", r.name);
+            assert_eq!(out.timed_out, r.timed_out, "{}", r.name);
+            let expected_end = r.timed_out.first().map_or(r.input.status, |s| s.status);
+            assert_eq!(ends_as, expected_end, "{}", r.name);
+        }
+    }
+
+    /// sdk-go's `TestMinRecheckAfter`: the nearest recheck still ahead.
+    #[test]
+    fn recheck_after_matches_sdk_go() {
+        let secs = |s: u64| Some(Duration::from_secs(s));
+        let rows: Vec<(Vec<ClusterStatus>, Option<Duration>)> = vec![
+            (vec![status(Progressing, None, Some(30))], secs(30)),
+            (
+                vec![
+                    status(Succeeded, None, Some(60)),
+                    status(Progressing, None, Some(30)),
+                    status(Progressing, None, Some(60)),
+                ],
+                secs(30),
+            ),
+            (vec![status(ToApply, None, None), status(ToApply, None, None)], None),
+            (vec![], None),
+            (
+                vec![
+                    status(ToApply, None, None),
+                    status(Progressing, None, Some(60)),
+                    status(ToApply, None, None),
+                ],
+                secs(60),
+            ),
+            // Past and present recheck times are not waited for.
+            (vec![status(Progressing, None, Some(-5)), status(Progressing, None, Some(0))], None),
+        ];
+        for (set, expected) in rows {
+            assert_eq!(recheck_after(&set, at(0)), expected, "{set:?}");
+        }
+    }
+}
