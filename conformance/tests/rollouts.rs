@@ -118,6 +118,9 @@ impl Fleet {
             json!({"metadata": {"labels": labels}}),
         )
         .await?;
+        // A consistent read returns once the hub's cache holds the change, so what follows
+        // (admission, render) sees the new labels.
+        self.get(&format!("{MCL}/{cluster}")).await?;
         Ok(())
     }
 
@@ -477,9 +480,12 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
     create(&f.hub, &http, SETS, set).await?;
     f.holds(&["c1"], "1").await?;
     f.label("c1", json!({"region": null})).await?;
-    let (code, body) =
-        f.hub.call(&http, Method::GET, &format!("{SETS}/app/render?cluster=c1"), None, &[]).await?;
-    ensure!(code == 422, "{code} {body}");
+    let render = format!("{SETS}/app/render?cluster=c1");
+    eventually("render refuses c1", WAIT, || async {
+        let (code, _) = f.hub.call(&http, Method::GET, &render, None, &[]).await?;
+        Ok((code == 422).then_some(()))
+    })
+    .await?;
     let s = f.until_condition("app", "ManifestworkApplied", "False", "RenderFailed").await?;
     let msg =
         condition(&s, "ManifestworkApplied").map(|c| c["message"].to_string()).unwrap_or_default();
