@@ -16,7 +16,7 @@ use std::sync::LazyLock;
 
 use ocm_cel::cel::common::ast::CallExpr;
 use ocm_cel::cel::objects::Key;
-use ocm_cel::cel::{self, Context, Program, Value};
+use ocm_cel::cel::{Context, Program, Value};
 use ocm_cel::cost::{self, Budget, Calls, Refused, Size, Unbounded};
 use ocm_proto::api::meta::{
     CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Condition, condition,
@@ -87,8 +87,7 @@ fn built_in(api_version: &str, kind: &str, condition: &str) -> Option<ConditionR
 /// none). Every rule of the manifest draws on one budget. Run it on `ocm_cel::on_cel_stack`:
 /// the parser and the interpreter recurse.
 pub fn evaluate(object: &serde_json::Value, rules: &[ConditionRule]) -> Vec<Condition> {
-    let value = cel::to_value(object).map_err(|e| format!("the object is no CEL value: {e}"));
-    let mut run = Run { json: object, value, budget: Budget::default() };
+    let mut run = Run { json: object, value: ocm_cel::to_value(object), budget: Budget::default() };
     rules.iter().filter_map(|rule| run.rule(rule)).filter(|c| !c.type_.is_empty()).collect()
 }
 
@@ -130,15 +129,13 @@ enum Outcome {
     Evaluated(bool),
     /// One did not compile, failed, returned a non-bool or was over the budget: False.
     ExpressionError(String),
-    /// The rule could not be run: Unknown.
-    InternalError(String),
 }
 
 /// One manifest's evaluation: the object as JSON (what the cost bound measures) and as a CEL
 /// value, and the budget left.
 struct Run<'a> {
     json: &'a serde_json::Value,
-    value: Result<Value, String>,
+    value: Value,
     budget: Budget,
 }
 
@@ -177,21 +174,14 @@ impl Run<'_> {
             Outcome::ExpressionError(e) => {
                 (CONDITION_FALSE, REASON_CONDITION_RULE_EXPRESSION_ERROR, e)
             }
-            Outcome::InternalError(e) => {
-                (CONDITION_UNKNOWN, REASON_CONDITION_RULE_INTERNAL_ERROR, e)
-            }
         };
         condition(&rule.condition, status, reason, message)
     }
 
     /// The expressions ANDed in order, stopping at the first `false`.
     fn expressions(&mut self, expressions: &[String]) -> Outcome {
-        let value = match &self.value {
-            Ok(v) => v.clone(),
-            Err(e) => return Outcome::InternalError(e.clone()),
-        };
         let mut ctx = ROOT.new_inner_scope();
-        ctx.add_variable_from_value(OBJECT, value);
+        ctx.add_variable_from_value(OBJECT, self.value.clone());
         for source in expressions {
             match self.run(source, &[OBJECT], &ctx) {
                 Ok(Value::Bool(true)) => {}
@@ -231,9 +221,8 @@ impl Run<'_> {
     /// A message expression's string (`None` when empty), or why there is none. One over the
     /// budget spends what is left of it, as OCM's does.
     fn message_expression(&mut self, source: &str, result: bool) -> Result<Option<String>, String> {
-        let value = self.value.clone()?;
         let mut ctx = ROOT.new_inner_scope();
-        ctx.add_variable_from_value(OBJECT, value);
+        ctx.add_variable_from_value(OBJECT, self.value.clone());
         ctx.add_variable_from_value(RESULT, result);
         match self.run(source, &[OBJECT, RESULT], &ctx) {
             Ok(Value::String(s)) => Ok((!s.is_empty()).then(|| s.to_string())),
@@ -434,14 +423,6 @@ mod tests {
         assert_eq!(
             (got[0].status.as_str(), got[0].reason.as_str()),
             ("Unknown", "ConditionRuleInternalError")
-        );
-        let object = json!({});
-        let mut run =
-            Run { json: &object, value: Err("not a value".into()), budget: Budget::default() };
-        let c = run.rule(&rules[0]).unwrap();
-        assert_eq!(
-            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
-            ("Unknown", "ConditionRuleInternalError", "not a value")
         );
     }
 

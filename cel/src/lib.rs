@@ -15,7 +15,9 @@ pub mod cost;
 pub use kube_cel::cel;
 
 use kube_cel::KubeCelExt;
-use kube_cel::cel::{Context, Program};
+use std::collections::HashMap;
+
+use kube_cel::cel::{Context, Program, Value};
 
 /// Kubernetes' `PerCallLimit`: the most one expression may cost.
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
@@ -77,6 +79,29 @@ pub fn compile(source: &str, variables: &[&str]) -> Result<Program, CompileError
         return Err(CompileError::Undeclared(name.to_owned()));
     }
     Ok(program)
+}
+
+/// A JSON value as CEL sees a Kubernetes object (an unstructured one, as cel-go gets it):
+/// integers are `int` where they fit in 64 signed bits (`uint` only beyond), other numbers
+/// `double`; `serde`'s conversion would make every non-negative integer a `uint`, which no
+/// `int` literal equals. Run it on [`on_cel_stack`] for deep values: it recurses.
+pub fn to_value(json: &serde_json::Value) -> Value {
+    match json {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(u)) => Value::UInt(u),
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        serde_json::Value::String(s) => Value::from(s.as_str()),
+        serde_json::Value::Array(items) => {
+            Value::List(std::sync::Arc::new(items.iter().map(to_value).collect()))
+        }
+        serde_json::Value::Object(m) => Value::from(
+            m.iter().map(|(k, v)| (k.as_str(), to_value(v))).collect::<HashMap<&str, Value>>(),
+        ),
+    }
 }
 
 /// No thread with CEL's stack could be had.
@@ -141,6 +166,24 @@ mod tests {
             compiled("[1].all(x, y > 0)", &[]).unwrap_err().to_string(),
             "undeclared reference to 'y'"
         );
+    }
+
+    #[test]
+    fn json_numbers_are_ints_as_in_kubernetes_objects() {
+        let object = serde_json::json!({"n": 2, "big": u64::MAX, "f": 1.5, "s": "x", "l": [1, null], "b": true});
+        let value = to_value(&object);
+        let mut ctx = environment();
+        ctx.add_variable_from_value("object", value);
+        for (expr, want) in [
+            ("object.n == 2", true),
+            ("object.big == 18446744073709551615u", true),
+            ("object.f == 1.5", true),
+            ("object.s == 'x' && object.b", true),
+            ("size(object.l) == 2 && object.l[1] == null", true),
+        ] {
+            let got = Program::compile(expr).unwrap().execute(&ctx).unwrap();
+            assert_eq!(got, Value::Bool(want), "{expr}");
+        }
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub struct Subject<'a> {
     /// That part, as JSON (what the estimator measures): made on first use.
     selected: std::cell::OnceCell<std::borrow::Cow<'a, serde_json::Value>>,
     /// That part in its CEL form (what the interpreter reads): made on first use.
-    value: std::cell::OnceCell<Result<Value, String>>,
+    value: std::cell::OnceCell<Value>,
 }
 
 impl<'a> Subject<'a> {
@@ -132,14 +132,8 @@ impl<'a> Subject<'a> {
         self.selected.get_or_init(|| self.reads.select(self.json))
     }
 
-    fn value(&self) -> Result<&Value, String> {
-        self.value
-            .get_or_init(|| {
-                cel::to_value(self.selected())
-                    .map_err(|e| format!("failed to convert the cluster for CEL: {e}"))
-            })
-            .as_ref()
-            .map_err(Clone::clone)
+    fn value(&self) -> &Value {
+        self.value.get_or_init(|| ocm_cel::to_value(self.selected()))
     }
 }
 
@@ -175,7 +169,7 @@ impl Expressions {
     /// Whether `subject` satisfies every expression; `Err` says which did not and why. An
     /// expression that fails or returns something other than a bool does not match (as in OCM).
     pub fn matches(&self, subject: &Subject<'_>, scores: ScoreLookup<'_>) -> Result<(), String> {
-        let cluster = subject.value()?;
+        let cluster = subject.value();
         let bindings = Bindings { scores };
         let mut ctx = ROOT.new_inner_scope();
         // Bound once: every read of it borrows (a resolver would rebuild it per read).
@@ -454,6 +448,17 @@ mod bound_tests {
             exprs.matches(&subject, &|_: &str, _: &str| None)
         })
         .unwrap()
+    }
+
+    #[test]
+    fn the_clusters_numbers_are_ints_as_in_ocm() {
+        let json = json!({"metadata": {"name": "c", "generation": 3}});
+        let matched = on_cel_stack(move || {
+            let exprs = compile(&["managedCluster.metadata.generation == 3".into()])?;
+            let subject = Subject::new("c", &json, &exprs.reads);
+            exprs.matches(&subject, &|_: &str, _: &str| None)
+        });
+        assert_eq!(matched, Ok(Ok(())));
     }
 
     #[test]
