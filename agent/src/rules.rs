@@ -123,14 +123,6 @@ pub async fn evaluate_all(
     rules.iter().map(|r| not_evaluated(r, &why)).collect()
 }
 
-/// How a rule's expressions came out.
-enum Outcome {
-    /// All true, or one false.
-    Evaluated(bool),
-    /// One did not compile, failed, returned a non-bool or was over the budget: False.
-    ExpressionError(String),
-}
-
 /// One manifest's evaluation: the object as JSON (what the cost bound measures) and as a CEL
 /// value, and the budget left.
 struct Run<'a> {
@@ -167,38 +159,33 @@ impl Run<'_> {
     /// The condition of a `CEL` rule: its expressions, then its message.
     fn cel_rule(&mut self, rule: &ConditionRule) -> Condition {
         let (status, reason, message) = match self.expressions(&rule.cel_expressions) {
-            Outcome::Evaluated(result) => {
+            Ok(result) => {
                 let status = if result { CONDITION_TRUE } else { CONDITION_FALSE };
                 (status, REASON_CONDITION_RULE_EVALUATED, self.message(rule, result))
             }
-            Outcome::ExpressionError(e) => {
-                (CONDITION_FALSE, REASON_CONDITION_RULE_EXPRESSION_ERROR, e)
-            }
+            // An expression that does not compile, fails, returns no bool or is over the budget.
+            Err(e) => (CONDITION_FALSE, REASON_CONDITION_RULE_EXPRESSION_ERROR, e),
         };
         condition(&rule.condition, status, reason, message)
     }
 
-    /// The expressions ANDed in order, stopping at the first `false`.
-    fn expressions(&mut self, expressions: &[String]) -> Outcome {
+    /// The expressions ANDed in order, stopping at the first `false`; `Err` says why one gave
+    /// no bool.
+    fn expressions(&mut self, expressions: &[String]) -> Result<bool, String> {
         let mut ctx = ROOT.new_inner_scope();
         ctx.add_variable_from_value(OBJECT, self.value.clone());
         for source in expressions {
             match self.run(source, &[OBJECT], &ctx) {
                 Ok(Value::Bool(true)) => {}
-                Ok(Value::Bool(false)) => return Outcome::Evaluated(false),
+                Ok(Value::Bool(false)) => return Ok(false),
                 Ok(other) => {
-                    return Outcome::ExpressionError(format!(
-                        "expected bool result, got {}",
-                        go_type(&other)
-                    ));
+                    return Err(format!("expected bool result, got {}", go_type(&other)));
                 }
-                Err(Failed::Budget) => {
-                    return Outcome::ExpressionError("CEL evaluation budget exceeded".into());
-                }
-                Err(Failed::Error(e)) => return Outcome::ExpressionError(e),
+                Err(Failed::Budget) => return Err("CEL evaluation budget exceeded".into()),
+                Err(Failed::Error(e)) => return Err(e),
             }
         }
-        Outcome::Evaluated(true)
+        Ok(true)
     }
 
     /// The message of a rule that evaluated to `result`: its message expression's string when

@@ -178,6 +178,49 @@ fn applied_of(manifests: &[ManifestCondition]) -> Condition {
     }
 }
 
+/// The manifests of a work, in spec order.
+fn manifests_of(work: &ManifestWork) -> Vec<Value> {
+    let workload = work.spec.as_ref().and_then(|s| s.workload.as_ref());
+    workload.map(|w| w.manifests.iter().map(|m| m.0.clone()).collect()).unwrap_or_default()
+}
+
+/// The last reported status of the manifest at `ordinal`.
+fn previous_of(previous: &[ManifestCondition], ordinal: usize) -> Option<&ManifestCondition> {
+    previous.iter().find(|p| p.resource_meta.ordinal == ordinal as i32)
+}
+
+/// A work's new status from `status` (its last) and a pass that saw its manifests as `seen`
+/// and their rules give `rules`: each manifest's, then the work's `Applied` (left as it was
+/// while `frozen` by `Complete`), aggregates, and no rule-made condition of another generation.
+fn work_status(
+    work: &ManifestWork,
+    status: ManifestWorkStatus,
+    previous: &[ManifestCondition],
+    seen: &[(Seen, Option<ManifestConfigOption>)],
+    rules: Vec<Option<Vec<Condition>>>,
+    frozen: bool,
+) -> ManifestWorkStatus {
+    let generation = work.metadata.generation;
+    let texts = manifests_of(work);
+    let manifests: Vec<ManifestCondition> = seen
+        .iter()
+        .zip(rules)
+        .enumerate()
+        .map(|(i, ((seen, config), rules))| {
+            let meta = resource_meta(i, &texts[i], seen);
+            let previous = previous_of(previous, i);
+            status::manifest_condition(meta, previous, seen, config.as_ref(), rules, generation)
+        })
+        .collect();
+    let mut conditions = status.conditions;
+    if !frozen {
+        conditions = with_conditions(conditions, [observed(applied_of(&manifests), generation)]);
+    }
+    conditions = with_conditions(conditions, status::aggregate(&manifests, generation));
+    status::prune_rule_conditions(&mut conditions, generation);
+    ManifestWorkStatus { conditions, resource_status: Some(ManifestResourceStatus { manifests }) }
+}
+
 /// A condition saying the work is being deleted.
 fn deleting_condition() -> Condition {
     condition(
@@ -541,61 +584,40 @@ impl WorkAgent {
             json!({"apiVersion": "work.open-cluster-management.io/v1",
                 "kind": "AppliedManifestWork", "name": r.name, "uid": r.uid})
         });
-        let spec = work.spec.clone().unwrap_or_default();
-        let manifests: Vec<Value> = spec
-            .workload
-            .map(|w| w.manifests.into_iter().map(|m| m.0).collect())
-            .unwrap_or_default();
-        let previous: Vec<ManifestCondition> =
-            status.resource_status.map(|r| r.manifests).unwrap_or_default();
-        let previous_of = |i: usize| previous.iter().find(|p| p.resource_meta.ordinal == i as i32);
+        let previous = status.resource_status.clone().map(|r| r.manifests).unwrap_or_default();
+        let seen = self.visit(work, owner.as_ref(), &previous).await;
+        if let Some((_, amw)) = &amw {
+            self.prune_applied(work, amw, &seen).await?;
+        }
+        let rules = Self::rule_conditions(&seen).await;
+        let new_status = work_status(work, status, &previous, &seen, rules, frozen);
+        self.sink.report(work, new_status).await
+    }
+
+    /// Applies the work's manifests in OCM's kind order as `owner` (the AppliedManifestWork), or
+    /// only reads them when there is none (the work is `Complete`) or a manifest's own `Complete`
+    /// is True in `previous`. What became of each, in spec order, with its options.
+    async fn visit(
+        &self,
+        work: &ManifestWork,
+        owner: Option<&Value>,
+        previous: &[ManifestCondition],
+    ) -> Vec<(Seen, Option<ManifestConfigOption>)> {
+        let manifests = manifests_of(work);
+        let configs = work.spec.as_ref().map(|s| s.manifest_configs.as_slice()).unwrap_or_default();
         let mut order: Vec<usize> = (0..manifests.len()).collect();
         order.sort_by_key(|&i| kind_rank(manifests[i]["kind"].as_str().unwrap_or("")));
         let mut seen: Vec<Option<(Seen, Option<ManifestConfigOption>)>> =
             (0..manifests.len()).map(|_| None).collect();
         for i in order {
-            let done = previous_of(i)
+            let done = previous_of(previous, i)
                 .is_some_and(|p| is_condition_true(&p.conditions, v1::CONDITION_COMPLETE));
-            let configs = &spec.manifest_configs;
-            seen[i] = Some(match &owner {
+            seen[i] = Some(match owner {
                 Some(owner) if !done => self.apply_one(work, configs, &manifests[i], owner).await,
                 _ => self.read_one(configs, &manifests[i]).await,
             });
         }
-        let seen: Vec<(Seen, Option<ManifestConfigOption>)> = seen.into_iter().flatten().collect();
-        if let Some((_, amw)) = &amw {
-            self.prune_applied(work, amw, &seen).await?;
-        }
-        let rules = Self::rule_conditions(&seen).await;
-        let generation = work.metadata.generation;
-        let manifests: Vec<ManifestCondition> = seen
-            .iter()
-            .zip(rules)
-            .enumerate()
-            .map(|(i, ((seen, config), rules))| {
-                let meta = resource_meta(i, &manifests[i], seen);
-                status::manifest_condition(
-                    meta,
-                    previous_of(i),
-                    seen,
-                    config.as_ref(),
-                    rules,
-                    generation,
-                )
-            })
-            .collect();
-        let mut conditions = status.conditions;
-        if !frozen {
-            conditions =
-                with_conditions(conditions, [observed(applied_of(&manifests), generation)]);
-        }
-        conditions = with_conditions(conditions, status::aggregate(&manifests, generation));
-        status::prune_rule_conditions(&mut conditions, generation);
-        let new_status = ManifestWorkStatus {
-            conditions,
-            resource_status: Some(ManifestResourceStatus { manifests }),
-        };
-        self.sink.report(work, new_status).await
+        seen.into_iter().flatten().collect()
     }
 
     /// Deletes what the work no longer holds (only what this work owned, with the same uid) and
