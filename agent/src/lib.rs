@@ -11,6 +11,8 @@ pub mod grpc;
 pub mod hub;
 pub mod metrics;
 pub mod registration;
+pub mod rules;
 pub mod state;
+pub mod status;
 pub mod transport;
 pub mod work;

@@ -14,26 +14,24 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use ocm_proto::api::meta::{
-    CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN, Condition, condition, set_condition,
+    CONDITION_FALSE, CONDITION_TRUE, Condition, condition, is_condition_true,
 };
 use ocm_proto::api::work::v1::{
-    self as v1, AppliedManifestWork, AppliedManifestWorkSpec, FEEDBACK_JSON_PATHS,
-    FEEDBACK_WELL_KNOWN_STATUS, FIELD_VALUE_BOOLEAN, FIELD_VALUE_INTEGER, FIELD_VALUE_STRING,
-    FeedbackRule, FeedbackValue, FieldValue, ManifestCondition, ManifestConfigOption,
-    ManifestResourceMeta, ManifestResourceStatus, ManifestWork, ManifestWorkStatus,
-    PROPAGATION_ORPHAN, PROPAGATION_SELECTIVELY_ORPHAN, ResourceIdentifier, StatusFeedbackResult,
+    self as v1, AppliedManifestWork, AppliedManifestWorkSpec, ManifestCondition,
+    ManifestConfigOption, ManifestResourceMeta, ManifestResourceStatus, ManifestWork,
+    ManifestWorkStatus, PROPAGATION_ORPHAN, PROPAGATION_SELECTIVELY_ORPHAN, ResourceIdentifier,
     UPDATE_STRATEGY_CREATE_ONLY, UPDATE_STRATEGY_READ_ONLY, UPDATE_STRATEGY_SERVER_SIDE_APPLY,
 };
 use ocm_proto::api::work::{FINALIZER_MANIFEST_WORK_CLEANUP as FINALIZER, GROUP};
+use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::mpsc;
 
-use ocm_proto::jsonpath::JsonPath;
-use serde_json::{Value, json};
-
 use crate::cluster::{Applied, Cluster, Strategy};
 use crate::error::AgentError;
+use crate::rules;
 use crate::state::DataDir;
+use crate::status::{self, Seen, with_conditions};
 use crate::transport::{self, GrpcSource, Incoming, Link, Sink, load_journal, save_journal};
 
 /// How often every work is reconciled again without an event (drift correction and status
@@ -89,7 +87,7 @@ fn kind_rank(kind: &str) -> u16 {
     }
 }
 
-/// Whether a work's `ResourceIdentifier` (a manifest config's, an orphaning rule's) names `r`.
+/// Whether an orphaning rule names `r` (exactly: OCM matches these without wildcards).
 fn names(id: &ResourceIdentifier, r: &Applied) -> bool {
     id.group.as_deref().unwrap_or("") == r.group.as_deref().unwrap_or("")
         && id.resource == r.resource
@@ -136,114 +134,91 @@ fn strategy_of(config: Option<&ManifestConfigOption>) -> Strategy {
     }
 }
 
-/// OCM's `WellKnownStatus` fields per kind: (name, path under `.status`, or a condition's status).
-fn well_known(group: &str, kind: &str) -> &'static [(&'static str, &'static str)] {
-    match (group, kind) {
-        ("apps", "Deployment") => &[
-            ("ReadyReplicas", "readyReplicas"),
-            ("Replicas", "replicas"),
-            ("AvailableReplicas", "availableReplicas"),
-        ],
-        ("apps", "DaemonSet") => &[
-            ("NumberReady", "numberReady"),
-            ("DesiredNumberScheduled", "desiredNumberScheduled"),
-            ("NumberAvailable", "numberAvailable"),
-        ],
-        ("batch", "Job") => &[("JobComplete", "condition:Complete"), ("JobSucceeded", "succeeded")],
-        ("", "Pod") => &[("PodReady", "condition:Ready"), ("PodPhase", "phase")],
-        _ => &[],
-    }
-}
-
-/// A feedback value of a scalar (`None` for anything else).
-fn field_value(v: &Value) -> Option<FieldValue> {
-    let typed = |type_: &str| FieldValue { type_: type_.to_owned(), ..FieldValue::default() };
-    match v {
-        Value::Number(n) => {
-            n.as_i64().map(|i| FieldValue { integer: Some(i), ..typed(FIELD_VALUE_INTEGER) })
-        }
-        Value::String(s) => {
-            Some(FieldValue { string: Some(s.clone()), ..typed(FIELD_VALUE_STRING) })
-        }
-        Value::Bool(b) => Some(FieldValue { boolean: Some(*b), ..typed(FIELD_VALUE_BOOLEAN) }),
-        _ => None,
-    }
-}
-
-/// The value at `path` under the live object's `.status` (`condition:<type>` is that
-/// condition's status; other paths are kubectl JSONPaths relative to `.status`, with or without
-/// `{}`, as OCM reads them: `.readyReplicas`, `.conditions[?(@.type=="Ready")].status`). The
-/// first match, or `None`; a path that does not parse is an error.
-fn status_value<'a>(live: &'a Value, path: &str) -> Result<Option<&'a Value>, String> {
-    let Some(status) = live.get("status") else { return Ok(None) };
-    if let Some(kind) = path.strip_prefix("condition:") {
-        let conditions = status.get("conditions").and_then(Value::as_array);
-        let found = conditions.into_iter().flatten().find(|c| c["type"] == kind);
-        return Ok(found.and_then(|c| c.get("status")));
-    }
-    let inner = path.trim();
-    let inner = inner.strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or(inner);
-    let relative =
-        if inner.starts_with(['.', '[']) { inner.to_owned() } else { format!(".{inner}") };
-    let path = JsonPath::parse(&relative).map_err(|e| e.to_string())?;
-    Ok(path.find(status).into_iter().next())
-}
-
-/// The status feedback of a live object under its rules (`WellKnownStatus`, `JSONPaths`), and
-/// the `StatusFeedbackSynced` condition to report with it. A value not reported yet is left
-/// out, not a failure (as OCM).
-fn feedback(
-    group: &str,
-    kind: &str,
-    live: &Value,
-    rules: &[FeedbackRule],
-) -> (Vec<FeedbackValue>, Condition) {
-    const SYNCED: &str = "StatusFeedbackSynced";
-    if rules.is_empty() {
-        return (Vec::new(), condition(SYNCED, CONDITION_TRUE, "NoStatusFeedbackSynced", ""));
-    }
-    let mut values = Vec::new();
-    let mut failed = Vec::new();
-    for rule in rules {
-        let wanted: Vec<(String, String)> = match rule.type_.as_str() {
-            FEEDBACK_WELL_KNOWN_STATUS => well_known(group, kind)
-                .iter()
-                .map(|(n, p)| (n.to_string(), p.to_string()))
-                .collect(),
-            FEEDBACK_JSON_PATHS => {
-                rule.json_paths.iter().map(|p| (p.name.clone(), p.path.clone())).collect()
-            }
-            _ => Vec::new(),
-        };
-        for (name, path) in wanted {
-            match status_value(live, &path) {
-                Ok(Some(v)) => match field_value(v) {
-                    Some(field_value) => values.push(FeedbackValue { name, field_value }),
-                    None => failed.push(format!("{name}: the value at {path} is not a scalar")),
-                },
-                Ok(None) => {}
-                Err(e) => failed.push(format!("{name}: {e}")),
-            }
-        }
-    }
-    let synced = if failed.is_empty() {
-        condition(SYNCED, CONDITION_TRUE, SYNCED, "")
-    } else {
-        condition(SYNCED, CONDITION_FALSE, "StatusFeedbackSyncFailed", failed.join("; "))
+/// Where a manifest is reported: its ordinal, kind and name, and what it resolved to (else what
+/// the manifest says of its version and namespace).
+fn resource_meta(i: usize, manifest: &Value, seen: &Seen) -> ManifestResourceMeta {
+    let text = |p: &str| manifest.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let mut meta = ManifestResourceMeta {
+        ordinal: i as i32,
+        kind: Some(text("/kind")),
+        name: Some(text("/metadata/name")),
+        ..ManifestResourceMeta::default()
     };
-    (values, synced)
+    match seen.resource() {
+        Some(r) => {
+            meta.group = Some(r.group.clone().unwrap_or_default());
+            meta.version = Some(r.version.clone());
+            meta.resource = Some(r.resource.clone());
+            meta.namespace = Some(r.namespace.clone().unwrap_or_default());
+        }
+        None => {
+            meta.version = text("/apiVersion").rsplit('/').next().map(str::to_owned);
+            meta.namespace = Some(text("/metadata/namespace"));
+        }
+    }
+    meta
 }
 
-/// `conditions` with each of `new` set (apimachinery's rules: a transition time moves only with
-/// the status).
-fn with_conditions(
-    mut conditions: Vec<Condition>,
-    new: impl IntoIterator<Item = Condition>,
-) -> Vec<Condition> {
-    for c in new {
-        set_condition(&mut conditions, c, crate::clock::now());
+/// The work's `Applied`: True once every manifest is applied.
+fn applied_of(manifests: &[ManifestCondition]) -> Condition {
+    if manifests.iter().all(|m| is_condition_true(&m.conditions, v1::CONDITION_APPLIED)) {
+        condition(
+            v1::CONDITION_APPLIED,
+            CONDITION_TRUE,
+            v1::REASON_APPLIED_MANIFEST_WORK_COMPLETE,
+            "Apply manifest work complete",
+        )
+    } else {
+        condition(
+            v1::CONDITION_APPLIED,
+            CONDITION_FALSE,
+            v1::REASON_APPLIED_MANIFEST_WORK_FAILED,
+            "Failed to apply manifest work",
+        )
     }
-    conditions
+}
+
+/// The manifests of a work, in spec order.
+fn manifests_of(work: &ManifestWork) -> Vec<Value> {
+    let workload = work.spec.as_ref().and_then(|s| s.workload.as_ref());
+    workload.map(|w| w.manifests.iter().map(|m| m.0.clone()).collect()).unwrap_or_default()
+}
+
+/// The last reported status of the manifest at `ordinal`.
+fn previous_of(previous: &[ManifestCondition], ordinal: usize) -> Option<&ManifestCondition> {
+    previous.iter().find(|p| p.resource_meta.ordinal == ordinal as i32)
+}
+
+/// A work's new status from `status` (its last) and a pass that saw its manifests as `seen`
+/// and their rules give `rules`: each manifest's, then the work's `Applied` (left as it was
+/// while `frozen` by `Complete`), aggregates, and no rule-made condition of another generation.
+fn work_status(
+    work: &ManifestWork,
+    status: ManifestWorkStatus,
+    previous: &[ManifestCondition],
+    seen: &[(Seen, Option<ManifestConfigOption>)],
+    rules: Vec<Option<Vec<Condition>>>,
+    frozen: bool,
+) -> ManifestWorkStatus {
+    let generation = work.metadata.generation;
+    let texts = manifests_of(work);
+    let manifests: Vec<ManifestCondition> = seen
+        .iter()
+        .zip(rules)
+        .enumerate()
+        .map(|(i, ((seen, config), rules))| {
+            let meta = resource_meta(i, &texts[i], seen);
+            let previous = previous_of(previous, i);
+            status::manifest_condition(meta, previous, seen, config.as_ref(), rules, generation)
+        })
+        .collect();
+    let mut conditions = status.conditions;
+    if !frozen {
+        conditions = with_conditions(conditions, [observed(applied_of(&manifests), generation)]);
+    }
+    conditions = with_conditions(conditions, status::aggregate(&manifests, generation));
+    status::prune_rule_conditions(&mut conditions, generation);
+    ManifestWorkStatus { conditions, resource_status: Some(ManifestResourceStatus { manifests }) }
 }
 
 /// A condition saying the work is being deleted.
@@ -589,108 +564,78 @@ impl WorkAgent {
         if !self.sink.ensure_finalizer(work).await? {
             return Ok(Outcome::Kept);
         }
-        let (amw_ref, amw) =
-            self.cluster.apply(&self.applied_work(&name), None, &Strategy::Update).await?;
-        let owner = json!({"apiVersion": "work.open-cluster-management.io/v1",
-            "kind": "AppliedManifestWork", "name": amw_ref.name, "uid": amw_ref.uid});
-        let before = Self::recorded(&amw);
+        self.sync(work, &name).await?;
+        Ok(Outcome::Kept)
+    }
 
-        let spec = work.spec.clone().unwrap_or_default();
-        let manifests: Vec<Value> = spec
-            .workload
-            .map(|w| w.manifests.into_iter().map(|m| m.0).collect())
-            .unwrap_or_default();
+    /// Applies a work (unless it is `Complete`: then it is only read) and reports its status:
+    /// per manifest `Applied`, `Available`, feedback and the conditions of its rules, and the
+    /// work's conditions aggregated from them.
+    async fn sync(&self, work: &mut ManifestWork, name: &str) -> Result<(), AgentError> {
+        let status = work.status.clone().unwrap_or_default();
+        // OCM leaves a complete work alone: nothing is applied, its status still follows.
+        let frozen = is_condition_true(&status.conditions, v1::CONDITION_COMPLETE);
+        let amw = if frozen {
+            None
+        } else {
+            Some(self.cluster.apply(&self.applied_work(name), None, &Strategy::Update).await?)
+        };
+        let owner = amw.as_ref().map(|(r, _)| {
+            json!({"apiVersion": "work.open-cluster-management.io/v1",
+                "kind": "AppliedManifestWork", "name": r.name, "uid": r.uid})
+        });
+        let previous = status.resource_status.clone().map(|r| r.manifests).unwrap_or_default();
+        let seen = self.visit(work, owner.as_ref(), &previous).await;
+        if let Some((_, amw)) = &amw {
+            self.prune_applied(work, amw, &seen).await?;
+        }
+        let rules = Self::rule_conditions(&seen).await;
+        let new_status = work_status(work, status, &previous, &seen, rules, frozen);
+        self.sink.report(work, new_status).await
+    }
+
+    /// Applies the work's manifests in OCM's kind order as `owner` (the AppliedManifestWork), or
+    /// only reads them when there is none (the work is `Complete`) or a manifest's own `Complete`
+    /// is True in `previous`. What became of each, in spec order, with its options.
+    async fn visit(
+        &self,
+        work: &ManifestWork,
+        owner: Option<&Value>,
+        previous: &[ManifestCondition],
+    ) -> Vec<(Seen, Option<ManifestConfigOption>)> {
+        let manifests = manifests_of(work);
+        let configs = work.spec.as_ref().map(|s| s.manifest_configs.as_slice()).unwrap_or_default();
         let mut order: Vec<usize> = (0..manifests.len()).collect();
         order.sort_by_key(|&i| kind_rank(manifests[i]["kind"].as_str().unwrap_or("")));
-        let generation = meta.generation;
-        let status = work.status.clone().unwrap_or_default();
-        let previous: Vec<ManifestCondition> =
-            status.resource_status.map(|r| r.manifests).unwrap_or_default();
-        let mut results: Vec<Option<ManifestCondition>> = vec![None; manifests.len()];
-        let mut applied = Vec::new();
+        let mut seen: Vec<Option<(Seen, Option<ManifestConfigOption>)>> =
+            (0..manifests.len()).map(|_| None).collect();
         for i in order {
-            let m = &manifests[i];
-            let text = |p: &str| m.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
-            let before_conditions = previous
-                .iter()
-                .find(|p| p.resource_meta.ordinal == i as i32)
-                .map(|p| p.conditions.clone())
-                .unwrap_or_default();
-            let mut resource_meta = ManifestResourceMeta {
-                ordinal: i as i32,
-                kind: Some(text("/kind")),
-                name: Some(text("/metadata/name")),
-                ..ManifestResourceMeta::default()
-            };
-            let entry = match self.apply_one(work, &spec.manifest_configs, m, &owner).await {
-                Ok((r, live, config)) => {
-                    resource_meta.group = Some(r.group.clone().unwrap_or_default());
-                    resource_meta.version = Some(r.version.clone());
-                    resource_meta.resource = Some(r.resource.clone());
-                    resource_meta.namespace = Some(r.namespace.clone().unwrap_or_default());
-                    let rules = config.map(|c| c.feedback_rules.as_slice()).unwrap_or_default();
-                    let (values, synced) =
-                        feedback(r.group.as_deref().unwrap_or(""), &text("/kind"), &live, rules);
-                    // What the agent only reads, or the delete option keeps, is not its to delete.
-                    if strategy_of(config) != Strategy::ReadOnly && !orphaned(work, &r) {
-                        applied.push(r);
-                    }
-                    ManifestCondition {
-                        resource_meta,
-                        status_feedback: (!values.is_empty())
-                            .then_some(StatusFeedbackResult { values }),
-                        conditions: with_conditions(
-                            before_conditions,
-                            [
-                                condition(
-                                    "Applied",
-                                    CONDITION_TRUE,
-                                    "AppliedManifestComplete",
-                                    "Apply manifest complete",
-                                ),
-                                condition(
-                                    "Available",
-                                    CONDITION_TRUE,
-                                    "ResourceAvailable",
-                                    "Resource is available",
-                                ),
-                                synced,
-                            ],
-                        ),
-                    }
-                }
-                Err(e) => {
-                    resource_meta.version =
-                        text("/apiVersion").rsplit('/').next().map(str::to_owned);
-                    resource_meta.namespace = Some(text("/metadata/namespace"));
-                    let message = format!("Failed to apply manifest: {e}");
-                    ManifestCondition {
-                        resource_meta,
-                        status_feedback: None,
-                        conditions: with_conditions(
-                            before_conditions,
-                            [
-                                condition(
-                                    "Applied",
-                                    CONDITION_FALSE,
-                                    "AppliedManifestFailed",
-                                    message.clone(),
-                                ),
-                                condition(
-                                    "Available",
-                                    CONDITION_UNKNOWN,
-                                    "FetchingResourceFailed",
-                                    message,
-                                ),
-                            ],
-                        ),
-                    }
-                }
-            };
-            results[i] = Some(entry);
+            let done = previous_of(previous, i)
+                .is_some_and(|p| is_condition_true(&p.conditions, v1::CONDITION_COMPLETE));
+            seen[i] = Some(match owner {
+                Some(owner) if !done => self.apply_one(work, configs, &manifests[i], owner).await,
+                _ => self.read_one(configs, &manifests[i]).await,
+            });
         }
+        seen.into_iter().flatten().collect()
+    }
 
-        // What the work no longer holds goes (only what this work owned, with the same uid).
+    /// Deletes what the work no longer holds (only what this work owned, with the same uid) and
+    /// records in the AppliedManifestWork `amw` what it holds now: what it applied or, `Complete`,
+    /// read, unless only read by its strategy or kept by the delete option.
+    async fn prune_applied(
+        &self,
+        work: &ManifestWork,
+        amw: &Value,
+        seen: &[(Seen, Option<ManifestConfigOption>)],
+    ) -> Result<(), AgentError> {
+        let before = Self::recorded(amw);
+        let applied: Vec<Applied> = seen
+            .iter()
+            .filter(|(_, config)| strategy_of(config.as_ref()) != Strategy::ReadOnly)
+            .filter_map(|(seen, _)| seen.resource().cloned())
+            .filter(|r| !orphaned(work, r))
+            .collect();
         let mut kept = applied.clone();
         for old in &before {
             if applied.iter().any(|r| same_object(r, old)) {
@@ -706,70 +651,73 @@ impl WorkAgent {
                 serde_json::to_value(&kept).unwrap_or_default();
             self.cluster.replace_status(&amw_status).await?;
         }
+        Ok(())
+    }
 
-        let manifests: Vec<ManifestCondition> = results.into_iter().flatten().collect();
-        let total = manifests.len();
-        let is_true = |m: &ManifestCondition, kind: &str| {
-            m.conditions.iter().any(|c| c.type_ == kind && c.status == CONDITION_TRUE)
-        };
-        let failed = manifests.iter().filter(|m| !is_true(m, "Applied")).count();
-        let unavailable = manifests.iter().filter(|m| !is_true(m, "Available")).count();
-        let applied_condition = if failed == 0 {
-            condition(
-                "Applied",
-                CONDITION_TRUE,
-                "AppliedManifestWorkComplete",
-                "Apply manifest work complete",
-            )
-        } else {
-            condition(
-                "Applied",
-                CONDITION_FALSE,
-                "AppliedManifestWorkFailed",
-                "Failed to apply manifest work",
-            )
-        };
-        let available_condition = if unavailable == 0 && total > 0 {
-            condition(
-                "Available",
-                CONDITION_TRUE,
-                "ResourcesAvailable",
-                "All resources are available",
-            )
-        } else {
-            let message = format!("{unavailable} of {total} resources are not available");
-            condition("Available", CONDITION_UNKNOWN, "ResourcesStatusUnknown", message)
-        };
-        let new_status = ManifestWorkStatus {
-            conditions: with_conditions(
-                status.conditions.clone(),
-                [
-                    observed(applied_condition, generation),
-                    observed(available_condition, generation),
-                ],
-            ),
-            resource_status: Some(ManifestResourceStatus { manifests }),
-        };
-        self.sink.report(work, new_status).await?;
-        Ok(Outcome::Kept)
+    /// The conditions the rules of each manifest give over its live object (`None` where there
+    /// is no live object: its rule conditions stay as they are).
+    async fn rule_conditions(
+        seen: &[(Seen, Option<ManifestConfigOption>)],
+    ) -> Vec<Option<Vec<Condition>>> {
+        let mut jobs = Vec::new();
+        for (i, (seen, config)) in seen.iter().enumerate() {
+            let rules = config.as_ref().map(|c| c.condition_rules.as_slice()).unwrap_or_default();
+            if let (Some(live), false) = (seen.live(), rules.is_empty()) {
+                jobs.push((i, live.clone(), rules.to_vec()));
+            }
+        }
+        let mut out: Vec<Option<Vec<Condition>>> =
+            seen.iter().map(|(seen, _)| seen.live().map(|_| Vec::new())).collect();
+        let indexes: Vec<usize> = jobs.iter().map(|(i, _, _)| *i).collect();
+        let results = rules::evaluate_all(jobs.into_iter().map(|(_, l, r)| (l, r)).collect()).await;
+        for (i, result) in indexes.into_iter().zip(results) {
+            out[i] = Some(result);
+        }
+        out
     }
 
     /// Applies one manifest as its work's configuration says: its resource resolved, its
-    /// `manifestConfigs` entry found, owned by the AppliedManifestWork unless orphaned or read
-    /// only. The resolved resource, the live object and the configuration.
-    async fn apply_one<'c>(
+    /// `manifestConfigs` options found, owned by the AppliedManifestWork unless orphaned or read
+    /// only. What became of it, and its options.
+    async fn apply_one(
         &self,
         work: &ManifestWork,
-        configs: &'c [ManifestConfigOption],
+        configs: &[ManifestConfigOption],
         manifest: &Value,
         owner: &Value,
-    ) -> Result<(Applied, Value, Option<&'c ManifestConfigOption>), AgentError> {
-        let r = self.cluster.resolve(manifest).await?;
-        let config = configs.iter().find(|c| names(&c.resource_identifier, &r));
-        let strategy = strategy_of(config);
+    ) -> (Seen, Option<ManifestConfigOption>) {
+        let r = match self.cluster.resolve(manifest).await {
+            Ok(r) => r,
+            Err(e) => return (Seen::ApplyFailed(e.to_string()), None),
+        };
+        let config = status::config_for(configs, &r);
+        let strategy = strategy_of(config.as_ref());
         let owned = strategy != Strategy::ReadOnly && !orphaned(work, &r);
-        let (r, live) = self.cluster.apply(manifest, owned.then_some(owner), &strategy).await?;
-        Ok((r, live, config))
+        match self.cluster.apply(manifest, owned.then_some(owner), &strategy).await {
+            Ok((r, live)) => (Seen::Applied(r, live), config),
+            Err(e) => (Seen::ApplyFailed(e.to_string()), config),
+        }
+    }
+
+    /// Reads one manifest's live object without applying it (its work or itself `Complete`).
+    async fn read_one(
+        &self,
+        configs: &[ManifestConfigOption],
+        manifest: &Value,
+    ) -> (Seen, Option<ManifestConfigOption>) {
+        let r = match self.cluster.resolve(manifest).await {
+            Ok(r) => r,
+            Err(e) => return (Seen::ReadFailed(e.to_string()), None),
+        };
+        let config = status::config_for(configs, &r);
+        match self.cluster.get(manifest).await {
+            Ok(live) => {
+                let uid = live.as_ref().and_then(|l| l.pointer("/metadata/uid"));
+                let r = Applied { uid: uid.and_then(Value::as_str).map(str::to_owned), ..r };
+                (Seen::Read(r, live), config)
+            }
+            Err(e) => (Seen::ReadFailed(e.to_string()), config),
+        }
     }
 
     /// A deleted work: `Deleting`, its owned resources removed (unless orphaned), its
@@ -840,45 +788,6 @@ mod tests {
         assert!(orphaned(&work(json!({"propagationPolicy": "Orphan"})), &configmap("other")));
         assert!(!orphaned(&work(json!({})), &configmap("other")));
         assert_eq!(hub_hash("https://127.0.0.1:6443").len(), 64);
-    }
-
-    #[test]
-    fn feedback_reads_well_known_fields_and_paths_and_refuses_non_scalars() {
-        let live = json!({"status": {"readyReplicas": 2, "conditions": [{"type": "Ready", "status": "True"}],
-                                     "nested": {"phase": "Running"}, "list": [1]}});
-        let rules: Vec<FeedbackRule> = serde_json::from_value(json!([
-            {"type": "WellKnownStatus"},
-            {"type": "JSONPaths", "jsonPaths": [{"name": "p", "path": ".nested.phase"}, {"name": "l", "path": ".list"}]}])).unwrap();
-        let (values, synced) = feedback("apps", "Deployment", &live, &rules);
-        let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["ReadyReplicas", "p"], "absent values are left out");
-        assert_eq!(values[0].field_value.integer, Some(2));
-        assert_eq!(synced.status, CONDITION_FALSE);
-        assert!(synced.message.contains("l: the value at .list is not a scalar"));
-        let (none, synced) = feedback("apps", "Deployment", &live, &[]);
-        assert!(none.is_empty() && synced.reason == "NoStatusFeedbackSynced");
-        assert_eq!(status_value(&live, "condition:Ready"), Ok(Some(&json!("True"))));
-    }
-
-    #[test]
-    fn feedback_paths_read_indexes_and_filters_as_kubectl_does() {
-        let live = json!({"status": {
-            "conditions": [{"type": "Ready", "status": "True"}, {"type": "Progressing", "status": "False"}],
-            "containers": [{"image": "a:1"}, {"image": "b:2"}]}});
-        let rules: Vec<FeedbackRule> =
-            serde_json::from_value(json!([{"type": "JSONPaths", "jsonPaths": [
-            {"name": "ready", "path": ".conditions[?(@.type==\"Ready\")].status"},
-            {"name": "first", "path": "{.containers[0].image}"},
-            {"name": "last", "path": ".containers[-1].image"},
-            {"name": "missing", "path": ".conditions[?(@.type==\"Absent\")].status"},
-            {"name": "bad", "path": ".containers[?(@.image"}]}]))
-            .unwrap();
-        let (values, synced) = feedback("", "Pod", &live, &rules);
-        let got: Vec<(&str, Option<&str>)> =
-            values.iter().map(|v| (v.name.as_str(), v.field_value.string.as_deref())).collect();
-        assert_eq!(got, [("ready", Some("True")), ("first", Some("a:1")), ("last", Some("b:2"))]);
-        assert_eq!(synced.status, CONDITION_FALSE, "a path that does not parse fails the sync");
-        assert!(synced.message.starts_with("bad: "), "{}", synced.message);
     }
 
     #[test]
