@@ -240,8 +240,7 @@ async fn watch_order(
                 c["status"] == "True" && c["observedGeneration"] == w["metadata"]["generation"]
             })
         };
-        let before_all_applied =
-            order.iter().all(|(c, _)| works.get(c).is_some_and(&applied));
+        let before_all_applied = order.iter().all(|(c, _)| works.get(c).is_some_and(&applied));
         for (cluster, w) in &works {
             let at = w["metadata"]["labels"][HASH].as_str() == Some(revision);
             if at && !order.iter().any(|(c, _)| c == cluster) {
