@@ -38,7 +38,7 @@ fn wildcard(value: &str, pattern: &str) -> bool {
             None => return false,
         }
     }
-    tail.len() >= last.len() && tail.ends_with(last)
+    tail.ends_with(last)
 }
 
 /// Whether a manifest config's `ResourceIdentifier` names `r`: group and resource exactly, name
@@ -72,6 +72,7 @@ pub fn config_for(configs: &[ManifestConfigOption], r: &Applied) -> Option<Manif
     }
     Some(merged)
 }
+
 /// OCM's `WellKnownStatus` fields per kind: (name, path under `.status`, or a condition's status).
 fn well_known(group: &str, kind: &str) -> &'static [(&'static str, &'static str)] {
     match (group, kind) {

@@ -189,11 +189,13 @@ fn previous_of(previous: &[ManifestCondition], ordinal: usize) -> Option<&Manife
     previous.iter().find(|p| p.resource_meta.ordinal == ordinal as i32)
 }
 
-/// A work's new status from `status` (its last) and a pass that saw its manifests as `seen`
-/// and their rules give `rules`: each manifest's, then the work's `Applied` (left as it was
-/// while `frozen` by `Complete`), aggregates, and no rule-made condition of another generation.
+/// A work's new status from `status` (its last) and a pass that saw its manifests (`texts`) as
+/// `seen` and their rules give `rules`: each manifest's, then the work's `Applied` (left as it
+/// was while `frozen` by `Complete`), aggregates, and no rule-made condition of another
+/// generation.
 fn work_status(
     work: &ManifestWork,
+    texts: &[Value],
     status: ManifestWorkStatus,
     previous: &[ManifestCondition],
     seen: &[(Seen, Option<ManifestConfigOption>)],
@@ -201,7 +203,6 @@ fn work_status(
     frozen: bool,
 ) -> ManifestWorkStatus {
     let generation = work.metadata.generation;
-    let texts = manifests_of(work);
     let manifests: Vec<ManifestCondition> = seen
         .iter()
         .zip(rules)
@@ -585,25 +586,26 @@ impl WorkAgent {
                 "kind": "AppliedManifestWork", "name": r.name, "uid": r.uid})
         });
         let previous = status.resource_status.clone().map(|r| r.manifests).unwrap_or_default();
-        let seen = self.visit(work, owner.as_ref(), &previous).await;
+        let manifests = manifests_of(work);
+        let seen = self.visit(work, &manifests, owner.as_ref(), &previous).await;
         if let Some((_, amw)) = &amw {
             self.prune_applied(work, amw, &seen).await?;
         }
         let rules = Self::rule_conditions(&seen).await;
-        let new_status = work_status(work, status, &previous, &seen, rules, frozen);
+        let new_status = work_status(work, &manifests, status, &previous, &seen, rules, frozen);
         self.sink.report(work, new_status).await
     }
 
-    /// Applies the work's manifests in OCM's kind order as `owner` (the AppliedManifestWork), or
+    /// Applies the work's `manifests` in OCM's kind order as `owner` (the AppliedManifestWork), or
     /// only reads them when there is none (the work is `Complete`) or a manifest's own `Complete`
     /// is True in `previous`. What became of each, in spec order, with its options.
     async fn visit(
         &self,
         work: &ManifestWork,
+        manifests: &[Value],
         owner: Option<&Value>,
         previous: &[ManifestCondition],
     ) -> Vec<(Seen, Option<ManifestConfigOption>)> {
-        let manifests = manifests_of(work);
         let configs = work.spec.as_ref().map(|s| s.manifest_configs.as_slice()).unwrap_or_default();
         let mut order: Vec<usize> = (0..manifests.len()).collect();
         order.sort_by_key(|&i| kind_rank(manifests[i]["kind"].as_str().unwrap_or("")));
