@@ -3,11 +3,13 @@
 //!
 //! Layout of the single tree (all integers big-endian):
 //! * `d<key>` → record: `create u64, modified u64, value` (the top bit of `create` set: the value
-//!   is stored by content under `v<modified>`, see [`chunked`])
+//!   is stored by content under `v<modified>` or `v<modified><key>`, see [`chunked`])
 //! * `h<revision u64>` → event: `at_ms u64, kind u8, create u64, key, value, prev?` (see
 //!   [`encode_event`]; a value or `prev` of [`EXTERNAL_BYTES`] or more is stored by content and
-//!   named by its revision)
-//! * `v<revision>`, `c<hash>`, `r<hash>` → large values by content ([`chunked`]);
+//!   named by its revision and key). A revision whose commit wrote several keys has one event per
+//!   key, each under `h<revision u64><key>`, so they sort by key within their revision.
+//! * `v<revision>`, `v<revision><key>`, `c<hash>`, `r<hash>` → large values by content
+//!   ([`chunked`]);
 //! * `m/compacted` → the compaction revision; `m/format` → [`FORMAT`].
 //!
 //! A large value is stored once, when its revision writes it: the record, the event and the next
@@ -45,12 +47,16 @@ use crate::engine::SledOptions;
 use crate::error::{Error, Result};
 use crate::local::{Backend, Change, Local, Record, Recovered};
 use crate::{EventKind, KeyValue, Revision, Store, WatchEvent};
-use chunked::{EXTERNAL_BYTES, Recent, Refs};
+use chunked::{EXTERNAL_BYTES, Recent, Refs, ValueId};
 
 /// The on-disk format this code reads and writes.
-const FORMAT: &[u8] = b"ocm-storage/sled/2";
-/// Format 1: format 2 with no value stored by content (no flag set), so it is read as it is. It
-/// is marked format 2 at open, because code that knows only format 1 cannot read the flags.
+const FORMAT: &[u8] = b"ocm-storage/sled/3";
+/// Format 2: format 3 without commits of several keys (no `h<revision><key>` or
+/// `v<revision><key>` key), so it is read as it is. It is marked format 3 at open, because code
+/// that knows only format 2 cannot read such commits.
+const FORMAT_2: &[u8] = b"ocm-storage/sled/2";
+/// Format 1: format 2 with no value stored by content (no flag set), read as it is and marked
+/// format 3 likewise.
 const FORMAT_1: &[u8] = b"ocm-storage/sled/1";
 /// In a record's `create`: the value is stored by content under its `modified` revision.
 const RECORD_EXTERNAL: u64 = 1 << 63;
@@ -134,10 +140,40 @@ fn data_key(key: &str) -> Vec<u8> {
     k
 }
 
-fn history_key(revision: u64) -> [u8; 9] {
-    let mut k = [b'h'; 9];
-    k[1..].copy_from_slice(&revision.to_be_bytes());
+/// The history key of the one event of `revision`; with `shared`, of that key's event in a
+/// revision whose commit wrote several keys.
+fn history_key(revision: u64, shared: Option<&str>) -> Vec<u8> {
+    let suffix = shared.map_or(&[][..], str::as_bytes);
+    let mut k = Vec::with_capacity(9 + suffix.len());
+    k.push(b'h');
+    k.extend_from_slice(&revision.to_be_bytes());
+    k.extend_from_slice(suffix);
     k
+}
+
+/// The history keys of the revisions in `[from, to]`, as a range.
+fn history_range(from: u64, to: u64) -> std::ops::Range<Vec<u8>> {
+    let end = match to.checked_add(1) {
+        Some(next) => history_key(next, None),
+        None => b"i".to_vec(),
+    };
+    history_key(from, None)..end
+}
+
+/// The revision of a history key, and whether its revision is a commit of several keys.
+fn history_revision(k: &[u8]) -> Result<(u64, bool)> {
+    let what = || String::from_utf8_lossy(k).into_owned();
+    let revision = k.get(1..9).ok_or_else(|| Error::corrupt(what(), "history key too short"))?;
+    Ok((read_u64(revision, "history key")?, k.len() > 9))
+}
+
+/// The revisions of `changes` that more than one change shares (commits of several keys).
+fn shared_revisions(changes: &[Change<'_>]) -> HashSet<u64> {
+    changes
+        .windows(2)
+        .filter(|w| w[0].event.revision == w[1].event.revision)
+        .map(|w| w[0].event.revision.0)
+        .collect()
 }
 
 pub(crate) fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
@@ -159,7 +195,7 @@ impl Sled {
         let db = open_waiting_for_lock(&config, &options.path)?;
         match db.get(META_FORMAT).map_err(|e| sled_error("read", e))? {
             Some(format) if format == FORMAT => {}
-            Some(format) if format == FORMAT_1 => {
+            Some(format) if format == FORMAT_1 || format == FORMAT_2 => {
                 db.insert(META_FORMAT, FORMAT).map_err(|e| sled_error("write", e))?;
                 db.flush().map_err(|e| sled_error("flush", e))?;
             }
@@ -200,21 +236,32 @@ impl Sled {
     fn drop_events(&self, from: u64, to: u64, compacted: Option<u64>) -> Result<()> {
         let mut batch = sled::Batch::default();
         let mut refs = Refs::default();
-        for entry in self.db.range(history_key(from + 1)..=history_key(to)) {
+        if from >= to {
+            return self.finish_drop(batch, refs, compacted);
+        }
+        for entry in self.db.range(history_range(from + 1, to)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
-            let revision = read_u64(&k[1..], "history key")?;
-            if let Some(prev) = external_prev(revision, &v)? {
-                let list =
-                    self.db.get(chunked::value_key(prev)).map_err(|e| sled_error("read", e))?;
-                let list = list.ok_or_else(|| {
+            let (revision, _) = history_revision(&k)?;
+            if let Some((prev, key)) = external_prev(revision, &v)? {
+                let (name, list) = chunked::find_list(&self.db, prev, &key)?.ok_or_else(|| {
                     Error::corrupt(format!("history@{revision}"), "its prev value is missing")
                 })?;
                 refs.drop_value(&list, prev)?;
-                batch.remove(&chunked::value_key(prev));
-                self.recent().remove(prev);
+                batch.remove(name);
+                self.recent().remove(&(prev, key));
             }
             batch.remove(k);
         }
+        self.finish_drop(batch, refs, compacted)
+    }
+
+    /// Applies a compaction's batch with its chunk counts and the compaction revision.
+    fn finish_drop(
+        &self,
+        mut batch: sled::Batch,
+        refs: Refs,
+        compacted: Option<u64>,
+    ) -> Result<()> {
         if let Some(compacted) = compacted {
             batch.insert(META_COMPACTED, &compacted.to_be_bytes());
         }
@@ -226,25 +273,25 @@ impl Sled {
     fn decode_record(&self, key: &str, bytes: &[u8]) -> Result<Record> {
         let (mut record, external) = decode_record(key, bytes)?;
         if external {
-            record.value = self.value(record.modified)?;
+            record.value = self.value(record.modified, key)?;
         }
         Ok(record)
     }
 
     fn decode_event(&self, revision: u64, bytes: &[u8]) -> Result<WatchEvent> {
-        decode_event(revision, bytes, |r| self.value(r))
+        decode_event(revision, bytes, |r, key| self.value(r, key))
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
         self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The large value written at `revision`: shared if written lately, else read back.
-    fn value(&self, revision: u64) -> Result<Bytes> {
-        if let Some(value) = self.recent().get(revision) {
+    /// The large value `key` got at `revision`: shared if written lately, else read back.
+    fn value(&self, revision: u64, key: &str) -> Result<Bytes> {
+        if let Some(value) = self.recent().get(revision, key) {
             return Ok(value);
         }
-        chunked::read_value(&self.db, revision)
+        chunked::read_value(&self.db, revision, key)
     }
 
     fn meta(&self, key: &[u8]) -> Result<u64> {
@@ -311,19 +358,25 @@ impl Sled {
     }
 
     /// Reads the compaction revision and the history, which must hold every revision after it
-    /// with no hole; the last of them is the store's revision.
+    /// with no hole (one event, or one per key of a commit of several); the last of them is the
+    /// store's revision.
     fn recover(&self) -> Result<Recovered> {
         let compacted = self.meta(META_COMPACTED)?;
         // Events at or below the compaction revision are garbage a failed deletion could leave
         // behind: nobody reads them; drop them now so they cannot pile up.
-        if self.db.range(history_key(0)..=history_key(compacted)).next().is_some() {
+        if self.db.range(history_range(0, compacted)).next().is_some() {
             self.drop_events(0, compacted, None)?;
         }
         let mut times = Vec::new();
         let mut expected = compacted + 1;
-        for entry in self.db.range(history_key(compacted + 1)..=history_key(u64::MAX)) {
+        // Whether the revision before `expected` was a commit of several keys.
+        let mut last_shared = false;
+        for entry in self.db.range(history_range(compacted + 1, u64::MAX)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
-            let r = read_u64(&k[1..], "history key")?;
+            let (r, shared) = history_revision(&k)?;
+            if r + 1 == expected && shared && last_shared {
+                continue; // the next key of the same commit
+            }
             if r != expected {
                 return Err(Error::corrupt(
                     format!("history@{r}"),
@@ -333,6 +386,7 @@ impl Sled {
             let at_ms = read_u64(v.get(..8).unwrap_or_default(), "history time")?;
             times.push((r, at_ms));
             expected += 1;
+            last_shared = shared;
         }
         Ok(Recovered { revision: expected - 1, compacted, times })
     }
@@ -400,9 +454,9 @@ impl Backend for Sled {
 
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
         let mut events = Vec::with_capacity((to - from + 1).min(4096) as usize);
-        for entry in self.db.range(history_key(from)..=history_key(to)) {
+        for entry in self.db.range(history_range(from, to)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
-            let revision = read_u64(&k[1..], "history key")?;
+            let (revision, _) = history_revision(&k)?;
             events.push(Arc::new(self.decode_event(revision, &v)?));
         }
         Ok(events)
@@ -411,19 +465,21 @@ impl Backend for Sled {
     fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
         let mut batch = sled::Batch::default();
         let mut refs = Refs::default();
-        // Revisions whose values this batch stores by content (a later write of the same batch
-        // may name one as its `prev`).
-        let mut stored = HashSet::new();
+        let shared_revisions = shared_revisions(changes);
+        // Values this batch stores by content (a later write of the same batch may name one as
+        // its `prev`).
+        let mut stored: HashSet<ValueId> = HashSet::new();
         for change in changes {
-            let key = data_key(&change.event.key);
+            let name = &change.event.key;
+            let revision = change.event.revision.0;
+            let shared = shared_revisions.contains(&revision).then_some(name.as_str());
+            let key = data_key(name);
             let external = change.record.is_some_and(|r| r.value.len() >= EXTERNAL_BYTES);
             match change.record {
                 Some(record) if external => {
-                    batch.insert(
-                        &chunked::value_key(record.modified),
-                        refs.add_value(&record.value),
-                    );
-                    stored.insert(record.modified);
+                    let list = refs.add_value(&record.value);
+                    batch.insert(chunked::value_key(record.modified, shared), list);
+                    stored.insert((record.modified, name.clone()));
                     batch.insert(key, encode_record(record, true));
                 }
                 Some(record) => batch.insert(key, encode_record(record, false)),
@@ -433,16 +489,13 @@ impl Backend for Sled {
             let prev_external = match &change.event.prev {
                 Some(prev) if prev.value.len() >= EXTERNAL_BYTES => {
                     let at = prev.mod_revision.0;
-                    stored.contains(&at)
-                        || self
-                            .db
-                            .contains_key(chunked::value_key(at))
-                            .map_err(|e| sled_error("read", e))?
+                    stored.contains(&(at, name.clone()))
+                        || chunked::find_list(&self.db, at, name)?.is_some()
                 }
                 _ => false,
             };
             let event = encode_event(change.event, change.at_ms, external, prev_external);
-            batch.insert(&history_key(change.event.revision.0), event);
+            batch.insert(history_key(revision, shared), event);
         }
         let counts = self.counts();
         refs.write(&self.db, &mut batch)?;
@@ -450,9 +503,9 @@ impl Backend for Sled {
         drop(counts);
         // Only once stored: a failed batch's revisions are given out again.
         let mut recent = self.recent();
-        for record in changes.iter().filter_map(|c| c.record) {
-            if record.value.len() >= EXTERNAL_BYTES {
-                recent.insert(record.modified, record.value.clone());
+        for change in changes {
+            if let Some(record) = change.record.filter(|r| r.value.len() >= EXTERNAL_BYTES) {
+                recent.insert((record.modified, change.event.key.clone()), record.value.clone());
             }
         }
         Ok(())
@@ -598,38 +651,39 @@ fn event_head<'a>(
     Ok((kind, external, create_revision, key, r))
 }
 
-/// The revision of the event's `prev` if that value is stored by content.
-fn external_prev(revision: u64, bytes: &[u8]) -> Result<Option<u64>> {
-    let (_, external, _, _, mut r) = event_head(revision, bytes)?;
+/// The revision and key of the event's `prev` if that value is stored by content.
+fn external_prev(revision: u64, bytes: &[u8]) -> Result<Option<ValueId>> {
+    let (_, external, _, key, mut r) = event_head(revision, bytes)?;
     if !external {
         r.bytes()?;
     }
     match r.u8()? {
         PREV_EXTERNAL => {
             r.u64()?;
-            r.u64().map(Some)
+            Ok(Some((r.u64()?, key.to_owned())))
         }
         _ => Ok(None),
     }
 }
 
-/// Decodes an event, reading values stored by content with `load` (by the revision naming them).
+/// Decodes an event, reading values stored by content with `load` (by the revision and key
+/// naming them).
 fn decode_event(
     revision: u64,
     bytes: &[u8],
-    load: impl Fn(u64) -> Result<Bytes>,
+    load: impl Fn(u64, &str) -> Result<Bytes>,
 ) -> Result<WatchEvent> {
     let (kind, external, create_revision, key, mut r) = event_head(revision, bytes)?;
     let what = format!("history@{revision}");
     let key = key.to_owned();
-    let value = if external { load(revision)? } else { Bytes::copy_from_slice(r.bytes()?) };
+    let value = if external { load(revision, &key)? } else { Bytes::copy_from_slice(r.bytes()?) };
     let prev = match r.u8()? {
         0 => None,
         flag @ (1 | PREV_EXTERNAL) => {
             let create_revision = Revision(r.u64()?);
             let mod_revision = Revision(r.u64()?);
             let value = if flag == PREV_EXTERNAL {
-                load(mod_revision.0)?
+                load(mod_revision.0, &key)?
             } else {
                 Bytes::copy_from_slice(r.bytes()?)
             };
@@ -709,7 +763,7 @@ mod tests {
                 mod_revision: Revision(5),
             }),
         };
-        let inline = |_| -> Result<Bytes> { panic!("nothing is stored by content") };
+        let inline = |_, _: &str| -> Result<Bytes> { panic!("nothing is stored by content") };
         assert_eq!(
             decode_event(7, &encode_event(&event, 99, false, false), inline).unwrap(),
             event
@@ -718,11 +772,14 @@ mod tests {
         for cut in 0..encoded.len() {
             assert!(matches!(decode_event(7, &encoded[..cut], inline), Err(Error::Corrupt { .. })));
         }
-        // Both values by content: named by the event's and the prev's revisions.
-        let by_content = |r| Ok(Bytes::from_static(if r == 7 { b"new" } else { b"old" }));
+        // Both values by content: named by the event's and the prev's revisions, and the key.
+        let by_content = |r, key: &str| {
+            assert_eq!(key, "/a/b");
+            Ok(Bytes::from_static(if r == 7 { b"new" } else { b"old" }))
+        };
         let encoded = encode_event(&event, 99, true, true);
         assert_eq!(decode_event(7, &encoded, by_content).unwrap(), event);
-        assert_eq!(external_prev(7, &encoded).unwrap(), Some(5));
+        assert_eq!(external_prev(7, &encoded).unwrap(), Some((5, "/a/b".to_owned())));
         assert_eq!(external_prev(7, &encode_event(&event, 99, false, false)).unwrap(), None);
         for cut in 0..encoded.len() {
             assert!(matches!(
@@ -775,7 +832,7 @@ mod tests {
                 create_revision: Revision(2),
                 prev: None,
             };
-            db.insert(history_key(2), encode_event(&event, 0, false, false)).unwrap();
+            db.insert(history_key(2, None), encode_event(&event, 0, false, false)).unwrap();
             db.flush().unwrap();
         }
         let store = open_path(dir.path()).await;
@@ -783,7 +840,7 @@ mod tests {
         assert_eq!(store.current_revision().await.unwrap(), Revision(6));
         drop(store);
         let db = raw_open(dir.path());
-        assert_eq!(db.get(history_key(2)).unwrap(), None);
+        assert_eq!(db.get(history_key(2, None)).unwrap(), None);
     }
 
     /// 300 KiB of letters from `seed`, then `tail`.
@@ -890,7 +947,65 @@ mod tests {
         }
     }
 
-    /// A database of format 1 (large values inline) opens, is marked format 2, reads as it was,
+    /// A commit of several large keys stores each value once, named by revision and key; they
+    /// read back (current, in the history, after reopening), a second commit names them as its
+    /// `prev`s, and deleting and compacting frees every list, chunk and event.
+    #[tokio::test]
+    async fn a_commit_of_several_large_keys_is_stored_by_key_and_freed() {
+        use crate::{Write, Written};
+        let dir = tempfile::tempdir().unwrap();
+        let keys = ["/w/a", "/w/b", "/w/c"];
+        let first = {
+            let store = open_path(dir.path()).await;
+            let writes = keys
+                .iter()
+                .map(|k| Write::Create { key: (*k).to_owned(), value: large(3, k) })
+                .collect();
+            store.commit(writes).await.unwrap().revision
+        };
+        {
+            let db = raw_open(dir.path());
+            assert_eq!(keys_with(&db, b"v"), 3, "one value list per key of the commit");
+            assert_eq!(keys_with(&db, b"h"), 3, "one event per key of the commit");
+        }
+        let store = open_path(dir.path()).await;
+        assert_eq!(store.current_revision().await.unwrap(), first);
+        for k in keys {
+            assert!(store.get(k).await.unwrap().value == large(3, k), "{k}");
+        }
+        let writes = keys
+            .iter()
+            .map(|k| Write::Update {
+                key: (*k).to_owned(),
+                value: large(3, &format!("{k} again")),
+                expected: first,
+            })
+            .collect();
+        let second = store.commit(writes).await.unwrap();
+        assert!(
+            matches!(&second.written[0], Written::Put(kv) if kv.mod_revision == second.revision)
+        );
+        let mut watch = store.watch("/w/", first).await.unwrap();
+        for k in keys {
+            let event = futures::StreamExt::next(&mut watch).await.unwrap().unwrap();
+            assert_eq!((event.key.as_str(), event.revision), (k, second.revision));
+            assert!(event.prev.as_ref().unwrap().value == large(3, k), "{k}'s prev");
+        }
+        drop(watch);
+        let deletes = keys
+            .iter()
+            .map(|k| Write::Delete { key: (*k).to_owned(), expected: second.revision })
+            .collect();
+        let gone = store.commit(deletes).await.unwrap();
+        store.compact(gone.revision).await.unwrap();
+        drop(store);
+        let db = raw_open(dir.path());
+        for prefix in [&b"v"[..], b"c", b"r", b"d", b"h"] {
+            assert_eq!(keys_with(&db, prefix), 0, "{:?} keys left", prefix);
+        }
+    }
+
+    /// A database of format 1 (large values inline) opens, is marked format 3, reads as it was,
     /// and its inline large values are updated and compacted without leaving anything behind.
     #[tokio::test]
     async fn format_1_databases_open_and_keep_working() {
@@ -909,7 +1024,7 @@ mod tests {
                 create_revision: Revision(1),
                 prev: None,
             };
-            db.insert(history_key(1), encode_event(&event, 0, false, false)).unwrap();
+            db.insert(history_key(1, None), encode_event(&event, 0, false, false)).unwrap();
             db.flush().unwrap();
         }
         let store = open_path(dir.path()).await;
@@ -941,7 +1056,7 @@ mod tests {
         }
         {
             let db = raw_open(dir.path());
-            db.remove(history_key(2)).unwrap();
+            db.remove(history_key(2, None)).unwrap();
             db.flush().unwrap();
         }
         let err = Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await.unwrap_err();
