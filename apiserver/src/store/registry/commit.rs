@@ -38,7 +38,7 @@ pub enum Change<'a> {
         /// The namespace (empty for a cluster-scoped kind).
         namespace: &'a str,
         /// The object's name.
-        name: &'a str,
+        name: String,
         /// The patches, in order.
         parts: Parts<'a>,
     },
@@ -49,7 +49,7 @@ pub enum Change<'a> {
         /// The namespace (empty for a cluster-scoped kind).
         namespace: &'a str,
         /// The object's name.
-        name: &'a str,
+        name: String,
         /// The delete's options.
         options: DeleteOptions,
     },
@@ -145,6 +145,7 @@ impl Registry {
                 self.prepare_create(rt, namespace, object, &parts, opts).await
             }
             Change::Patch { rt, namespace, name, parts } => {
+                let name = name.as_str();
                 let (current, rev) = self.current(rt, namespace, name)?;
                 let mut precondition = None;
                 for (patch, _) in &parts {
@@ -167,6 +168,7 @@ impl Registry {
                 Ok(Prepared { write, subject: subject(rt, name), changed })
             }
             Change::Delete { rt, namespace, name, options } => {
+                let name = name.as_str();
                 let (current, rev) = self.current(rt, namespace, name)?;
                 let pinned = match &options.resource_version {
                     Some(rv) if !rv.is_empty() => Some(parse_rv(rv)?),
@@ -347,10 +349,15 @@ mod tests {
             Change::Patch {
                 rt: &rt,
                 namespace: "ns",
-                name: "kept",
+                name: "kept".into(),
                 parts: vec![(labels, None), (status(&["c2"]), status_sub)],
             },
-            Change::Delete { rt: &rt, namespace: "ns", name: "gone", options: Default::default() },
+            Change::Delete {
+                rt: &rt,
+                namespace: "ns",
+                name: "gone".into(),
+                options: Default::default(),
+            },
         ];
         let out = registry.commit(changes, &opts()).await.unwrap();
         let rev = out.revision.expect("written");
@@ -379,7 +386,7 @@ mod tests {
         let again = vec![Change::Patch {
             rt: &rt,
             namespace: "ns",
-            name: "kept",
+            name: "kept".into(),
             parts: vec![(status(&["c2"]), status_sub)],
         }];
         assert_eq!(registry.commit(again, &opts()).await.unwrap().revision, None);
@@ -396,7 +403,7 @@ mod tests {
         let update = || Change::Patch {
             rt: &rt,
             namespace: "ns",
-            name: "kept",
+            name: "kept".into(),
             parts: vec![(status(&["c9"]), rt.subresource("status"))],
         };
         let create = |name: &str| Change::Create {
@@ -413,7 +420,7 @@ mod tests {
         let missing = Change::Patch {
             rt: &rt,
             namespace: "ns",
-            name: "missing",
+            name: "missing".into(),
             parts: vec![(status(&["c1"]), rt.subresource("status"))],
         };
         let err = registry.commit(vec![update(), missing], &opts()).await.unwrap_err();
