@@ -682,10 +682,18 @@ pub async fn commit_is_all_or_nothing(s: &Storage) {
     let err = s.commit(vec![update(&a, "a2"), create("/m/b", "again")]).await.unwrap_err();
     assert!(matches!(&err, Error::AlreadyExists { key } if key == "/m/b"), "{err}");
     let gone = KeyValue { key: "/m/gone".into(), ..a.clone() };
-    for missing in [update(&gone, "x"), delete(&gone)] {
+    // etcd compares an absent key's mod revision as 0: an expected 0 must not create the key.
+    let never = KeyValue { mod_revision: Revision::ZERO, ..gone.clone() };
+    for missing in [update(&gone, "x"), delete(&gone), update(&never, "x"), delete(&never)] {
         let err = s.commit(vec![create("/m/c", "c1"), missing]).await.unwrap_err();
         assert!(matches!(&err, Error::NotFound { key } if key == "/m/gone"), "{err}");
     }
+    let zero = KeyValue { mod_revision: Revision::ZERO, ..a.clone() };
+    let err = s.commit(vec![update(&zero, "a2")]).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict { key, expected: Revision::ZERO, .. } if key == "/m/a"),
+        "{err}"
+    );
     assert_eq!(s.current_revision().await.unwrap(), before, "a refused commit takes no revision");
     assert_eq!(s.get("/m/a").await.unwrap(), a);
     assert_eq!(s.get("/m/b").await.unwrap(), b);

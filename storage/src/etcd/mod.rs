@@ -223,11 +223,17 @@ fn delete(key: Vec<u8>) -> RequestOp {
     RequestOp { request: Some(Request::RequestDeleteRange(delete)) }
 }
 
-/// The compare of one write of a commit: an absent key for a create, the expected mod revision
-/// (which an absent key, compared as 0, never has) otherwise.
+/// The compare of one write of a commit (one per key: etcd's `--max-txn-ops` bounds the
+/// compares too): an absent key for a create, the expected mod revision otherwise. etcd compares
+/// an absent key's mod revision as 0, and no stored key has mod revision 0, so an expected 0
+/// becomes a compare that never holds.
 fn commit_compare(full: &[u8], write: &Write) -> Compare {
     match write {
         Write::Create { .. } => create_revision_is(full, CompareResult::Equal, 0),
+        Write::Update { expected: Revision(0), .. }
+        | Write::Delete { expected: Revision(0), .. } => {
+            create_revision_is(full, CompareResult::Less, 0)
+        }
         Write::Update { expected, .. } | Write::Delete { expected, .. } => {
             mod_revision_is(full, i64::try_from(expected.0).unwrap_or(i64::MAX))
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ocm_proto::api::cluster::v1beta1::Placement;
 use ocm_proto::api::cluster::{self as api};
 use ocm_proto::api::meta::{Time, condition, set_condition};
-use ocm_storage::MAX_COMMIT_KEYS;
+use ocm_storage::{MAX_COMMIT_BYTES, MAX_COMMIT_KEYS};
 use serde_json::{Value, json};
 
 use super::Scheduler;
@@ -17,7 +17,7 @@ use super::schedule::{self, Outcome};
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::store::cache::CachedObject;
-use crate::store::registry::{Change, DeleteOptions, Patch};
+use crate::store::registry::{Change, DeleteOptions, Parts, Patch};
 
 /// One slice of a pass: the PlacementDecision's name, its group and its clusters.
 pub(super) type Slice<'a> = (String, &'a schedule::Group, &'a [String]);
@@ -25,10 +25,19 @@ pub(super) type Slice<'a> = (String, &'a schedule::Group, &'a [String]);
 /// What a pass did to its decisions: (event reason, decision name).
 pub(super) type Done = Vec<(&'static str, String)>;
 
+/// Bytes a stored decision or placement carries beyond what a pass writes into it
+/// (managedFields, labels, owner, system metadata), as commits are cut.
+const METADATA_BYTES: usize = 1024;
+
+/// What one commit of a pass is filled to: under the store's limit by a margin for what the
+/// reckoning of [`Scheduler::reckoned`] leaves out.
+const COMMIT_BYTES: usize = MAX_COMMIT_BYTES / 4 * 3;
+
 impl Scheduler {
     /// Writes the pass's decisions, then the placement's status, as one commit (several, in
-    /// that order, for a placement of more slices than one commit holds). A 409 means another
-    /// writer changed something the pass read: the caller reads again and runs the pass again.
+    /// that order, for a placement of more slices or bytes than one commit holds: past 127
+    /// slices, or about 1.1 MiB of decisions). A 409 means another writer changed something
+    /// the pass read: the caller reads again and runs the pass again.
     pub(super) async fn write_pass(
         &self,
         ns: &str,
@@ -44,12 +53,35 @@ impl Scheduler {
             let parts = vec![(status, rt.subresource("status"))];
             changes.push(Change::Patch { rt, namespace: ns, name: name.to_owned(), parts });
         }
-        while !changes.is_empty() {
-            let rest = changes.split_off(changes.len().min(MAX_COMMIT_KEYS));
-            self.registry.commit(changes, &Self::opts()).await?;
-            changes = rest;
+        for commit in cut(changes, |c| self.reckoned(c)) {
+            self.registry.commit(commit, &Self::opts()).await?;
         }
         Ok(done)
+    }
+
+    /// What a change is reckoned to store: its patches' JSON, or the object as cached when
+    /// that is larger (a label patch stores the decisions already there), and the metadata.
+    fn reckoned(&self, change: &Change<'_>) -> usize {
+        let patches = |parts: &Parts<'_>| -> usize {
+            parts
+                .iter()
+                .map(|(p, _)| match p {
+                    Patch::Merge(v) => object::json_len(v),
+                    _ => 0,
+                })
+                .sum()
+        };
+        match change {
+            Change::Create { object, parts, .. } => {
+                object::json_len(object) + patches(parts) + METADATA_BYTES
+            }
+            Change::Patch { rt, namespace, name, parts } => {
+                let cached = self.registry.cached(rt, namespace, name);
+                let now = cached.map_or(0, |o| o.json_len());
+                now.max(patches(parts)) + METADATA_BYTES
+            }
+            Change::Delete { name, .. } => name.len(),
+        }
     }
 
     /// The changes that bring the placement's PlacementDecisions to `slices` (a same-named
@@ -130,6 +162,28 @@ impl Scheduler {
     }
 }
 
+/// `items` in order, cut into commits of at most [`MAX_COMMIT_KEYS`] items and
+/// [`COMMIT_BYTES`] as `size` reckons them (an item larger than that alone in its commit): one
+/// commit for any pass within those.
+fn cut<T>(items: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+    let mut commits: Vec<Vec<T>> = Vec::new();
+    let mut bytes = 0;
+    for item in items {
+        let n = size(&item);
+        match commits.last_mut() {
+            Some(last) if last.len() < MAX_COMMIT_KEYS && bytes + n <= COMMIT_BYTES => {
+                bytes += n;
+                last.push(item);
+            }
+            _ => {
+                bytes = n;
+                commits.push(vec![item]);
+            }
+        }
+    }
+    commits
+}
+
 /// The status patch of a pass (conditions, selected count, decision groups naming their
 /// slices), pinned to the placement's revision as read; `None` when nothing in it changes.
 fn status_patch(
@@ -185,4 +239,25 @@ fn status_patch(
             },
         }))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass within one commit's room is one commit; past it, commits fill in order up to the
+    /// count or the bytes, whichever comes first.
+    #[test]
+    fn commits_are_cut_by_count_and_bytes_in_order() {
+        let sizes = |v: &[Vec<usize>]| v.iter().map(Vec::len).collect::<Vec<_>>();
+        assert_eq!(sizes(&cut((0..101).collect(), |_| 9 << 10)), [101]);
+        let by_count = cut((0..300).collect(), |_| 100);
+        assert_eq!(sizes(&by_count), [128, 128, 44]);
+        assert_eq!(by_count.concat(), (0..300).collect::<Vec<_>>(), "in order, none lost");
+        let per_commit = COMMIT_BYTES / (20 << 10);
+        let by_bytes = cut((0..100).collect(), |_| 20 << 10);
+        assert_eq!(by_bytes[0].len(), per_commit);
+        assert_eq!(sizes(&cut(vec![1, 2], |_| COMMIT_BYTES + 1)), [1, 1]);
+        assert!(cut(Vec::<u8>::new(), |_| 1).is_empty());
+    }
 }

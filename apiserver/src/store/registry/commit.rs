@@ -115,23 +115,18 @@ impl Registry {
         let room = self.budget.reserve(size).await;
         let committed = self.storage.commit(writes).await.map_err(|e| refused(e, &subjects))?;
         let rev = committed.revision.get();
-        let mut gone = false;
         for (outcome, _) in changed.iter_mut().zip(&written).filter(|(_, w)| **w) {
             let object = match outcome {
                 Changed::Written(w) => &mut w.object,
-                Changed::Deleted(DeleteOutcome::Marked(v)) => v,
-                Changed::Deleted(DeleteOutcome::Gone(v)) => {
-                    gone = true;
-                    v
-                }
+                Changed::Deleted(DeleteOutcome::Marked(v) | DeleteOutcome::Gone(v)) => v,
             };
             object::set_resource_version(object, rev);
         }
-        self.release_when_cached(room, rev).await;
-        if gone {
-            // As a single delete: acknowledged once this server's cache has seen it.
-            self.cache.wait_for(rev, Duration::from_secs(1)).await;
-        }
+        // Answered once this server's watch cache has the commit (bounded, as a large write's
+        // room): the writer reads what it wrote next (a controller's next pass decides on it),
+        // and a delete is acknowledged as a single delete is.
+        self.cache.wait_for(rev, Duration::from_secs(10)).await;
+        drop(room);
         Ok(CommitOutcome { revision: Some(rev), changed })
     }
 
