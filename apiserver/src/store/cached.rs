@@ -1,6 +1,6 @@
 //! One object as the watch cache holds it: its JSON at one revision, serialized once, with
-//! the few fields readers need without a parse, the parsed form while the object is recent,
-//! and the renderings watchers asked for.
+//! the few fields readers need without a parse (only its metadata is parsed when it arrives),
+//! the parsed form while the object is recent, and the renderings watchers asked for.
 
 use std::sync::{Arc, Mutex};
 
@@ -13,10 +13,10 @@ use crate::machinery::object;
 use crate::machinery::scheme::kind_prefix;
 
 /// One object as stored, at one revision: its JSON (storage version, resourceVersion set),
-/// serialized once. The parsed form is kept only while the object is recent (see
-/// [`CacheConfig::hot_bytes`]): a fleet's objects at rest cost their JSON, not a tree of maps
-/// five times its size, and the readers of a fresh event (watchers, controllers) share one
-/// parse.
+/// serialized once. The parsed form is made at the first read and kept only while the object
+/// is recent (see [`CacheConfig::hot_bytes`]): a fleet's objects at rest cost their JSON, not a
+/// tree of maps five times its size; the readers of a fresh event (watchers, controllers)
+/// share one parse, and an object nobody reads whole (a watch sends its JSON) is never parsed.
 #[derive(Debug)]
 pub struct CachedObject {
     /// The storage key.
@@ -34,37 +34,80 @@ pub struct CachedObject {
     /// `metadata.labels`, sorted by key: label selectors (lists, watches, cluster sets) match
     /// without a parse.
     labels: Box<[(Box<str>, Box<str>)]>,
-    /// The parsed object while it is hot.
-    parsed: Mutex<Option<Arc<Value>>>,
+    /// The parsed object while it is hot (once read).
+    parsed: Mutex<Parsed>,
     /// Other renderings watchers asked for (a one-row Table, the metadata), made once for all
     /// of them: `(form, version)` → bytes. A handful at most.
     rendered: std::sync::Mutex<Vec<(&'static str, String, Bytes)>>,
 }
 
+/// Whether an object's parsed form may be kept, and the one kept.
+#[derive(Debug)]
+enum Parsed {
+    /// Recent: the first read's parse is kept and shared (`None` until then).
+    Hot(Option<Arc<Value>>),
+    /// At rest: every read parses for itself.
+    Cold,
+}
+
 impl CachedObject {
-    /// Parses stored bytes, stamping `rev` as the resourceVersion.
+    /// Reads stored bytes, stamping `rev` as the resourceVersion. Only `metadata` is parsed
+    /// (and written again with the resourceVersion); the other top-level fields are kept as
+    /// stored. JSON that is not an object with one `metadata` object is parsed whole.
     pub fn from_stored(key: String, bytes: &[u8], rev: u64) -> Result<CachedObject, ApiError> {
+        if let Some(obj) = CachedObject::from_fields(&key, bytes, rev) {
+            return Ok(obj);
+        }
         let mut value: Value = serde_json::from_slice(bytes)
             .map_err(|e| ApiError::internal(format!("stored object {key} is not JSON: {e}")))?;
         object::set_resource_version(&mut value, rev);
-        let json = Json::of_stored(bytes, &value);
-        Ok(CachedObject::with_json(key, value, json, rev))
+        Ok(CachedObject::new(key, value, rev))
+    }
+
+    /// The object from its top-level fields as stored, with only its metadata parsed; `None`
+    /// for JSON that is not an object of distinct fields holding a `metadata` object.
+    fn from_fields(key: &str, bytes: &[u8], rev: u64) -> Option<CachedObject> {
+        let TopLevel(fields) = serde_json::from_slice::<TopLevel<'_>>(bytes).ok()?;
+        let mut names: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return None;
+        }
+        let (_, raw) = fields.iter().find(|(k, _)| k == "metadata")?;
+        let metadata: Value = serde_json::from_str(raw.get()).ok()?;
+        if !metadata.is_object() {
+            return None;
+        }
+        let mut head = Value::Object(serde_json::Map::from_iter([("metadata".into(), metadata)]));
+        object::set_resource_version(&mut head, rev);
+        let json = Json::of_fields(&fields, &head["metadata"]);
+        Some(CachedObject::with_facts(key.to_owned(), &head, json, rev, Parsed::Hot(None)))
     }
 
     /// Wraps an object whose resourceVersion is already `rev` (kept parsed until cooled).
     pub fn new(key: String, value: Value, rev: u64) -> CachedObject {
         let json = Json::of(&value);
-        CachedObject::with_json(key, value, json, rev)
+        let parsed = Parsed::Hot(None);
+        let mut obj = CachedObject::with_facts(key, &value, json, rev, parsed);
+        obj.parsed = Mutex::new(Parsed::Hot(Some(Arc::new(value))));
+        obj
     }
 
-    fn with_json(key: String, value: Value, json: Json, rev: u64) -> CachedObject {
+    /// An object with its facts read from `value` (its `metadata` is all that is read).
+    fn with_facts(
+        key: String,
+        value: &Value,
+        json: Json,
+        rev: u64,
+        parsed: Parsed,
+    ) -> CachedObject {
         CachedObject {
             key,
             rev,
             json,
-            uid: object::uid(&value).into(),
-            deleting: object::is_deleting(&value),
-            owned: !object::owner_uids(&value).is_empty(),
+            uid: object::uid(value).into(),
+            deleting: object::is_deleting(value),
+            owned: !object::owner_uids(value).is_empty(),
             labels: value
                 .pointer("/metadata/labels")
                 .and_then(Value::as_object)
@@ -77,24 +120,37 @@ impl CachedObject {
                     l.into_boxed_slice()
                 })
                 .unwrap_or_default(),
-            parsed: Mutex::new(Some(Arc::new(value))),
+            parsed: Mutex::new(parsed),
             rendered: Default::default(),
         }
     }
 
-    /// The object, parsed: shared while hot, parsed again from its JSON otherwise (and then
-    /// not kept: the caller holds it as long as it needs it).
+    fn parsed(&self) -> std::sync::MutexGuard<'_, Parsed> {
+        self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The object, parsed: while hot, the first read's parse, shared; otherwise parsed again
+    /// from its JSON (and then not kept: the caller holds it as long as it needs it).
     pub fn value(&self) -> Arc<Value> {
         if let Some(v) = self.hot() {
             return v;
         }
         // The JSON was made from a Value, so it parses; Null would only follow a bug.
-        Arc::new(serde_json::from_slice(&self.json()).unwrap_or(Value::Null))
+        let value = Arc::new(serde_json::from_slice(&self.json()).unwrap_or(Value::Null));
+        // Parsed outside the lock; kept if still hot and no other reader kept one meanwhile.
+        match &mut *self.parsed() {
+            Parsed::Hot(Some(kept)) => Arc::clone(kept),
+            Parsed::Hot(slot @ None) => Arc::clone(slot.insert(value)),
+            Parsed::Cold => value,
+        }
     }
 
     /// The parsed object, while it is kept.
     fn hot(&self) -> Option<Arc<Value>> {
-        self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        match &*self.parsed() {
+            Parsed::Hot(kept) => kept.clone(),
+            Parsed::Cold => None,
+        }
     }
 
     /// The object without its top-level field `key` when that is one of its large values
@@ -158,7 +214,7 @@ impl CachedObject {
 
     /// Drops the parsed form (the JSON stays).
     pub(crate) fn cool(&self) {
-        *self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        *self.parsed() = Parsed::Cold;
     }
 
     /// The object rendered as `form` at `version`: made by `make` the first time, shared by
@@ -211,25 +267,16 @@ impl Json {
         cut.finish()
     }
 
-    /// What [`Json::of`] makes of `value`, cut from `stored` (the store's JSON of it, which
-    /// lacks only the resourceVersion) instead of written again: the top-level values are
-    /// taken as they are stored, and only `metadata` is written, from `value`. Stored JSON
-    /// that is not an object of the same fields falls back to writing `value`.
-    fn of_stored(stored: &[u8], value: &Value) -> Json {
-        let (Ok(TopLevel(fields)), Some(map)) =
-            (serde_json::from_slice::<TopLevel<'_>>(stored), value.as_object())
-        else {
-            return Json::of(value);
-        };
-        if fields.len() != map.len() || !fields.iter().any(|(k, _)| k == "metadata") {
-            return Json::of(value);
-        }
+    /// What [`Json::of`] makes of an object, cut from its stored top-level `fields` (the
+    /// store's JSON, which lacks only the resourceVersion) instead of written again: the
+    /// top-level values are taken as they are stored, and only `metadata` is written.
+    fn of_fields(fields: &[(String, &serde_json::value::RawValue)], metadata: &Value) -> Json {
         let mut cut = Cut::default();
-        for (k, raw) in &fields {
+        for (k, raw) in fields {
             cut.key(k);
             let raw = raw.get().as_bytes();
             if k == "metadata" {
-                let _ = serde_json::to_writer(&mut cut.run, &map.get("metadata"));
+                let _ = serde_json::to_writer(&mut cut.run, metadata);
             } else if raw.len() >= intern::MIN_BYTES {
                 cut.large(k, raw.to_vec());
             } else {
@@ -384,6 +431,31 @@ mod tests {
         let cs = CachedObject::new("/registry/k/s".into(), small.clone(), 3);
         assert!(matches!(cs.json, Json::Whole(_)));
         assert_eq!(cs.json(), serde_json::to_vec(&small).unwrap());
+    }
+
+    /// A stored object arrives with only its metadata read: its facts are there, its JSON is
+    /// exact, and it is parsed at the first read, that parse shared while it is hot; cooled,
+    /// every read parses for itself. Stored JSON without a metadata object is parsed whole.
+    #[test]
+    fn a_stored_object_is_parsed_at_its_first_read() {
+        let stored = serde_json::json!({"kind": "K", "metadata": {"name": "a", "uid": "u1",
+            "labels": {"x": "y"}}, "status": {"n": 1}});
+        let bytes = serde_json::to_vec(&stored).unwrap();
+        let obj = CachedObject::from_stored("/registry/g/k/a".into(), &bytes, 5).unwrap();
+        assert!(matches!(*obj.parsed(), Parsed::Hot(None)), "nothing parsed but metadata");
+        assert_eq!((&*obj.uid, obj.label("x")), ("u1", Some("y")));
+        let mut expected = stored.clone();
+        object::set_resource_version(&mut expected, 5);
+        assert_eq!(obj.json(), serde_json::to_vec(&expected).unwrap());
+        let first = obj.value();
+        assert_eq!(*first, expected);
+        assert!(Arc::ptr_eq(&first, &obj.value()), "the first read's parse is shared");
+        obj.cool();
+        assert!(!Arc::ptr_eq(&obj.value(), &obj.value()), "a cold object keeps no parse");
+        for odd in [&b"[1]"[..], br#"{"metadata": 1}"#, br#"{"metadata": {}, "metadata": {}}"#] {
+            let whole = CachedObject::from_stored("/registry/g/k/b".into(), odd, 6);
+            assert!(whole.is_ok_and(|o| matches!(*o.parsed(), Parsed::Hot(Some(_)))));
+        }
     }
 
     #[test]

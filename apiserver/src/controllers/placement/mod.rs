@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ocm_proto::api::cluster::v1::ManagedCluster;
 use ocm_proto::api::cluster::v1alpha1::AddOnPlacementScore;
-use ocm_proto::api::cluster::v1beta1::{Placement, PlacementDecision};
+use ocm_proto::api::cluster::v1beta1::Placement;
 use ocm_proto::api::cluster::v1beta2::ManagedClusterSet;
 use ocm_proto::api::cluster::{self as api};
 use ocm_proto::selector::LabelSelector;
@@ -196,6 +196,24 @@ struct DecisionFacts {
     clusters: Vec<String>,
 }
 
+/// What the index reads of a stored PlacementDecision: its clusters, nothing else parsed.
+#[derive(serde::Deserialize)]
+struct DecidedClusters {
+    status: Option<DecidedStatus>,
+}
+
+#[derive(serde::Deserialize)]
+struct DecidedStatus {
+    #[serde(default)]
+    decisions: Vec<DecidedCluster>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DecidedCluster {
+    cluster_name: String,
+}
+
 /// Every PlacementDecision, parsed once per revision, and how many name each cluster (kept
 /// up to date as decisions change, for `Balance`; shared with passes copy-on-write).
 #[derive(Default)]
@@ -227,7 +245,7 @@ impl Decisions {
                 indexed += 1;
                 continue;
             }
-            let fresh = parse::<PlacementDecision>(o).map(|d| {
+            let fresh = parse::<DecidedClusters>(o).map(|d| {
                 let clusters = d.status.map(|s| s.decisions).unwrap_or_default();
                 DecisionFacts {
                     placement: o

@@ -120,8 +120,7 @@ impl Scheduler {
                 api::LABEL_DECISION_GROUP_INDEX: group.index.to_string(),
             });
             let decisions: Vec<Value> =
-                clusters.iter().map(|c| json!({"clusterName": c, "reason": reason})).collect();
-            let decided = Patch::Merge(json!({"status": {"decisions": decisions}}));
+                clusters.iter().map(|c| decision_entry(c, reason)).collect();
             let current =
                 existing.remove(decision.as_str()).or_else(|| reg.cached(rt, ns, decision));
             let Some(current) = current else {
@@ -132,7 +131,7 @@ impl Scheduler {
                         "labels": labels, "ownerReferences": owner,
                     },
                 });
-                let parts = vec![(decided, status)];
+                let parts = vec![(status_of(decisions), status)];
                 changes.push(Change::Create { rt, namespace: ns, object, parts });
                 done.push(("DecisionCreate", decision.clone()));
                 continue;
@@ -144,7 +143,7 @@ impl Scheduler {
             }
             let have = current.pointer("/status/decisions").and_then(Value::as_array);
             if have.map(Vec::as_slice) != Some(&decisions[..]) {
-                parts.push((decided, status));
+                parts.push((status_of(decisions), status));
                 done.push(("DecisionUpdate", decision.clone()));
             }
             if !parts.is_empty() {
@@ -160,6 +159,21 @@ impl Scheduler {
         }
         (changes, done)
     }
+}
+
+/// One cluster's entry in a decision's `status.decisions`.
+fn decision_entry(cluster: &str, reason: &str) -> Value {
+    let mut entry = serde_json::Map::with_capacity(2);
+    entry.insert("clusterName".to_owned(), Value::String(cluster.to_owned()));
+    entry.insert("reason".to_owned(), Value::String(reason.to_owned()));
+    Value::Object(entry)
+}
+
+/// The status patch of a decision holding `decisions` (moved in: `json!` would copy them).
+fn status_of(decisions: Vec<Value>) -> Patch {
+    let mut patch = json!({"status": {}});
+    patch["status"]["decisions"] = Value::Array(decisions);
+    Patch::Merge(patch)
 }
 
 /// `items` in order, cut into commits of at most [`MAX_COMMIT_KEYS`] items and
