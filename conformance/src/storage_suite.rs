@@ -10,8 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use ocm_storage::{
-    Error, EventKind, ListOptions, MAX_VALUE_BYTES, Preconditions, Revision, Storage, Update,
-    UpdateOutcome, WatchEvent, WatchStream,
+    Commit, CommitStream, Committed, Error, EventKind, KeyValue, ListOptions, MAX_COMMIT_BYTES,
+    MAX_COMMIT_KEYS, MAX_VALUE_BYTES, Preconditions, Revision, Storage, Update, UpdateOutcome,
+    WatchEvent, WatchStream, Write, Written,
 };
 
 /// Generates one `#[tokio::test]` per behaviour of the suite for the backend that `$open`
@@ -47,7 +48,13 @@ macro_rules! storage_suite {
             watch_below_compaction_is_compacted,
             watch_from_future_revision_waits,
             watch_from_the_last_revision_never_panics,
-            compact_is_idempotent_and_refuses_the_future
+            compact_is_idempotent_and_refuses_the_future,
+            commit_is_all_or_nothing,
+            commit_writes_every_key_at_one_revision,
+            commit_reads_at_past_revisions,
+            commit_reaches_watchers_together,
+            watch_after_a_commit_skips_all_of_it,
+            commit_limits_are_typed
         );
     };
     (@tests $open:path; $($name:ident),* $(,)?) => {
@@ -627,4 +634,218 @@ pub async fn compact_is_idempotent_and_refuses_the_future(s: &Storage) {
     let err = s.compact(Revision(current.0 + 5)).await.unwrap_err();
     assert!(matches!(err, Error::FutureRevision { .. }), "{err}");
     assert_eq!(s.list("/ci/", &all()).await.unwrap().items.len(), 4);
+}
+
+async fn next_commit(stream: &mut CommitStream) -> Commit {
+    match tokio::time::timeout(WAIT, stream.next()).await {
+        Ok(Some(Ok(commit))) => commit,
+        Ok(Some(Err(e))) => panic!("watch failed: {e}"),
+        Ok(None) => panic!("watch ended"),
+        Err(_) => panic!("no commit within {WAIT:?}"),
+    }
+}
+
+fn create(key: &str, value: &str) -> Write {
+    Write::Create { key: key.to_owned(), value: Bytes::from(value.to_owned()) }
+}
+
+fn update(kv: &KeyValue, value: &str) -> Write {
+    Write::Update {
+        key: kv.key.clone(),
+        value: Bytes::from(value.to_owned()),
+        expected: kv.mod_revision,
+    }
+}
+
+fn delete(kv: &KeyValue) -> Write {
+    Write::Delete { key: kv.key.clone(), expected: kv.mod_revision }
+}
+
+/// Two keys, `/m/a` and `/m/b`, created one by one.
+async fn two_keys(s: &Storage) -> (KeyValue, KeyValue) {
+    (s.create("/m/a", "a1").await.unwrap(), s.create("/m/b", "b1").await.unwrap())
+}
+
+/// A commit with one failing compare writes nothing, uses no revision, and names the key and
+/// the compare that failed: an existing key for a create, a stale revision for an update or a
+/// delete, an absent key for an update or a delete.
+pub async fn commit_is_all_or_nothing(s: &Storage) {
+    let (a, b) = two_keys(s).await;
+    let stale = Write::Delete { key: b.key.clone(), expected: a.mod_revision };
+    let before = s.current_revision().await.unwrap();
+    let err = s.commit(vec![create("/m/c", "c1"), update(&a, "a2"), stale]).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict { key, what: "mod_revision", expected, actual }
+            if key == "/m/b" && *expected == a.mod_revision && *actual == b.mod_revision),
+        "{err}"
+    );
+    let err = s.commit(vec![update(&a, "a2"), create("/m/b", "again")]).await.unwrap_err();
+    assert!(matches!(&err, Error::AlreadyExists { key } if key == "/m/b"), "{err}");
+    let gone = KeyValue { key: "/m/gone".into(), ..a.clone() };
+    // etcd compares an absent key's mod revision as 0: an expected 0 must not create the key.
+    let never = KeyValue { mod_revision: Revision::ZERO, ..gone.clone() };
+    for missing in [update(&gone, "x"), delete(&gone), update(&never, "x"), delete(&never)] {
+        let err = s.commit(vec![create("/m/c", "c1"), missing]).await.unwrap_err();
+        assert!(matches!(&err, Error::NotFound { key } if key == "/m/gone"), "{err}");
+    }
+    let zero = KeyValue { mod_revision: Revision::ZERO, ..a.clone() };
+    let err = s.commit(vec![update(&zero, "a2")]).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict { key, expected: Revision::ZERO, .. } if key == "/m/a"),
+        "{err}"
+    );
+    assert_eq!(s.current_revision().await.unwrap(), before, "a refused commit takes no revision");
+    assert_eq!(s.get("/m/a").await.unwrap(), a);
+    assert_eq!(s.get("/m/b").await.unwrap(), b);
+    assert_eq!(s.try_get("/m/c").await.unwrap(), None);
+    assert_eq!(s.list("/m/", &all()).await.unwrap().items, vec![a, b]);
+    let next = s.create("/m/d", "d").await.unwrap();
+    assert_eq!(next.mod_revision, Revision(before.0 + 1), "the next write takes the next revision");
+}
+
+/// A commit of creates, updates and deletes is one write: one new revision, every key's mod
+/// revision, creates' create revision; updates keep theirs; what each did comes back in the
+/// order given.
+pub async fn commit_writes_every_key_at_one_revision(s: &Storage) {
+    let (a, b) = two_keys(s).await;
+    let before = s.current_revision().await.unwrap();
+    // Given out of key order: the answer follows the order given.
+    let Committed { revision, written } =
+        s.commit(vec![delete(&b), create("/m/c", "c1"), update(&a, "a2")]).await.unwrap();
+    assert_eq!(revision, Revision(before.0 + 1));
+    assert_eq!(s.current_revision().await.unwrap(), revision);
+    let c = KeyValue {
+        key: "/m/c".into(),
+        value: Bytes::from_static(b"c1"),
+        create_revision: revision,
+        mod_revision: revision,
+    };
+    let a2 = KeyValue { value: Bytes::from_static(b"a2"), mod_revision: revision, ..a.clone() };
+    assert_eq!(
+        written,
+        vec![
+            Written::Deleted(ocm_storage::Deleted { revision, prev: b.clone() }),
+            Written::Put(c.clone()),
+            Written::Put(a2.clone()),
+        ]
+    );
+    assert_eq!(s.get("/m/a").await.unwrap(), a2);
+    assert_eq!(s.get("/m/c").await.unwrap(), c);
+    assert_eq!(s.try_get("/m/b").await.unwrap(), None);
+    // A commit of one key is an ordinary write.
+    let one = s.commit(vec![update(&c, "c2")]).await.unwrap();
+    assert_eq!(one.revision, Revision(revision.0 + 1));
+    // An empty commit writes nothing.
+    let empty = s.commit(Vec::new()).await.unwrap();
+    assert_eq!((empty.revision, empty.written.len()), (one.revision, 0));
+}
+
+/// Lists at the revisions around a commit see all of it or none of it.
+pub async fn commit_reads_at_past_revisions(s: &Storage) {
+    let (a, b) = two_keys(s).await;
+    let before = s.current_revision().await.unwrap();
+    let commit = s.commit(vec![update(&a, "a2"), delete(&b), create("/m/c", "c1")]).await.unwrap();
+    s.create("/m/later", "x").await.unwrap();
+    let at = |r: Revision| ListOptions { revision: Some(r), ..Default::default() };
+    let old = s.list("/m/", &at(before)).await.unwrap();
+    assert_eq!(old.items, vec![a.clone(), b]);
+    let new = s.list("/m/", &at(commit.revision)).await.unwrap();
+    let values: Vec<(&str, &[u8])> =
+        new.items.iter().map(|kv| (kv.key.as_str(), &kv.value[..])).collect();
+    assert_eq!(values, [("/m/a", &b"a2"[..]), ("/m/c", b"c1")]);
+    assert!(new.items.iter().all(|kv| kv.mod_revision == commit.revision));
+}
+
+/// Every watcher receives a commit's events together, at its revision, in key order, with
+/// their previous values; a watcher of a narrower prefix receives its part; a plain watch
+/// yields them one after another.
+pub async fn commit_reaches_watchers_together(s: &Storage) {
+    let (a, b) = two_keys(s).await;
+    let start = s.current_revision().await.unwrap();
+    let mut commits = s.watch_commits("/m/", start).await.unwrap();
+    let mut events = s.watch("/m/", start).await.unwrap();
+    let mut narrow = s.watch_commits("/m/x/", start).await.unwrap();
+    let writes = vec![create("/m/x/new", "n"), delete(&b), update(&a, "a2")];
+    let commit = s.commit(writes).await.unwrap();
+    let later = s.create("/m/z", "z").await.unwrap();
+    let got = next_commit(&mut commits).await;
+    assert_eq!(got.revision, commit.revision);
+    let summary: Vec<(EventKind, &str, Revision)> =
+        got.events.iter().map(|e| (e.kind, e.key.as_str(), e.revision)).collect();
+    let r = commit.revision;
+    assert_eq!(
+        summary,
+        [
+            (EventKind::Put, "/m/a", r),
+            (EventKind::Delete, "/m/b", r),
+            (EventKind::Put, "/m/x/new", r)
+        ]
+    );
+    assert_eq!((got.events[0].prev.as_ref(), got.events[1].prev.as_ref()), (Some(&a), Some(&b)));
+    assert_eq!(got.events[2].prev, None);
+    let next = next_commit(&mut commits).await;
+    assert_eq!((next.revision, next.events.len()), (later.mod_revision, 1));
+    for key in ["/m/a", "/m/b", "/m/x/new"] {
+        let e = next_event(&mut events).await;
+        assert_eq!((e.key.as_str(), e.revision), (key, r));
+    }
+    assert_eq!(next_event(&mut events).await.revision, later.mod_revision);
+    let part = next_commit(&mut narrow).await;
+    assert_eq!((part.revision, part.events.len()), (r, 1));
+    assert_eq!(part.events[0].key, "/m/x/new");
+    // Replayed from the history, the commit comes together as well.
+    let mut replay = s.watch_commits("/m/", start).await.unwrap();
+    assert_eq!(next_commit(&mut replay).await, got);
+}
+
+/// A watch after a commit's revision skips all of its events; from the revision before, it
+/// gets all of them.
+pub async fn watch_after_a_commit_skips_all_of_it(s: &Storage) {
+    let (a, b) = two_keys(s).await;
+    let commit = s.commit(vec![update(&a, "a2"), update(&b, "b2")]).await.unwrap();
+    let mut after = s.watch("/m/", commit.revision).await.unwrap();
+    let mut before = s.watch("/m/", Revision(commit.revision.0 - 1)).await.unwrap();
+    let later = s.create("/m/c", "c").await.unwrap();
+    assert_eq!(next_event(&mut after).await.kv(), Some(later.clone()));
+    assert_quiet(&mut after).await;
+    for key in ["/m/a", "/m/b"] {
+        let e = next_event(&mut before).await;
+        assert_eq!((e.key.as_str(), e.revision), (key, commit.revision));
+    }
+    assert_eq!(next_event(&mut before).await.kv(), Some(later));
+}
+
+/// The limits of a commit are typed errors and write nothing: more than `MAX_COMMIT_KEYS`
+/// keys, more than `MAX_COMMIT_BYTES` in all, a value over its own limit, a key twice, an
+/// invalid key. Exactly `MAX_COMMIT_KEYS` keys are one commit.
+pub async fn commit_limits_are_typed(s: &Storage) {
+    let before = s.current_revision().await.unwrap();
+    let creates = |n: usize| (0..n).map(|i| create(&format!("/l/{i:03}"), "v")).collect::<Vec<_>>();
+    let err = s.commit(creates(MAX_COMMIT_KEYS + 1)).await.unwrap_err();
+    assert!(
+        matches!(err, Error::CommitTooLarge { keys, .. } if keys == MAX_COMMIT_KEYS + 1),
+        "{err}"
+    );
+    let half = Bytes::from(vec![b'h'; MAX_COMMIT_BYTES / 2 + 1]);
+    let big = |k: &str| Write::Create { key: k.to_owned(), value: half.clone() };
+    let err = s.commit(vec![big("/l/x"), big("/l/y")]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::CommitTooLarge { keys: 2, bytes } if bytes > MAX_COMMIT_BYTES),
+        "{err}"
+    );
+    let over =
+        Write::Create { key: "/l/o".into(), value: Bytes::from(vec![b'o'; MAX_VALUE_BYTES + 1]) };
+    let err = s.commit(vec![create("/l/a", "a"), over]).await.unwrap_err();
+    assert!(matches!(&err, Error::TooLarge { key, .. } if key == "/l/o"), "{err}");
+    let err = s.commit(vec![create("/l/t", "1"), create("/l/t", "2")]).await.unwrap_err();
+    assert!(matches!(&err, Error::InvalidKey { key, .. } if key == "/l/t"), "{err}");
+    let err = s.commit(vec![create("/l/a", "a"), create("/l/bad/", "b")]).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidKey { .. }), "{err}");
+    assert_eq!(s.current_revision().await.unwrap(), before);
+    assert!(s.list("/l/", &all()).await.unwrap().items.is_empty());
+    let full = s.commit(creates(MAX_COMMIT_KEYS)).await.unwrap();
+    assert_eq!(full.revision, Revision(before.0 + 1));
+    let listed = s.list("/l/", &all()).await.unwrap().items;
+    assert_eq!(listed.len(), MAX_COMMIT_KEYS);
+    assert!(listed.iter().all(|kv| kv.mod_revision == full.revision));
 }

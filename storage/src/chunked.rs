@@ -4,7 +4,8 @@
 //! revision that wrote it.
 //!
 //! Keys (in the backend's one tree, next to its `d`, `h` and `m` keys):
-//! * `v<revision u64>` → the value written at that revision: `len u32, hash × n`;
+//! * `v<revision u64>` → the value written at that revision: `len u32, hash × n`; a revision
+//!   whose commit wrote several keys names each of their values `v<revision u64><key>`;
 //! * `c<hash>` → the chunk's bytes (2–32 KiB: no value goes to a sled blob file on its own,
 //!   and sled's cache counts the chunks it holds);
 //! * `r<hash>` → how many stored value lists name the chunk (`u64`).
@@ -35,11 +36,30 @@ const MAX_CHUNK: u32 = 32 * 1024;
 const HASH_LEN: usize = 32;
 type Hash = [u8; HASH_LEN];
 
-/// The key of the value list written at `revision`.
-pub(crate) fn value_key(revision: u64) -> [u8; 9] {
-    let mut k = [b'v'; 9];
-    k[1..].copy_from_slice(&revision.to_be_bytes());
+/// The key of the value list written at `revision`: `v<revision>` when the revision wrote one
+/// key, `v<revision><key>` (`shared` names the key) when its commit wrote several.
+pub(crate) fn value_key(revision: u64, shared: Option<&str>) -> Vec<u8> {
+    let suffix = shared.map_or(&[][..], str::as_bytes);
+    let mut k = Vec::with_capacity(9 + suffix.len());
+    k.push(b'v');
+    k.extend_from_slice(&revision.to_be_bytes());
+    k.extend_from_slice(suffix);
     k
+}
+
+/// The name and the stored list of the value `key` got at `revision`, under whichever of its
+/// two names the revision used.
+pub(crate) fn find_list(
+    db: &sled::Db,
+    revision: u64,
+    key: &str,
+) -> Result<Option<(Vec<u8>, sled::IVec)>> {
+    for name in [value_key(revision, None), value_key(revision, Some(key))] {
+        if let Some(list) = db.get(&name).map_err(|e| sled_error("read", e))? {
+            return Ok(Some((name, list)));
+        }
+    }
+    Ok(None)
 }
 
 fn hash_key(prefix: u8, hash: &Hash) -> [u8; HASH_LEN + 1] {
@@ -69,11 +89,9 @@ fn parse_list(list: &[u8], revision: u64) -> Result<(usize, impl Iterator<Item =
     Ok((u32::from_be_bytes(*len) as usize, hashes))
 }
 
-/// Reads the value written at `revision` back from its chunks.
-pub(crate) fn read_value(db: &sled::Db, revision: u64) -> Result<Bytes> {
-    let list = db
-        .get(value_key(revision))
-        .map_err(|e| sled_error("read", e))?
+/// Reads the value `key` got at `revision` back from its chunks.
+pub(crate) fn read_value(db: &sled::Db, revision: u64, key: &str) -> Result<Bytes> {
+    let (_, list) = find_list(db, revision, key)?
         .ok_or_else(|| Error::corrupt(format!("value@{revision}"), "stored value is missing"))?;
     let (len, hashes) = parse_list(&list, revision)?;
     let mut value = Vec::with_capacity(len);
@@ -161,11 +179,14 @@ impl Refs {
     }
 }
 
+/// A large value's identity: the revision that wrote it and its key.
+pub(crate) type ValueId = (u64, String);
+
 /// The large values written last, as their writers gave them, up to a byte budget: reading one
 /// back (the next write's `prev`, a read right after a write) shares those bytes instead of
 /// assembling a copy from the chunks.
 pub(crate) struct Recent {
-    values: BTreeMap<u64, Bytes>,
+    values: BTreeMap<ValueId, Bytes>,
     bytes: usize,
     limit: usize,
 }
@@ -176,15 +197,16 @@ impl Recent {
         Recent { values: BTreeMap::new(), bytes: 0, limit }
     }
 
-    /// The value written at `revision`, if still held.
-    pub(crate) fn get(&self, revision: u64) -> Option<Bytes> {
-        self.values.get(&revision).cloned()
+    /// The value written at `revision` under `key`, if still held.
+    pub(crate) fn get(&self, revision: u64, key: &str) -> Option<Bytes> {
+        // Keyed by (revision, key): a lookup by borrowed parts needs the owned pair.
+        self.values.get(&(revision, key.to_owned())).cloned()
     }
 
-    /// Holds the value just stored for `revision`, letting the oldest go past the budget.
-    pub(crate) fn insert(&mut self, revision: u64, value: Bytes) {
+    /// Holds the value just stored as `id`, letting the oldest go past the budget.
+    pub(crate) fn insert(&mut self, id: ValueId, value: Bytes) {
         self.bytes += value.len();
-        if let Some(old) = self.values.insert(revision, value) {
+        if let Some(old) = self.values.insert(id, value) {
             self.bytes -= old.len();
         }
         while self.bytes > self.limit {
@@ -193,9 +215,9 @@ impl Recent {
         }
     }
 
-    /// Lets go of the value of `revision` (its list was dropped).
-    pub(crate) fn remove(&mut self, revision: u64) {
-        if let Some(old) = self.values.remove(&revision) {
+    /// Lets go of the value `id` (its list was dropped).
+    pub(crate) fn remove(&mut self, id: &ValueId) {
+        if let Some(old) = self.values.remove(id) {
             self.bytes -= old.len();
         }
     }
@@ -232,17 +254,17 @@ pub(crate) mod tests {
         let mut refs = Refs::default();
         let list = refs.add_value(value);
         let mut batch = sled::Batch::default();
-        batch.insert(&value_key(revision), list);
+        batch.insert(value_key(revision, None), list);
         refs.write(db, &mut batch).unwrap();
         db.apply_batch(batch).unwrap();
     }
 
     fn drop(db: &sled::Db, revision: u64) {
-        let list = db.get(value_key(revision)).unwrap().unwrap();
+        let list = db.get(value_key(revision, None)).unwrap().unwrap();
         let mut refs = Refs::default();
         refs.drop_value(&list, revision).unwrap();
         let mut batch = sled::Batch::default();
-        batch.remove(&value_key(revision));
+        batch.remove(value_key(revision, None));
         refs.write(db, &mut batch).unwrap();
         db.apply_batch(batch).unwrap();
     }
@@ -269,7 +291,7 @@ pub(crate) mod tests {
             store(&db, i as u64 + 1, value);
         }
         for (i, value) in values.iter().enumerate() {
-            assert_eq!(&read_value(&db, i as u64 + 1).unwrap(), value);
+            assert_eq!(&read_value(&db, i as u64 + 1, "k").unwrap(), value);
         }
         // 20 values of 500 KiB: the shared body once, plus at most a few chunks per value.
         let stored = chunk_bytes(&db);
@@ -278,7 +300,7 @@ pub(crate) mod tests {
         for i in 0..20 {
             drop(&db, i + 1);
             if i < 19 {
-                assert_eq!(&read_value(&db, 20).unwrap(), &values[19]);
+                assert_eq!(&read_value(&db, 20, "k").unwrap(), &values[19]);
             }
         }
         assert_eq!(db.iter().count(), 0, "everything is freed with the last reference");
@@ -291,13 +313,19 @@ pub(crate) mod tests {
         let value = Bytes::from(noise(100 * 1024, 3));
         let mut refs = Refs::default();
         let mut batch = sled::Batch::default();
-        batch.insert(&value_key(1), refs.add_value(&value));
-        batch.insert(&value_key(2), refs.add_value(&value));
+        batch.insert(value_key(1, None), refs.add_value(&value));
+        batch.insert(value_key(2, Some("/k")), refs.add_value(&value));
         refs.write(&db, &mut batch).unwrap();
         db.apply_batch(batch).unwrap();
         drop(&db, 1);
-        assert_eq!(read_value(&db, 2).unwrap(), value);
-        drop(&db, 2);
+        assert_eq!(read_value(&db, 2, "/k").unwrap(), value);
+        assert!(read_value(&db, 2, "/other").is_err(), "named by its own key only");
+        let mut refs = Refs::default();
+        refs.drop_value(&db.get(value_key(2, Some("/k"))).unwrap().unwrap(), 2).unwrap();
+        let mut batch = sled::Batch::default();
+        batch.remove(value_key(2, Some("/k")));
+        refs.write(&db, &mut batch).unwrap();
+        db.apply_batch(batch).unwrap();
         assert_eq!(db.iter().count(), 0);
     }
 
@@ -305,15 +333,17 @@ pub(crate) mod tests {
     #[test]
     fn recent_values_keep_to_their_budget() {
         let mut recent = Recent::new(10);
-        recent.insert(1, Bytes::from_static(b"aaaa"));
-        recent.insert(2, Bytes::from_static(b"bbbb"));
-        recent.insert(3, Bytes::from_static(b"cccc"));
-        assert_eq!(recent.get(1), None);
-        assert_eq!(recent.get(3).unwrap(), "cccc");
-        recent.remove(2);
-        recent.insert(4, Bytes::from_static(b"dddddd"));
+        let id = |r: u64| (r, "/k".to_owned());
+        recent.insert(id(1), Bytes::from_static(b"aaaa"));
+        recent.insert(id(2), Bytes::from_static(b"bbbb"));
+        recent.insert(id(3), Bytes::from_static(b"cccc"));
+        assert_eq!(recent.get(1, "/k"), None);
+        assert_eq!(recent.get(3, "/k").unwrap(), "cccc");
+        assert_eq!(recent.get(3, "/other"), None);
+        recent.remove(&id(2));
+        recent.insert(id(4), Bytes::from_static(b"dddddd"));
         assert_eq!(
-            (recent.get(3).unwrap(), recent.get(4).unwrap()),
+            (recent.get(3, "/k").unwrap(), recent.get(4, "/k").unwrap()),
             ("cccc".into(), "dddddd".into())
         );
         assert_eq!(recent.bytes, 10);
@@ -327,11 +357,11 @@ pub(crate) mod tests {
         store(&db, 1, &value);
         let first_chunk = db.scan_prefix(b"c").keys().next().unwrap().unwrap();
         db.remove(first_chunk).unwrap();
-        assert!(matches!(read_value(&db, 1), Err(Error::Corrupt { .. })));
-        db.insert(value_key(2), &b"\0\0"[..]).unwrap();
-        assert!(matches!(read_value(&db, 2), Err(Error::Corrupt { .. })));
-        db.insert(value_key(3), &b"\0\0\0\x01abc"[..]).unwrap();
-        assert!(matches!(read_value(&db, 3), Err(Error::Corrupt { .. })));
-        assert!(matches!(read_value(&db, 4), Err(Error::Corrupt { .. })));
+        assert!(matches!(read_value(&db, 1, "k"), Err(Error::Corrupt { .. })));
+        db.insert(value_key(2, None), &b"\0\0"[..]).unwrap();
+        assert!(matches!(read_value(&db, 2, "k"), Err(Error::Corrupt { .. })));
+        db.insert(value_key(3, None), &b"\0\0\0\x01abc"[..]).unwrap();
+        assert!(matches!(read_value(&db, 3, "k"), Err(Error::Corrupt { .. })));
+        assert!(matches!(read_value(&db, 4, "k"), Err(Error::Corrupt { .. })));
     }
 }

@@ -59,6 +59,19 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
+    /// A commit names more keys than [`crate::MAX_COMMIT_KEYS`], or its keys and values
+    /// together pass [`crate::MAX_COMMIT_BYTES`].
+    #[error(
+        "a commit of {keys} keys and {bytes} bytes is over the limit of {} keys and {} bytes",
+        crate::MAX_COMMIT_KEYS,
+        crate::MAX_COMMIT_BYTES
+    )]
+    CommitTooLarge {
+        /// How many keys the refused commit names.
+        keys: usize,
+        /// The bytes of its keys and values together.
+        bytes: usize,
+    },
     /// The key or prefix breaks the key rules of [`crate::key`].
     #[error("invalid key {key:?}: {reason}")]
     InvalidKey {

@@ -10,10 +10,21 @@
 //!   **prefix** that ends with `/`. The rules are in [`key`]; a broken rule is
 //!   [`Error::InvalidKey`]. Values are at most [`MAX_VALUE_BYTES`] (1.5 MiB, etcd's default
 //!   request limit); larger ones are [`Error::TooLarge`]. Nothing is written when a call fails.
-//! * **One global revision per write.** Every successful create, update or delete gets exactly one
-//!   new [`Revision`], greater than all earlier ones, never reused (also across restarts). A key
-//!   carries the revision that created it (`create_revision`, which changes when the key is deleted
-//!   and created again) and the revision that last changed it (`mod_revision`).
+//! * **One global revision per write.** Every successful create, update, delete or commit gets
+//!   exactly one new [`Revision`], greater than all earlier ones, never reused (also across
+//!   restarts); a failed one takes none. A key carries the revision that created it
+//!   (`create_revision`, which changes when the key is deleted and created again) and the
+//!   revision that last changed it (`mod_revision`).
+//! * **A commit of several keys is one write.** [`Storage::commit`] takes up to
+//!   [`MAX_COMMIT_KEYS`] (128, etcd's default `--max-txn-ops`) [`Write`]s on distinct keys, each a
+//!   compare-and-swap (create-if-absent, update or delete at an expected mod revision), their
+//!   keys and values together at most [`MAX_COMMIT_BYTES`] (more is [`Error::CommitTooLarge`]).
+//!   Either every write holds and all are stored at one revision, or none is written and no
+//!   revision is used; the error is the first failing key's own ([`Error::AlreadyExists`],
+//!   [`Error::NotFound`] or [`Error::Conflict`], naming the key and the revision compared). Every
+//!   key of a commit gets that revision as its `mod_revision` (`resourceVersion`s of objects
+//!   written together are equal, as in etcd). sled stores a commit as one batch, etcd as one
+//!   transaction.
 //! * **Durability.** A write returns `Ok` only once it is durable: after the backend's flush
 //!   (sled) or after etcd committed it. Reads never return a value that is not yet durable, and
 //!   watchers receive an event only once its write is durable.
@@ -31,6 +42,9 @@
 //!   revision) when the closure answers [`Update::Unchanged`] or returns the bytes already stored.
 //! * **Watch.** [`Storage::watch`]`(prefix, from)` streams every change under `prefix` with a
 //!   revision greater than `from`, in revision order, each exactly once, with the previous value.
+//!   The events of one commit share its revision and arrive one after another in key order;
+//!   [`Storage::watch_commits`] hands each commit's events over together as one [`Commit`], so
+//!   a watcher can apply a commit whole. Resuming "after `from`" skips every event of `from`.
 //!   Events of the kept history are replayed first, then live events follow with no gap. `from`
 //!   below the compaction revision is [`Error::Compacted`]; a `from` in the future simply waits. A
 //!   watcher that cannot keep up with the live buffer is ended with [`Error::Lagged`] (it never
@@ -66,8 +80,8 @@ pub use engine::{Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions};
 pub use error::{BoxError, Error, Result};
 pub use revision::Revision;
 pub use types::{
-    Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Update, UpdateOutcome,
-    WatchEvent,
+    Commit, Committed, Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Update,
+    UpdateOutcome, WatchEvent, Write, Written,
 };
 
 use types::ContinueToken;
@@ -75,9 +89,22 @@ use types::ContinueToken;
 /// The largest value accepted, in bytes: 1.5 MiB, etcd's default request limit.
 pub const MAX_VALUE_BYTES: usize = 1536 * 1024;
 
+/// The most keys one [`Storage::commit`] writes: etcd's default `--max-txn-ops` (a commit is one
+/// etcd transaction of one compare and one operation per key).
+pub const MAX_COMMIT_KEYS: usize = 128;
+
+/// The most bytes of keys and values one [`Storage::commit`] writes: as for one value, so a
+/// commit fits the etcd request limit the etcd backend asks for (`--max-request-bytes` of
+/// 2 MiB).
+pub const MAX_COMMIT_BYTES: usize = MAX_VALUE_BYTES;
+
 /// A stream of watch events; see the contract in the crate docs. Events are shared: every
 /// watcher of an embedded backend receives the same allocation, never a copy of its own.
 pub type WatchStream = BoxStream<'static, Result<Arc<WatchEvent>>>;
+
+/// A stream of watch events grouped by commit: each item holds every event of one revision
+/// under the watched prefix.
+pub type CommitStream = BoxStream<'static, Result<Commit>>;
 
 /// A list request as backends see it: validated, with the continue token decoded.
 #[derive(Debug, Clone)]
@@ -110,7 +137,11 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Replaces the value if the key's `mod_revision` equals `expected`.
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue>;
     async fn delete(&self, key: &str, pre: Preconditions) -> Result<Deleted>;
-    async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream>;
+    /// Writes all of `writes` at one revision or none of them. The writes arrive validated,
+    /// at least one, in ascending key order with no key twice; the answer lists what each did,
+    /// in that order.
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed>;
+    async fn watch(&self, prefix: &str, from: Revision) -> Result<CommitStream>;
     async fn current_revision(&self) -> Result<Revision>;
     async fn compact(&self, revision: Revision) -> Result<()>;
 }
@@ -135,6 +166,8 @@ pub enum Operation {
     Update,
     /// [`Storage::delete`] (and a guaranteed update's delete).
     Delete,
+    /// [`Storage::commit`] (reported on the commit's first key).
+    Commit,
 }
 
 impl Operation {
@@ -147,6 +180,7 @@ impl Operation {
             Operation::List => "list",
             Operation::Update => "update",
             Operation::Delete => "delete",
+            Operation::Commit => "commit",
         }
     }
 }
@@ -270,6 +304,37 @@ impl Storage {
         self.timed(Operation::Delete, key, self.inner.delete(key, *pre)).await
     }
 
+    /// Writes every one of `writes` at one new revision, or none of them; see the contract.
+    /// What each write did comes back in the order given.
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<Committed> {
+        check_commit(&writes)?;
+        if writes.is_empty() {
+            let revision = self.current_revision().await?;
+            return Ok(Committed { revision, written: Vec::new() });
+        }
+        // Backends take the writes in key order; the answer goes back in the caller's.
+        let mut order: Vec<usize> = (0..writes.len()).collect();
+        order.sort_by(|&a, &b| writes[a].key().cmp(writes[b].key()));
+        let mut slots: Vec<Option<Write>> = writes.into_iter().map(Some).collect();
+        let sorted: Vec<Write> = order.iter().filter_map(|&i| slots[i].take()).collect();
+        if let Some(twice) = sorted.windows(2).find(|w| w[0].key() == w[1].key()) {
+            return Err(Error::InvalidKey {
+                key: twice[0].key().to_owned(),
+                reason: "written twice in one commit",
+            });
+        }
+        let first = sorted[0].key().to_owned();
+        let committed = self.timed(Operation::Commit, &first, self.inner.commit(sorted)).await?;
+        let mut written: Vec<Option<Written>> = vec![None; order.len()];
+        for (w, &i) in committed.written.into_iter().zip(&order) {
+            written[i] = Some(w);
+        }
+        Ok(Committed {
+            revision: committed.revision,
+            written: written.into_iter().flatten().collect(),
+        })
+    }
+
     /// The read–modify–CAS loop. `f` gets the current value (`None` if absent) and decides; it
     /// may run several times when concurrent writers win the race, so it must not have side
     /// effects. Its own errors abort the loop and are returned as they are. `pre` is checked on
@@ -338,6 +403,21 @@ impl Storage {
 
     /// Streams the changes under `prefix` after revision `from`; see the contract.
     pub async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
+        use futures::StreamExt as _;
+        let commits = self.watch_commits(prefix, from).await?;
+        let events = commits.flat_map(|item| {
+            let events: Vec<Result<Arc<WatchEvent>>> = match item {
+                Ok(commit) => commit.events.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            futures::stream::iter(events)
+        });
+        Ok(Box::pin(events))
+    }
+
+    /// Streams the changes under `prefix` after revision `from`, each commit's events together;
+    /// see the contract.
+    pub async fn watch_commits(&self, prefix: &str, from: Revision) -> Result<CommitStream> {
         key::validate_prefix(prefix)?;
         if from.0 >= i64::MAX as u64 {
             // No backend reaches this revision (etcd's are `i64`): the watch waits forever.
@@ -356,6 +436,29 @@ impl Storage {
     pub async fn compact(&self, revision: Revision) -> Result<()> {
         self.inner.compact(revision).await
     }
+}
+
+/// A commit's limits and every key and value in it (a value over its own limit is named as
+/// such before the commit's total is checked).
+fn check_commit(writes: &[Write]) -> Result<()> {
+    let bytes: usize = writes.iter().map(|w| w.key().len() + w.value().len()).sum();
+    if writes.len() > MAX_COMMIT_KEYS {
+        return Err(Error::CommitTooLarge { keys: writes.len(), bytes });
+    }
+    for w in writes {
+        key::validate_key(w.key())?;
+        if w.value().len() > MAX_VALUE_BYTES {
+            return Err(Error::TooLarge {
+                key: w.key().to_owned(),
+                size: w.value().len(),
+                limit: MAX_VALUE_BYTES,
+            });
+        }
+    }
+    if bytes > MAX_COMMIT_BYTES {
+        return Err(Error::CommitTooLarge { keys: writes.len(), bytes });
+    }
+    Ok(())
 }
 
 fn check_write(key: &str, value: &Bytes) -> Result<()> {

@@ -6,11 +6,13 @@
 //! 1. The **committer** drains every queued write, and under the write side of `gate` checks each
 //!    against the current records (and the earlier writes of the same batch), gives each
 //!    successful one the next revision, and has the backend apply all of them (records and
-//!    events) in **one atomic batch**.
+//!    events) in **one atomic batch**. A write is a commit of one or more keys: every key of it
+//!    passes its check and all get the one revision, or the commit fails whole and takes none.
 //! 2. The **syncer** takes every applied batch handed to it, syncs the backend once for all of
 //!    them (group commit), advances `durable`, publishes the events to watchers in revision order,
-//!    and only then answers the writers. While it syncs, the committer already applies the next
-//!    batch.
+//!    one message per commit (so a watcher receives a commit's events together or, lagging, none
+//!    of them), and only then answers the writers. While it syncs, the committer already applies
+//!    the next batch.
 //!
 //! Writers only queue and wait: they never touch the backend or contend on its locks.
 //!
@@ -30,8 +32,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::engine::{HistoryWindow, LocalOptions};
 use crate::error::{Error, Result};
 use crate::{
-    BackendPage, Deleted, EventKind, KeyValue, ListRequest, Preconditions, Revision, Store,
-    WatchEvent, WatchStream,
+    BackendPage, Commit, CommitStream, Committed, Deleted, EventKind, KeyValue, ListRequest,
+    Preconditions, Revision, Store, WatchEvent, Write, Written,
 };
 
 /// History is read, compacted and replayed in chunks of this many revisions, so no single step
@@ -68,9 +70,10 @@ impl Record {
     }
 }
 
-/// One write as the backend applies it: the new record of `event.key` (or `None` for a delete)
-/// and its event (which carries the key and the revision), stored together atomically. The event
-/// is the one watchers receive, shared rather than copied.
+/// One key's write as the backend applies it: the new record of `event.key` (or `None` for a
+/// delete) and its event (which carries the key and the revision), stored together atomically.
+/// The event is the one watchers receive, shared rather than copied. The changes of one commit
+/// are adjacent, in key order, and share their revision.
 pub(crate) struct Change<'a> {
     pub(crate) record: Option<&'a Record>,
     pub(crate) event: &'a Arc<WatchEvent>,
@@ -100,7 +103,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn get(&self, key: &str) -> Result<Option<Record>>;
     /// The records with keys in `[start, end)`, ascending, at most `limit` of them.
     fn scan(&self, start: &str, end: &str, limit: usize) -> Result<Vec<(String, Record)>>;
-    /// The kept events with revisions in `[from, to]`, ascending.
+    /// The kept events with revisions in `[from, to]`, ascending (one revision's in key order).
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>>;
     /// Stores the changes, records and events, in one atomic batch: all of them or none.
     fn apply(&self, changes: &[Change<'_>]) -> Result<()>;
@@ -129,7 +132,8 @@ pub(crate) struct Core<B: Backend> {
     compacting: std::sync::Mutex<()>,
     /// Writes waiting for the committer.
     queue: mpsc::UnboundedSender<Queued>,
-    events: broadcast::Sender<Arc<WatchEvent>>,
+    /// Each durable commit's events, one message per revision.
+    events: broadcast::Sender<Events>,
     /// Set when a sync or a batch failed: applied writes may not be durable, or a batch may be
     /// half visible, so the store refuses all work until it is reopened.
     failed: AtomicBool,
@@ -142,17 +146,14 @@ enum Op {
     Delete(Preconditions),
 }
 
-enum Written {
-    Put(KeyValue),
-    Deleted(Deleted),
-}
+/// The events of one commit, in key order: what watchers are sent, one message per revision.
+type Events = Arc<[Arc<WatchEvent>]>;
 
-type Reply = oneshot::Sender<Result<Written>>;
+type Reply = oneshot::Sender<Result<Vec<Written>>>;
 
-/// A write waiting for the committer.
+/// A commit waiting for the committer: its writes (distinct keys, in key order) and who waits.
 struct Queued {
-    key: String,
-    op: Op,
+    ops: Vec<(String, Op)>,
     reply: Reply,
 }
 
@@ -160,10 +161,14 @@ struct Queued {
 struct Applied {
     /// The last revision applied when the batch was done.
     target: u64,
-    events: Vec<Arc<WatchEvent>>,
+    /// The events of each commit applied, in revision order.
+    commits: Vec<Events>,
     /// Each writer's answer, sent once the batch is durable.
-    replies: Vec<(Reply, Result<Written>)>,
+    replies: Vec<(Reply, Result<Vec<Written>>)>,
 }
+
+/// A commit as checked: each key's new record and its event.
+type Decided = Vec<(Option<Record>, Arc<WatchEvent>)>;
 
 fn closed() -> Error {
     Error::Unavailable { message: "the store is closed".into(), source: None }
@@ -225,11 +230,18 @@ impl<B: Backend> Core<B> {
         self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    async fn write(&self, key: &str, op: Op) -> Result<Written> {
+    /// Queues a commit and waits until it is durable (or refused).
+    async fn write(&self, ops: Vec<(String, Op)>) -> Result<Vec<Written>> {
         self.check_ok()?;
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Queued { key: key.to_owned(), op, reply }).map_err(|_| closed())?;
+        self.queue.send(Queued { ops, reply }).map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
+    }
+
+    /// Queues a write of one key and waits for what it did.
+    async fn write_one(&self, key: &str, op: Op) -> Result<Written> {
+        let mut written = self.write(vec![(key.to_owned(), op)]).await?;
+        written.pop().ok_or_else(|| Error::corrupt(key, "a write answered with nothing"))
     }
 
     /// Checks one write against the key's current record and builds what it stores.
@@ -276,39 +288,60 @@ impl<B: Backend> Core<B> {
         Ok((record, event, written))
     }
 
-    /// The committer's step: checks and applies a batch of writes as one atomic backend batch.
+    /// Checks every write of one commit against the records as the earlier commits of the
+    /// batch left them (`None` = deleted) or as stored; the first key that fails fails it all.
+    fn decide_commit(
+        &self,
+        batch_state: &HashMap<String, Option<Record>>,
+        ops: Vec<(String, Op)>,
+        revision: u64,
+    ) -> Result<(Decided, Vec<Written>)> {
+        let mut decided = Vec::with_capacity(ops.len());
+        let mut written = Vec::with_capacity(ops.len());
+        for (key, op) in ops {
+            let current = match batch_state.get(&key) {
+                Some(record) => record.clone(),
+                None => self.backend.get(&key)?,
+            };
+            let (record, event, w) = Self::decide(&key, op, current, revision)?;
+            decided.push((record, Arc::new(event)));
+            written.push(w);
+        }
+        Ok((decided, written))
+    }
+
+    /// The committer's step: checks and applies a batch of commits as one atomic backend batch.
     fn apply_batch(&self, batch: Vec<Queued>) -> Applied {
         let mut gate = self.write_gate();
         let mut replies = Vec::with_capacity(batch.len());
         if let Err(e) = self.check_ok() {
             replies.extend(batch.into_iter().map(|q| (q.reply, Err(shared(&e)))));
-            return Applied { target: gate.applied, events: Vec::new(), replies };
+            return Applied { target: gate.applied, commits: Vec::new(), replies };
         }
-        // Records as the earlier writes of this batch left them (`None` = deleted).
+        // Records as the earlier commits of this batch left them (`None` = deleted).
         let mut batch_state: HashMap<String, Option<Record>> = HashMap::new();
-        let mut decided = Vec::new();
+        let mut decided: Vec<Decided> = Vec::new();
         let mut revision = gate.applied;
-        for Queued { key, op, reply } in batch {
-            let current = match batch_state.get(&key) {
-                Some(record) => Ok(record.clone()),
-                None => self.backend.get(&key),
-            };
-            match current.and_then(|current| Self::decide(&key, op, current, revision + 1)) {
-                Ok((record, event, written)) => {
+        for Queued { ops, reply } in batch {
+            match self.decide_commit(&batch_state, ops, revision + 1) {
+                Ok((commit, written)) => {
                     revision += 1;
-                    batch_state.insert(key, record.clone());
-                    decided.push((record, Arc::new(event)));
+                    for (record, event) in &commit {
+                        batch_state.insert(event.key.clone(), record.clone());
+                    }
+                    decided.push(commit);
                     replies.push((reply, Ok(written)));
                 }
                 Err(e) => replies.push((reply, Err(e))),
             }
         }
         if decided.is_empty() {
-            return Applied { target: gate.applied, events: Vec::new(), replies };
+            return Applied { target: gate.applied, commits: Vec::new(), replies };
         }
         let at_ms = now_ms();
         let changes: Vec<Change<'_>> = decided
             .iter()
+            .flatten()
             .map(|(record, event)| Change { record: record.as_ref(), event, at_ms })
             .collect();
         if let Err(e) = self.backend.apply(&changes) {
@@ -322,13 +355,18 @@ impl<B: Backend> Core<B> {
                     *result = Err(shared(&e));
                 }
             }
-            return Applied { target: gate.applied, events: Vec::new(), replies };
+            return Applied { target: gate.applied, commits: Vec::new(), replies };
         }
         drop(changes);
+        // The successful commits took the revisions after the last applied, one each.
+        let first = gate.applied + 1;
         gate.applied = revision;
-        gate.times.extend(decided.iter().map(|(_, e)| (e.revision.0, at_ms)));
-        let events = decided.into_iter().map(|(_, event)| event).collect();
-        Applied { target: revision, events, replies }
+        gate.times.extend((first..=revision).map(|r| (r, at_ms)));
+        let commits = decided
+            .into_iter()
+            .map(|commit| commit.into_iter().map(|(_, event)| event).collect())
+            .collect();
+        Applied { target: revision, commits, replies }
     }
 
     /// Makes everything applied durable.
@@ -359,7 +397,8 @@ impl<B: Backend> Core<B> {
         Ok(r)
     }
 
-    /// The kept events in `[from, to]`, checked to be complete (one per revision).
+    /// The kept events in `[from, to]`, checked to be complete: every revision has events (one
+    /// per key its commit wrote), in order.
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
         if from > to {
             return Ok(Vec::new());
@@ -372,18 +411,24 @@ impl<B: Backend> Core<B> {
             });
         }
         let events = self.backend.history(from, to)?;
-        for (expected, event) in (from..=to).zip(events.iter()) {
-            if event.revision.0 != expected {
+        // The next revision expected; an event of the revision before it belongs to the same
+        // commit as the one before.
+        let mut expected = from;
+        for event in &events {
+            let r = event.revision.0;
+            if r == expected {
+                expected += 1;
+            } else if r + 1 != expected || r < from {
                 return Err(Error::corrupt(
                     format!("history@{expected}"),
-                    format!("found revision {} where {expected} was expected", event.revision),
+                    format!("found revision {r} where {expected} was expected"),
                 ));
             }
         }
-        if events.len() as u64 != to - from + 1 {
+        if expected != to + 1 {
             return Err(Error::corrupt(
                 format!("history@{from}..={to}"),
-                format!("{} events kept for {} revisions", events.len(), to - from + 1),
+                format!("events kept for {} of {} revisions", expected - from, to - from + 1),
             ));
         }
         Ok(events)
@@ -496,7 +541,7 @@ impl<B: Backend> Core<B> {
         Ok(BackendPage { items, revision: Revision(at), more })
     }
 
-    fn watch(self: &Arc<Self>, prefix: &str, from: Revision) -> Result<WatchStream> {
+    fn watch(self: &Arc<Self>, prefix: &str, from: Revision) -> Result<CommitStream> {
         self.check_ok()?;
         // Subscribe before reading `durable`; see `syncer` for why this misses nothing.
         let mut live = self.events.subscribe();
@@ -516,17 +561,19 @@ impl<B: Backend> Core<B> {
                 let chunk = strong.replay(next, to);
                 drop(strong);
                 let chunk = chunk?;
-                for event in chunk {
-                    next = event.revision.0 + 1;
-                    if event.key.starts_with(&prefix) {
-                        yield event;
+                for commit in chunk.chunk_by(|a, b| a.revision == b.revision) {
+                    if let Some(commit) = under(&prefix, commit) {
+                        yield commit;
                     }
                 }
+                next = to + 1;
             }
             loop {
                 match live.recv().await {
-                    Ok(event) => {
-                        let revision = event.revision.0;
+                    Ok(events) => {
+                        let Some(revision) = events.first().map(|e| e.revision.0) else {
+                            continue;
+                        };
                         if revision < next {
                             continue;
                         }
@@ -534,8 +581,8 @@ impl<B: Backend> Core<B> {
                             Err(Error::Lagged { resume_from: Revision(next - 1) })?;
                         }
                         next = revision + 1;
-                        if event.key.starts_with(&prefix) {
-                            yield event;
+                        if let Some(commit) = under(&prefix, &events) {
+                            yield commit;
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -604,6 +651,14 @@ impl<B: Backend> Core<B> {
     }
 }
 
+/// The events of one commit under `prefix`, or `None` when it wrote nothing there.
+fn under(prefix: &str, events: &[Arc<WatchEvent>]) -> Option<Commit> {
+    let revision = events.first()?.revision;
+    let events: Vec<Arc<WatchEvent>> =
+        events.iter().filter(|e| e.key.starts_with(prefix)).cloned().collect();
+    (!events.is_empty()).then_some(Commit { revision, events })
+}
+
 /// The first pipeline stage: drains queued writes and applies them in batches.
 async fn committer<B: Backend>(
     core: Weak<Core<B>>,
@@ -645,15 +700,15 @@ async fn syncer<B: Backend>(core: Weak<Core<B>>, mut applied: mpsc::UnboundedRec
         } else {
             Ok(())
         };
-        let replies: Vec<(Reply, Result<Written>)> = match synced {
+        let replies: Vec<(Reply, Result<Vec<Written>>)> = match synced {
             Ok(()) => {
                 // Advance `durable` before publishing: a watcher that subscribes and then reads
                 // `durable` either sees the new value (and replays these events from the history)
                 // or subscribed before the sends below (and receives them live).
                 core.durable.fetch_max(target, Ordering::SeqCst);
-                for event in batches.iter().flat_map(|b| &b.events) {
+                for commit in batches.iter().flat_map(|b| &b.commits) {
                     // No receivers is fine: nobody is watching.
-                    let _ = core.events.send(Arc::clone(event));
+                    let _ = core.events.send(Arc::clone(commit));
                 }
                 batches.into_iter().flat_map(|b| b.replies).collect()
             }
@@ -710,7 +765,7 @@ fn spawn_retention<B: Backend>(core_ref: Weak<Core<B>>) {
 #[async_trait::async_trait]
 impl<B: Backend> Store for Local<B> {
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
-        match self.0.write(key, Op::Create(value)).await? {
+        match self.0.write_one(key, Op::Create(value)).await? {
             Written::Put(kv) => Ok(kv),
             Written::Deleted(_) => unreachable!("a create never deletes"),
         }
@@ -725,20 +780,41 @@ impl<B: Backend> Store for Local<B> {
     }
 
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue> {
-        match self.0.write(key, Op::Update(value, expected)).await? {
+        match self.0.write_one(key, Op::Update(value, expected)).await? {
             Written::Put(kv) => Ok(kv),
             Written::Deleted(_) => unreachable!("an update never deletes"),
         }
     }
 
     async fn delete(&self, key: &str, pre: Preconditions) -> Result<Deleted> {
-        match self.0.write(key, Op::Delete(pre)).await? {
+        match self.0.write_one(key, Op::Delete(pre)).await? {
             Written::Deleted(deleted) => Ok(deleted),
             Written::Put(_) => unreachable!("a delete never puts"),
         }
     }
 
-    async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed> {
+        let ops = writes
+            .into_iter()
+            .map(|w| match w {
+                Write::Create { key, value } => (key, Op::Create(value)),
+                Write::Update { key, value, expected } => (key, Op::Update(value, expected)),
+                Write::Delete { key, expected } => {
+                    let pre = Preconditions { mod_revision: Some(expected), create_revision: None };
+                    (key, Op::Delete(pre))
+                }
+            })
+            .collect();
+        let written = self.0.write(ops).await?;
+        let revision = match written.first() {
+            Some(Written::Put(kv)) => kv.mod_revision,
+            Some(Written::Deleted(d)) => d.revision,
+            None => return Err(Error::corrupt("commit", "a commit answered with nothing")),
+        };
+        Ok(Committed { revision, written })
+    }
+
+    async fn watch(&self, prefix: &str, from: Revision) -> Result<CommitStream> {
         self.0.watch(prefix, from)
     }
 

@@ -13,8 +13,9 @@ use crate::{Store, WatchEvent};
 #[derive(Default)]
 struct State {
     records: BTreeMap<String, Record>,
-    /// The kept events, oldest first; `history[i]` has revision `first + i`.
-    history: VecDeque<Arc<WatchEvent>>,
+    /// The kept events, oldest first, by revision: `history[i]` holds the events (one per key
+    /// its commit wrote) of revision `first + i`.
+    history: VecDeque<Vec<Arc<WatchEvent>>>,
     /// The revision of `history[0]`.
     first: u64,
 }
@@ -53,7 +54,7 @@ impl Backend for Memory {
         let state = self.state();
         let skip = from.saturating_sub(state.first) as usize;
         let take = (to + 1).saturating_sub(from.max(state.first)) as usize;
-        Ok(state.history.iter().skip(skip).take(take).cloned().collect())
+        Ok(state.history.iter().skip(skip).take(take).flatten().cloned().collect())
     }
 
     fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
@@ -64,7 +65,13 @@ impl Backend for Memory {
                 Some(record) => state.records.insert(key.clone(), record.clone()),
                 None => state.records.remove(key),
             };
-            state.history.push_back(Arc::clone(change.event));
+            let revision = change.event.revision.0;
+            // A commit's changes are adjacent: the first of a revision opens its entry.
+            let newest = state.first + state.history.len() as u64;
+            match state.history.back_mut() {
+                Some(events) if newest == revision + 1 => events.push(Arc::clone(change.event)),
+                _ => state.history.push_back(vec![Arc::clone(change.event)]),
+            }
         }
         Ok(())
     }

@@ -3,11 +3,13 @@
 //!
 //! Layout of the single tree (all integers big-endian):
 //! * `d<key>` → record: `create u64, modified u64, value` (the top bit of `create` set: the value
-//!   is stored by content under `v<modified>`, see [`chunked`])
+//!   is stored by content under `v<modified>` or `v<modified><key>`, see [`chunked`])
 //! * `h<revision u64>` → event: `at_ms u64, kind u8, create u64, key, value, prev?` (see
-//!   [`encode_event`]; a value or `prev` of [`EXTERNAL_BYTES`] or more is stored by content and
-//!   named by its revision)
-//! * `v<revision>`, `c<hash>`, `r<hash>` → large values by content ([`chunked`]);
+//!   [`codec`]; a value or `prev` of [`EXTERNAL_BYTES`] or more is stored by content and
+//!   named by its revision and key). A revision whose commit wrote several keys has one event per
+//!   key, each under `h<revision u64><key>`, so they sort by key within their revision.
+//! * `v<revision>`, `v<revision><key>`, `c<hash>`, `r<hash>` → large values by content
+//!   ([`chunked`]);
 //! * `m/compacted` → the compaction revision; `m/format` → [`FORMAT`].
 //!
 //! A large value is stored once, when its revision writes it: the record, the event and the next
@@ -32,6 +34,9 @@
 /// `storage_backends_stay_in_their_files` names the two files that may use sled.
 #[path = "chunked.rs"]
 mod chunked;
+/// The byte layouts of records and events: a child of this module beside it, as `chunked` is.
+#[path = "codec.rs"]
+mod codec;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -44,20 +49,20 @@ use bytes::Bytes;
 use crate::engine::SledOptions;
 use crate::error::{Error, Result};
 use crate::local::{Backend, Change, Local, Record, Recovered};
-use crate::{EventKind, KeyValue, Revision, Store, WatchEvent};
-use chunked::{EXTERNAL_BYTES, Recent, Refs};
+use crate::{Store, WatchEvent};
+use chunked::{EXTERNAL_BYTES, Recent, Refs, ValueId};
+pub(crate) use codec::read_u64;
+use codec::{decode_event, decode_record, encode_event, encode_record, external_prev};
 
 /// The on-disk format this code reads and writes.
-const FORMAT: &[u8] = b"ocm-storage/sled/2";
-/// Format 1: format 2 with no value stored by content (no flag set), so it is read as it is. It
-/// is marked format 2 at open, because code that knows only format 1 cannot read the flags.
+const FORMAT: &[u8] = b"ocm-storage/sled/3";
+/// Format 2: format 3 without commits of several keys (no `h<revision><key>` or
+/// `v<revision><key>` key), so it is read as it is. It is marked format 3 at open, because code
+/// that knows only format 2 cannot read such commits.
+const FORMAT_2: &[u8] = b"ocm-storage/sled/2";
+/// Format 1: format 2 with no value stored by content (no flag set), read as it is and marked
+/// format 3 likewise.
 const FORMAT_1: &[u8] = b"ocm-storage/sled/1";
-/// In a record's `create`: the value is stored by content under its `modified` revision.
-const RECORD_EXTERNAL: u64 = 1 << 63;
-/// In an event's kind: the value is stored by content under the event's revision.
-const KIND_EXTERNAL: u8 = 0x80;
-/// An event's `prev` flag: 0 none, 1 inline, 2 stored by content under `prev_mod`.
-const PREV_EXTERNAL: u8 = 2;
 const META_COMPACTED: &[u8] = b"m/compacted";
 const META_FORMAT: &[u8] = b"m/format";
 /// How many bytes of the large values written last are kept to be shared by the reads that
@@ -134,16 +139,40 @@ fn data_key(key: &str) -> Vec<u8> {
     k
 }
 
-fn history_key(revision: u64) -> [u8; 9] {
-    let mut k = [b'h'; 9];
-    k[1..].copy_from_slice(&revision.to_be_bytes());
+/// The history key of the one event of `revision`; with `shared`, of that key's event in a
+/// revision whose commit wrote several keys.
+fn history_key(revision: u64, shared: Option<&str>) -> Vec<u8> {
+    let suffix = shared.map_or(&[][..], str::as_bytes);
+    let mut k = Vec::with_capacity(9 + suffix.len());
+    k.push(b'h');
+    k.extend_from_slice(&revision.to_be_bytes());
+    k.extend_from_slice(suffix);
     k
 }
 
-pub(crate) fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
-    let array: [u8; 8] =
-        bytes.try_into().map_err(|_| Error::corrupt(what, "expected an 8-byte integer"))?;
-    Ok(u64::from_be_bytes(array))
+/// The history keys of the revisions in `[from, to]`, as a range.
+fn history_range(from: u64, to: u64) -> std::ops::Range<Vec<u8>> {
+    let end = match to.checked_add(1) {
+        Some(next) => history_key(next, None),
+        None => b"i".to_vec(),
+    };
+    history_key(from, None)..end
+}
+
+/// The revision of a history key, and whether its revision is a commit of several keys.
+fn history_revision(k: &[u8]) -> Result<(u64, bool)> {
+    let what = || String::from_utf8_lossy(k).into_owned();
+    let revision = k.get(1..9).ok_or_else(|| Error::corrupt(what(), "history key too short"))?;
+    Ok((read_u64(revision, "history key")?, k.len() > 9))
+}
+
+/// The revisions of `changes` that more than one change shares (commits of several keys).
+fn shared_revisions(changes: &[Change<'_>]) -> HashSet<u64> {
+    changes
+        .windows(2)
+        .filter(|w| w[0].event.revision == w[1].event.revision)
+        .map(|w| w[0].event.revision.0)
+        .collect()
 }
 
 impl Sled {
@@ -159,7 +188,7 @@ impl Sled {
         let db = open_waiting_for_lock(&config, &options.path)?;
         match db.get(META_FORMAT).map_err(|e| sled_error("read", e))? {
             Some(format) if format == FORMAT => {}
-            Some(format) if format == FORMAT_1 => {
+            Some(format) if format == FORMAT_1 || format == FORMAT_2 => {
                 db.insert(META_FORMAT, FORMAT).map_err(|e| sled_error("write", e))?;
                 db.flush().map_err(|e| sled_error("flush", e))?;
             }
@@ -200,21 +229,32 @@ impl Sled {
     fn drop_events(&self, from: u64, to: u64, compacted: Option<u64>) -> Result<()> {
         let mut batch = sled::Batch::default();
         let mut refs = Refs::default();
-        for entry in self.db.range(history_key(from + 1)..=history_key(to)) {
+        if from >= to {
+            return self.finish_drop(batch, refs, compacted);
+        }
+        for entry in self.db.range(history_range(from + 1, to)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
-            let revision = read_u64(&k[1..], "history key")?;
-            if let Some(prev) = external_prev(revision, &v)? {
-                let list =
-                    self.db.get(chunked::value_key(prev)).map_err(|e| sled_error("read", e))?;
-                let list = list.ok_or_else(|| {
+            let (revision, _) = history_revision(&k)?;
+            if let Some((prev, key)) = external_prev(revision, &v)? {
+                let (name, list) = chunked::find_list(&self.db, prev, &key)?.ok_or_else(|| {
                     Error::corrupt(format!("history@{revision}"), "its prev value is missing")
                 })?;
                 refs.drop_value(&list, prev)?;
-                batch.remove(&chunked::value_key(prev));
-                self.recent().remove(prev);
+                batch.remove(name);
+                self.recent().remove(&(prev, key));
             }
             batch.remove(k);
         }
+        self.finish_drop(batch, refs, compacted)
+    }
+
+    /// Applies a compaction's batch with its chunk counts and the compaction revision.
+    fn finish_drop(
+        &self,
+        mut batch: sled::Batch,
+        refs: Refs,
+        compacted: Option<u64>,
+    ) -> Result<()> {
         if let Some(compacted) = compacted {
             batch.insert(META_COMPACTED, &compacted.to_be_bytes());
         }
@@ -226,25 +266,25 @@ impl Sled {
     fn decode_record(&self, key: &str, bytes: &[u8]) -> Result<Record> {
         let (mut record, external) = decode_record(key, bytes)?;
         if external {
-            record.value = self.value(record.modified)?;
+            record.value = self.value(record.modified, key)?;
         }
         Ok(record)
     }
 
     fn decode_event(&self, revision: u64, bytes: &[u8]) -> Result<WatchEvent> {
-        decode_event(revision, bytes, |r| self.value(r))
+        decode_event(revision, bytes, |r, key| self.value(r, key))
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
         self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The large value written at `revision`: shared if written lately, else read back.
-    fn value(&self, revision: u64) -> Result<Bytes> {
-        if let Some(value) = self.recent().get(revision) {
+    /// The large value `key` got at `revision`: shared if written lately, else read back.
+    fn value(&self, revision: u64, key: &str) -> Result<Bytes> {
+        if let Some(value) = self.recent().get(revision, key) {
             return Ok(value);
         }
-        chunked::read_value(&self.db, revision)
+        chunked::read_value(&self.db, revision, key)
     }
 
     fn meta(&self, key: &[u8]) -> Result<u64> {
@@ -311,19 +351,25 @@ impl Sled {
     }
 
     /// Reads the compaction revision and the history, which must hold every revision after it
-    /// with no hole; the last of them is the store's revision.
+    /// with no hole (one event, or one per key of a commit of several); the last of them is the
+    /// store's revision.
     fn recover(&self) -> Result<Recovered> {
         let compacted = self.meta(META_COMPACTED)?;
         // Events at or below the compaction revision are garbage a failed deletion could leave
         // behind: nobody reads them; drop them now so they cannot pile up.
-        if self.db.range(history_key(0)..=history_key(compacted)).next().is_some() {
+        if self.db.range(history_range(0, compacted)).next().is_some() {
             self.drop_events(0, compacted, None)?;
         }
         let mut times = Vec::new();
         let mut expected = compacted + 1;
-        for entry in self.db.range(history_key(compacted + 1)..=history_key(u64::MAX)) {
+        // Whether the revision before `expected` was a commit of several keys.
+        let mut last_shared = false;
+        for entry in self.db.range(history_range(compacted + 1, u64::MAX)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
-            let r = read_u64(&k[1..], "history key")?;
+            let (r, shared) = history_revision(&k)?;
+            if r + 1 == expected && shared && last_shared {
+                continue; // the next key of the same commit
+            }
             if r != expected {
                 return Err(Error::corrupt(
                     format!("history@{r}"),
@@ -333,6 +379,7 @@ impl Sled {
             let at_ms = read_u64(v.get(..8).unwrap_or_default(), "history time")?;
             times.push((r, at_ms));
             expected += 1;
+            last_shared = shared;
         }
         Ok(Recovered { revision: expected - 1, compacted, times })
     }
@@ -400,9 +447,9 @@ impl Backend for Sled {
 
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
         let mut events = Vec::with_capacity((to - from + 1).min(4096) as usize);
-        for entry in self.db.range(history_key(from)..=history_key(to)) {
+        for entry in self.db.range(history_range(from, to)) {
             let (k, v) = entry.map_err(|e| sled_error("scan", e))?;
-            let revision = read_u64(&k[1..], "history key")?;
+            let (revision, _) = history_revision(&k)?;
             events.push(Arc::new(self.decode_event(revision, &v)?));
         }
         Ok(events)
@@ -411,19 +458,21 @@ impl Backend for Sled {
     fn apply(&self, changes: &[Change<'_>]) -> Result<()> {
         let mut batch = sled::Batch::default();
         let mut refs = Refs::default();
-        // Revisions whose values this batch stores by content (a later write of the same batch
-        // may name one as its `prev`).
-        let mut stored = HashSet::new();
+        let shared_revisions = shared_revisions(changes);
+        // Values this batch stores by content (a later write of the same batch may name one as
+        // its `prev`).
+        let mut stored: HashSet<ValueId> = HashSet::new();
         for change in changes {
-            let key = data_key(&change.event.key);
+            let name = &change.event.key;
+            let revision = change.event.revision.0;
+            let shared = shared_revisions.contains(&revision).then_some(name.as_str());
+            let key = data_key(name);
             let external = change.record.is_some_and(|r| r.value.len() >= EXTERNAL_BYTES);
             match change.record {
                 Some(record) if external => {
-                    batch.insert(
-                        &chunked::value_key(record.modified),
-                        refs.add_value(&record.value),
-                    );
-                    stored.insert(record.modified);
+                    let list = refs.add_value(&record.value);
+                    batch.insert(chunked::value_key(record.modified, shared), list);
+                    stored.insert((record.modified, name.clone()));
                     batch.insert(key, encode_record(record, true));
                 }
                 Some(record) => batch.insert(key, encode_record(record, false)),
@@ -433,16 +482,13 @@ impl Backend for Sled {
             let prev_external = match &change.event.prev {
                 Some(prev) if prev.value.len() >= EXTERNAL_BYTES => {
                     let at = prev.mod_revision.0;
-                    stored.contains(&at)
-                        || self
-                            .db
-                            .contains_key(chunked::value_key(at))
-                            .map_err(|e| sled_error("read", e))?
+                    stored.contains(&(at, name.clone()))
+                        || chunked::find_list(&self.db, at, name)?.is_some()
                 }
                 _ => false,
             };
             let event = encode_event(change.event, change.at_ms, external, prev_external);
-            batch.insert(&history_key(change.event.revision.0), event);
+            batch.insert(history_key(revision, shared), event);
         }
         let counts = self.counts();
         refs.write(&self.db, &mut batch)?;
@@ -450,9 +496,9 @@ impl Backend for Sled {
         drop(counts);
         // Only once stored: a failed batch's revisions are given out again.
         let mut recent = self.recent();
-        for record in changes.iter().filter_map(|c| c.record) {
-            if record.value.len() >= EXTERNAL_BYTES {
-                recent.insert(record.modified, record.value.clone());
+        for change in changes {
+            if let Some(record) = change.record.filter(|r| r.value.len() >= EXTERNAL_BYTES) {
+                recent.insert((record.modified, change.event.key.clone()), record.value.clone());
             }
         }
         Ok(())
@@ -472,183 +518,12 @@ impl Backend for Sled {
     }
 }
 
-/// Encodes a record; `external`: its value is stored by content (and not written here).
-fn encode_record(record: &Record, external: bool) -> Vec<u8> {
-    let value: &[u8] = if external { &[] } else { &record.value };
-    let create = if external { record.create | RECORD_EXTERNAL } else { record.create };
-    let mut out = Vec::with_capacity(16 + value.len());
-    out.extend_from_slice(&create.to_be_bytes());
-    out.extend_from_slice(&record.modified.to_be_bytes());
-    out.extend_from_slice(value);
-    out
-}
-
-/// The record, and whether its value is stored by content (its `value` then still to be read).
-fn decode_record(key: &str, bytes: &[u8]) -> Result<(Record, bool)> {
-    if bytes.len() < 16 {
-        return Err(Error::corrupt(key, format!("record of {} bytes is too short", bytes.len())));
-    }
-    let create = read_u64(&bytes[..8], key)?;
-    let external = create & RECORD_EXTERNAL != 0;
-    let create = create & !RECORD_EXTERNAL;
-    let modified = read_u64(&bytes[8..16], key)?;
-    if create == 0 || modified < create {
-        return Err(Error::corrupt(key, format!("bad revisions {create}/{modified}")));
-    }
-    if external && bytes.len() != 16 {
-        return Err(Error::corrupt(key, "record stored by content also holds a value"));
-    }
-    Ok((Record { create, modified, value: Bytes::copy_from_slice(&bytes[16..]) }, external))
-}
-
-/// `at_ms u64, kind u8 (0 put, 1 delete; | 0x80: value by content), create u64, key_len u32, key,
-/// [value_len u32, value], prev u8 (0 none, 1 inline, 2 by content), [prev_create u64, prev_mod
-/// u64, [prev_len u32, prev_value]]`. A value stored by content is named by the event's revision,
-/// a `prev` by `prev_mod`.
-fn encode_event(
-    event: &WatchEvent,
-    at_ms: u64,
-    value_external: bool,
-    prev_external: bool,
-) -> Vec<u8> {
-    let value_len = if value_external { 0 } else { event.value.len() };
-    let prev_len =
-        event.prev.as_ref().map_or(0, |p| if prev_external { 16 } else { 20 + p.value.len() });
-    let mut out = Vec::with_capacity(30 + event.key.len() + value_len + prev_len);
-    out.extend_from_slice(&at_ms.to_be_bytes());
-    let kind = match event.kind {
-        EventKind::Put => 0,
-        EventKind::Delete => 1,
-    };
-    out.push(if value_external { kind | KIND_EXTERNAL } else { kind });
-    out.extend_from_slice(&event.create_revision.0.to_be_bytes());
-    put_bytes(&mut out, event.key.as_bytes());
-    if !value_external {
-        put_bytes(&mut out, &event.value);
-    }
-    match &event.prev {
-        Some(prev) => {
-            out.push(if prev_external { PREV_EXTERNAL } else { 1 });
-            out.extend_from_slice(&prev.create_revision.0.to_be_bytes());
-            out.extend_from_slice(&prev.mod_revision.0.to_be_bytes());
-            if !prev_external {
-                put_bytes(&mut out, &prev.value);
-            }
-        }
-        None => out.push(0),
-    }
-    out
-}
-
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    // Values are at most 1.5 MiB and keys 1 KiB, so the length always fits.
-    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-    out.extend_from_slice(bytes);
-}
-
-/// A bounds-checked reader over an encoded event.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    what: String,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if self.bytes.len() < n {
-            return Err(Error::corrupt(&self.what, "event record is truncated"));
-        }
-        let (head, tail) = self.bytes.split_at(n);
-        self.bytes = tail;
-        Ok(head)
-    }
-
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        read_u64(self.take(8)?, &self.what)
-    }
-
-    fn bytes(&mut self) -> Result<&'a [u8]> {
-        let len: [u8; 4] = self.take(4)?.try_into().expect("took 4 bytes");
-        self.take(u32::from_be_bytes(len) as usize)
-    }
-}
-
-/// The start of an encoded event: its kind and whether its value is stored by content, its
-/// create revision and key, with the reader left at the value.
-fn event_head<'a>(
-    revision: u64,
-    bytes: &'a [u8],
-) -> Result<(EventKind, bool, Revision, &'a str, Reader<'a>)> {
-    let what = format!("history@{revision}");
-    let mut r = Reader { bytes, what: what.clone() };
-    let _at_ms = r.u64()?;
-    let kind = r.u8()?;
-    let external = kind & KIND_EXTERNAL != 0;
-    let kind = match kind & !KIND_EXTERNAL {
-        0 => EventKind::Put,
-        1 => EventKind::Delete,
-        other => return Err(Error::corrupt(what, format!("unknown event kind {other}"))),
-    };
-    let create_revision = Revision(r.u64()?);
-    let key =
-        std::str::from_utf8(r.bytes()?).map_err(|_| Error::corrupt(&what, "key is not UTF-8"))?;
-    Ok((kind, external, create_revision, key, r))
-}
-
-/// The revision of the event's `prev` if that value is stored by content.
-fn external_prev(revision: u64, bytes: &[u8]) -> Result<Option<u64>> {
-    let (_, external, _, _, mut r) = event_head(revision, bytes)?;
-    if !external {
-        r.bytes()?;
-    }
-    match r.u8()? {
-        PREV_EXTERNAL => {
-            r.u64()?;
-            r.u64().map(Some)
-        }
-        _ => Ok(None),
-    }
-}
-
-/// Decodes an event, reading values stored by content with `load` (by the revision naming them).
-fn decode_event(
-    revision: u64,
-    bytes: &[u8],
-    load: impl Fn(u64) -> Result<Bytes>,
-) -> Result<WatchEvent> {
-    let (kind, external, create_revision, key, mut r) = event_head(revision, bytes)?;
-    let what = format!("history@{revision}");
-    let key = key.to_owned();
-    let value = if external { load(revision)? } else { Bytes::copy_from_slice(r.bytes()?) };
-    let prev = match r.u8()? {
-        0 => None,
-        flag @ (1 | PREV_EXTERNAL) => {
-            let create_revision = Revision(r.u64()?);
-            let mod_revision = Revision(r.u64()?);
-            let value = if flag == PREV_EXTERNAL {
-                load(mod_revision.0)?
-            } else {
-                Bytes::copy_from_slice(r.bytes()?)
-            };
-            Some(KeyValue { key: key.clone(), create_revision, mod_revision, value })
-        }
-        other => return Err(Error::corrupt(what, format!("bad prev flag {other}"))),
-    };
-    if !r.bytes.is_empty() {
-        return Err(Error::corrupt(what, "trailing bytes after the event"));
-    }
-    Ok(WatchEvent { kind, revision: Revision(revision), key, value, create_revision, prev })
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::{Engine, ListOptions, Preconditions, Storage};
+    use crate::{Engine, EventKind, ListOptions, Preconditions, Revision, Storage};
 
     /// The sled database itself, bypassing the backend (to damage it on purpose).
     fn raw_open(path: &Path) -> sled::Db {
@@ -694,44 +569,6 @@ mod tests {
             .expect("the store closes although its directory is gone");
     }
 
-    #[tokio::test]
-    async fn event_encoding_round_trips() {
-        let event = WatchEvent {
-            kind: EventKind::Put,
-            revision: Revision(7),
-            key: "/a/b".into(),
-            value: Bytes::from_static(b"new"),
-            create_revision: Revision(3),
-            prev: Some(KeyValue {
-                key: "/a/b".into(),
-                value: Bytes::from_static(b"old"),
-                create_revision: Revision(3),
-                mod_revision: Revision(5),
-            }),
-        };
-        let inline = |_| -> Result<Bytes> { panic!("nothing is stored by content") };
-        assert_eq!(
-            decode_event(7, &encode_event(&event, 99, false, false), inline).unwrap(),
-            event
-        );
-        let encoded = encode_event(&event, 99, false, false);
-        for cut in 0..encoded.len() {
-            assert!(matches!(decode_event(7, &encoded[..cut], inline), Err(Error::Corrupt { .. })));
-        }
-        // Both values by content: named by the event's and the prev's revisions.
-        let by_content = |r| Ok(Bytes::from_static(if r == 7 { b"new" } else { b"old" }));
-        let encoded = encode_event(&event, 99, true, true);
-        assert_eq!(decode_event(7, &encoded, by_content).unwrap(), event);
-        assert_eq!(external_prev(7, &encoded).unwrap(), Some(5));
-        assert_eq!(external_prev(7, &encode_event(&event, 99, false, false)).unwrap(), None);
-        for cut in 0..encoded.len() {
-            assert!(matches!(
-                decode_event(7, &encoded[..cut], by_content),
-                Err(Error::Corrupt { .. })
-            ));
-        }
-    }
-
     /// A damaged record surfaces as `Corrupt` (never a panic), and the other keys still read.
     #[tokio::test]
     async fn corrupt_records_are_reported_not_panicked() {
@@ -775,7 +612,7 @@ mod tests {
                 create_revision: Revision(2),
                 prev: None,
             };
-            db.insert(history_key(2), encode_event(&event, 0, false, false)).unwrap();
+            db.insert(history_key(2, None), encode_event(&event, 0, false, false)).unwrap();
             db.flush().unwrap();
         }
         let store = open_path(dir.path()).await;
@@ -783,7 +620,7 @@ mod tests {
         assert_eq!(store.current_revision().await.unwrap(), Revision(6));
         drop(store);
         let db = raw_open(dir.path());
-        assert_eq!(db.get(history_key(2)).unwrap(), None);
+        assert_eq!(db.get(history_key(2, None)).unwrap(), None);
     }
 
     /// 300 KiB of letters from `seed`, then `tail`.
@@ -890,7 +727,65 @@ mod tests {
         }
     }
 
-    /// A database of format 1 (large values inline) opens, is marked format 2, reads as it was,
+    /// A commit of several large keys stores each value once, named by revision and key; they
+    /// read back (current, in the history, after reopening), a second commit names them as its
+    /// `prev`s, and deleting and compacting frees every list, chunk and event.
+    #[tokio::test]
+    async fn a_commit_of_several_large_keys_is_stored_by_key_and_freed() {
+        use crate::{Write, Written};
+        let dir = tempfile::tempdir().unwrap();
+        let keys = ["/w/a", "/w/b", "/w/c"];
+        let first = {
+            let store = open_path(dir.path()).await;
+            let writes = keys
+                .iter()
+                .map(|k| Write::Create { key: (*k).to_owned(), value: large(3, k) })
+                .collect();
+            store.commit(writes).await.unwrap().revision
+        };
+        {
+            let db = raw_open(dir.path());
+            assert_eq!(keys_with(&db, b"v"), 3, "one value list per key of the commit");
+            assert_eq!(keys_with(&db, b"h"), 3, "one event per key of the commit");
+        }
+        let store = open_path(dir.path()).await;
+        assert_eq!(store.current_revision().await.unwrap(), first);
+        for k in keys {
+            assert!(store.get(k).await.unwrap().value == large(3, k), "{k}");
+        }
+        let writes = keys
+            .iter()
+            .map(|k| Write::Update {
+                key: (*k).to_owned(),
+                value: large(3, &format!("{k} again")),
+                expected: first,
+            })
+            .collect();
+        let second = store.commit(writes).await.unwrap();
+        assert!(
+            matches!(&second.written[0], Written::Put(kv) if kv.mod_revision == second.revision)
+        );
+        let mut watch = store.watch("/w/", first).await.unwrap();
+        for k in keys {
+            let event = futures::StreamExt::next(&mut watch).await.unwrap().unwrap();
+            assert_eq!((event.key.as_str(), event.revision), (k, second.revision));
+            assert!(event.prev.as_ref().unwrap().value == large(3, k), "{k}'s prev");
+        }
+        drop(watch);
+        let deletes = keys
+            .iter()
+            .map(|k| Write::Delete { key: (*k).to_owned(), expected: second.revision })
+            .collect();
+        let gone = store.commit(deletes).await.unwrap();
+        store.compact(gone.revision).await.unwrap();
+        drop(store);
+        let db = raw_open(dir.path());
+        for prefix in [&b"v"[..], b"c", b"r", b"d", b"h"] {
+            assert_eq!(keys_with(&db, prefix), 0, "{:?} keys left", prefix);
+        }
+    }
+
+    /// A database of format 1 (large values inline) opens, is marked format 3, reads as it was,
     /// and its inline large values are updated and compacted without leaving anything behind.
     #[tokio::test]
     async fn format_1_databases_open_and_keep_working() {
@@ -909,7 +804,7 @@ mod tests {
                 create_revision: Revision(1),
                 prev: None,
             };
-            db.insert(history_key(1), encode_event(&event, 0, false, false)).unwrap();
+            db.insert(history_key(1, None), encode_event(&event, 0, false, false)).unwrap();
             db.flush().unwrap();
         }
         let store = open_path(dir.path()).await;
@@ -941,7 +836,7 @@ mod tests {
         }
         {
             let db = raw_open(dir.path());
-            db.remove(history_key(2)).unwrap();
+            db.remove(history_key(2, None)).unwrap();
             db.flush().unwrap();
         }
         let err = Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await.unwrap_err();

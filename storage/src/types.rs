@@ -59,6 +59,81 @@ impl WatchEvent {
     }
 }
 
+/// The events of one commit (one revision) under a watched prefix, in key order. A commit of
+/// several keys arrives as one `Commit`, never split, so a watcher can apply it as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    /// The revision every event of the commit carries.
+    pub revision: Revision,
+    /// The commit's events under the watched prefix (never empty), in key order.
+    pub events: Vec<std::sync::Arc<WatchEvent>>,
+}
+
+/// One key's part in a [`crate::Storage::commit`]: a compare-and-swap on that key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Create the key, which must be absent.
+    Create {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: Bytes,
+    },
+    /// Replace the value if the key's `mod_revision` is `expected`.
+    Update {
+        /// The key.
+        key: String,
+        /// Its new value.
+        value: Bytes,
+        /// The mod revision the key must have.
+        expected: Revision,
+    },
+    /// Delete the key if its `mod_revision` is `expected`.
+    Delete {
+        /// The key.
+        key: String,
+        /// The mod revision the key must have.
+        expected: Revision,
+    },
+}
+
+impl Write {
+    /// The key written.
+    pub fn key(&self) -> &str {
+        match self {
+            Write::Create { key, .. } | Write::Update { key, .. } | Write::Delete { key, .. } => {
+                key
+            }
+        }
+    }
+
+    /// The value written (empty for a delete).
+    pub fn value(&self) -> &[u8] {
+        match self {
+            Write::Create { value, .. } | Write::Update { value, .. } => value,
+            Write::Delete { .. } => &[],
+        }
+    }
+}
+
+/// What one write of a commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// The key now holds this value.
+    Put(KeyValue),
+    /// The key was deleted.
+    Deleted(Deleted),
+}
+
+/// What a successful [`crate::Storage::commit`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The one revision of every write of the commit (for an empty commit: the current one).
+    pub revision: Revision,
+    /// What each write did, in the order the writes were given.
+    pub written: Vec<Written>,
+}
+
 /// How to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListOptions {

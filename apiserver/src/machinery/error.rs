@@ -316,6 +316,7 @@ pub fn from_storage(err: ocm_storage::Error, subject: Subject) -> ApiError {
         E::TooLarge { size, limit, .. } => ApiError::too_large(format!(
             "the stored object would be {size} bytes; the limit is {limit}"
         )),
+        E::CommitTooLarge { .. } => ApiError::too_large(err.to_string()),
         E::Compacted { requested, oldest } => ApiError::expired(format!(
             "too old resource version: {} ({})",
             requested.get(),

@@ -2,24 +2,29 @@
 //! bounded history ring and the fan-out to watchers. Each object is parsed and serialized once
 //! per event, not once per watcher; every watcher has a bounded buffer and is ended (to resume
 //! or relist) when it falls behind, so a slow client never stalls the others.
+//!
+//! A storage commit may write several objects at one revision. The cache applies a commit
+//! whole: each kind's part under that kind's lock (a list or a subscription sees all of it or
+//! none), its revision published only once every kind has it, and a watcher is sent its kind's
+//! events of the commit as one message (so resuming after a revision it was sent never skips
+//! part of that revision).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::StreamExt;
-use ocm_storage::{KeyValue, ListOptions, Revision, Storage};
+use ocm_storage::{Commit, KeyValue, ListOptions, Revision, Storage};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::machinery::background::Background;
 use crate::machinery::error::ApiError;
-use crate::machinery::intern;
 use crate::machinery::object;
 use crate::machinery::scheme::{Scheme, kind_prefix};
+pub use crate::store::cached::CachedObject;
 
 // The cache's one storage watch covers every object key, so it sees every write and its
 // revision is the store's.
@@ -35,7 +40,8 @@ pub struct CacheConfig {
     /// Kubernetes' watch cache promises 75 s (`eventFreshDuration`); a watch resuming from
     /// an older resourceVersion gets 410 Gone and relists, as it would there.
     pub history_max_age: Duration,
-    /// Events buffered per watcher before it is ended as too slow.
+    /// Messages (one revision's events of the kind each) buffered per watcher before it is
+    /// ended as too slow.
     pub watcher_buffer: usize,
     /// How often watchers learn the cache's revision (for bookmarks).
     pub progress_every: Duration,
@@ -56,304 +62,6 @@ impl Default for CacheConfig {
             progress_every: Duration::from_secs(1),
             hot_bytes: 2 << 20,
         }
-    }
-}
-
-/// One object as stored, at one revision: its JSON (storage version, resourceVersion set),
-/// serialized once. The parsed form is kept only while the object is recent (see
-/// [`CacheConfig::hot_bytes`]): a fleet's objects at rest cost their JSON, not a tree of maps
-/// five times its size, and the readers of a fresh event (watchers, controllers) share one
-/// parse.
-#[derive(Debug)]
-pub struct CachedObject {
-    /// The storage key.
-    pub key: String,
-    /// The revision this state was written at.
-    pub rev: u64,
-    /// The object as JSON (see [`CachedObject::json`]).
-    json: Json,
-    /// `metadata.uid` (the garbage collector's index, without a parse).
-    pub uid: Box<str>,
-    /// Whether `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
-    /// Whether `metadata.ownerReferences` names an owner.
-    pub owned: bool,
-    /// `metadata.labels`, sorted by key: label selectors (lists, watches, cluster sets) match
-    /// without a parse.
-    labels: Box<[(Box<str>, Box<str>)]>,
-    /// The parsed object while it is hot.
-    parsed: Mutex<Option<Arc<Value>>>,
-    /// Other renderings watchers asked for (a one-row Table, the metadata), made once for all
-    /// of them: `(form, version)` → bytes. A handful at most.
-    rendered: std::sync::Mutex<Vec<(&'static str, String, Bytes)>>,
-}
-
-impl CachedObject {
-    /// Parses stored bytes, stamping `rev` as the resourceVersion.
-    pub fn from_stored(key: String, bytes: &[u8], rev: u64) -> Result<CachedObject, ApiError> {
-        let mut value: Value = serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::internal(format!("stored object {key} is not JSON: {e}")))?;
-        object::set_resource_version(&mut value, rev);
-        let json = Json::of_stored(bytes, &value);
-        Ok(CachedObject::with_json(key, value, json, rev))
-    }
-
-    /// Wraps an object whose resourceVersion is already `rev` (kept parsed until cooled).
-    pub fn new(key: String, value: Value, rev: u64) -> CachedObject {
-        let json = Json::of(&value);
-        CachedObject::with_json(key, value, json, rev)
-    }
-
-    fn with_json(key: String, value: Value, json: Json, rev: u64) -> CachedObject {
-        CachedObject {
-            key,
-            rev,
-            json,
-            uid: object::uid(&value).into(),
-            deleting: object::is_deleting(&value),
-            owned: !object::owner_uids(&value).is_empty(),
-            labels: value
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    let mut l: Vec<(Box<str>, Box<str>)> = m
-                        .iter()
-                        .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
-                        .collect();
-                    l.sort_unstable();
-                    l.into_boxed_slice()
-                })
-                .unwrap_or_default(),
-            parsed: Mutex::new(Some(Arc::new(value))),
-            rendered: Default::default(),
-        }
-    }
-
-    /// The object, parsed: shared while hot, parsed again from its JSON otherwise (and then
-    /// not kept: the caller holds it as long as it needs it).
-    pub fn value(&self) -> Arc<Value> {
-        if let Some(v) = self.hot() {
-            return v;
-        }
-        // The JSON was made from a Value, so it parses; Null would only follow a bug.
-        Arc::new(serde_json::from_slice(&self.json()).unwrap_or(Value::Null))
-    }
-
-    /// The parsed object, while it is kept.
-    fn hot(&self) -> Option<Arc<Value>> {
-        self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    /// The object without its top-level field `key` when that is one of its large values
-    /// (a ManifestWork's manifests) and the object is not kept parsed: what readers of its
-    /// metadata and status need, parsed without the large value (which reads as `null`).
-    /// While hot, the whole object as parsed.
-    pub fn value_without(&self, key: &str) -> Arc<Value> {
-        if let Some(v) = self.hot() {
-            return v;
-        }
-        let Json::Parts(parts, keys) = &self.json else {
-            return self.value();
-        };
-        let mut out = Vec::new();
-        for (i, p) in parts.iter().enumerate() {
-            // Parts alternate: the runs between large values (even), the large values (odd).
-            let skip = i % 2 == 1 && keys.get(i / 2).is_some_and(|k| &**k == key);
-            out.extend_from_slice(if skip { b"null" } else { p });
-        }
-        Arc::new(serde_json::from_slice(&out).unwrap_or(Value::Null))
-    }
-
-    /// The object as JSON: its storage version, resourceVersion set.
-    pub fn json(&self) -> Bytes {
-        match &self.json {
-            Json::Whole(bytes) => bytes.clone(),
-            Json::Parts(parts, _) => {
-                let mut out = Vec::with_capacity(self.json_len());
-                for p in parts {
-                    out.extend_from_slice(p);
-                }
-                Bytes::from(out)
-            }
-        }
-    }
-
-    /// The length of [`CachedObject::json`].
-    pub fn json_len(&self) -> usize {
-        match &self.json {
-            Json::Whole(bytes) => bytes.len(),
-            Json::Parts(parts, _) => parts.iter().map(Bytes::len).sum(),
-        }
-    }
-
-    /// The value of label `key`.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        let i = self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
-        Some(&self.labels[i].1)
-    }
-
-    /// The namespace (`""` for a cluster-scoped kind) and name, read from the key (no parse).
-    pub fn namespace_name(&self) -> (&str, &str) {
-        let rest = &self.key[kind_prefix(&self.key).len().min(self.key.len())..];
-        rest.split_once('/').unwrap_or(("", rest))
-    }
-
-    /// Whether `other` has the same labels (no parse).
-    pub fn same_labels(&self, other: &CachedObject) -> bool {
-        self.labels == other.labels
-    }
-
-    /// Drops the parsed form (the JSON stays).
-    fn cool(&self) {
-        *self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-    }
-
-    /// The object rendered as `form` at `version`: made by `make` the first time, shared by
-    /// every later caller (every watcher of the same form sees the same bytes).
-    pub fn rendered<E>(
-        &self,
-        form: &'static str,
-        version: &str,
-        make: impl FnOnce() -> Result<Bytes, E>,
-    ) -> Result<Bytes, E> {
-        let mut done = self.rendered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, _, bytes)) = done.iter().find(|(f, v, _)| *f == form && v == version) {
-            return Ok(bytes.clone());
-        }
-        let bytes = make()?;
-        done.push((form, version.to_owned(), bytes.clone()));
-        Ok(bytes)
-    }
-}
-
-/// An object's JSON, whole or in parts that concatenate to it: a large top-level value (a
-/// ManifestWork's `spec`, a ConfigMap's `data`) is its own part, interned, so the objects and
-/// versions that share it (one work for a thousand clusters, a spec across its status
-/// updates in the history) hold one copy.
-#[derive(Debug)]
-enum Json {
-    Whole(Bytes),
-    /// The runs between large values and the large values, alternating (a run first and
-    /// last); the keys of the large values.
-    Parts(Box<[Bytes]>, Box<[Box<str>]>),
-}
-
-impl Json {
-    /// Serializes `value` exactly as `serde_json::to_vec` would, cut around its large
-    /// top-level values.
-    fn of(value: &Value) -> Json {
-        let Some(map) = value.as_object() else {
-            return Json::Whole(intern::tight(serde_json::to_vec(value).unwrap_or_default()));
-        };
-        let mut cut = Cut::default();
-        for (k, v) in map {
-            let at = cut.key(k);
-            // Writing JSON into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut cut.run, v);
-            if cut.run.len() - at >= intern::MIN_BYTES {
-                let value = cut.run.split_off(at);
-                cut.large(k, value);
-            }
-        }
-        cut.finish()
-    }
-
-    /// What [`Json::of`] makes of `value`, cut from `stored` (the store's JSON of it, which
-    /// lacks only the resourceVersion) instead of written again: the top-level values are
-    /// taken as they are stored, and only `metadata` is written, from `value`. Stored JSON
-    /// that is not an object of the same fields falls back to writing `value`.
-    fn of_stored(stored: &[u8], value: &Value) -> Json {
-        let (Ok(TopLevel(fields)), Some(map)) =
-            (serde_json::from_slice::<TopLevel<'_>>(stored), value.as_object())
-        else {
-            return Json::of(value);
-        };
-        if fields.len() != map.len() || !fields.iter().any(|(k, _)| k == "metadata") {
-            return Json::of(value);
-        }
-        let mut cut = Cut::default();
-        for (k, raw) in &fields {
-            cut.key(k);
-            let raw = raw.get().as_bytes();
-            if k == "metadata" {
-                let _ = serde_json::to_writer(&mut cut.run, &map.get("metadata"));
-            } else if raw.len() >= intern::MIN_BYTES {
-                cut.large(k, raw.to_vec());
-            } else {
-                cut.run.extend_from_slice(raw);
-            }
-        }
-        cut.finish()
-    }
-}
-
-/// An object's JSON being cut: the parts so far, the keys of the large values among them, and
-/// the run of small fields since the last large value.
-struct Cut {
-    parts: Vec<Bytes>,
-    keys: Vec<Box<str>>,
-    run: Vec<u8>,
-}
-
-impl Default for Cut {
-    fn default() -> Cut {
-        Cut { parts: Vec::new(), keys: Vec::new(), run: vec![b'{'] }
-    }
-}
-
-impl Cut {
-    /// Writes the next field's key; where its value starts in the run.
-    fn key(&mut self, k: &str) -> usize {
-        if self.run.len() > 1 || !self.parts.is_empty() {
-            self.run.push(b',');
-        }
-        // Writing JSON into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut self.run, k);
-        self.run.push(b':');
-        self.run.len()
-    }
-
-    /// The value of field `k` as its own interned part. Only the large value can be shared:
-    /// the run carries this object's metadata.
-    fn large(&mut self, k: &str, value: Vec<u8>) {
-        self.parts.push(intern::tight(std::mem::take(&mut self.run)));
-        self.parts.push(intern::intern(value));
-        self.keys.push(Box::from(k));
-    }
-
-    fn finish(mut self) -> Json {
-        self.run.push(b'}');
-        if self.parts.is_empty() {
-            return Json::Whole(intern::tight(self.run));
-        }
-        self.parts.push(intern::tight(self.run));
-        Json::Parts(self.parts.into_boxed_slice(), self.keys.into_boxed_slice())
-    }
-}
-
-/// An object's top-level fields as the slices of its JSON that hold them, in order.
-struct TopLevel<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
-
-impl<'de> serde::Deserialize<'de> for TopLevel<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Fields;
-        impl<'de> serde::de::Visitor<'de> for Fields {
-            type Value = TopLevel<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = m.next_entry()? {
-                    out.push(entry);
-                }
-                Ok(TopLevel(out))
-            }
-        }
-        d.deserialize_map(Fields)
     }
 }
 
@@ -384,8 +92,9 @@ pub struct CacheEvent {
 /// What a watcher receives.
 #[derive(Debug, Clone)]
 pub enum Msg {
-    /// A change.
-    Event(Arc<CacheEvent>),
+    /// The changes of one revision (one commit's objects of the kind, in key order; for a
+    /// watcher of one object, its change), never split across messages.
+    Events(Arc<[Arc<CacheEvent>]>),
     /// Every change up to this revision has been sent before this message.
     Progress(u64),
 }
@@ -393,7 +102,8 @@ pub enum Msg {
 #[derive(Default)]
 struct KindState {
     items: BTreeMap<String, Arc<CachedObject>>,
-    /// Recent events, oldest first, with when the cache published them.
+    /// Recent events, oldest first, with when the cache published them. Several events may
+    /// share a revision (one commit); the oldest revision may be there only in part.
     history: VecDeque<(Instant, Arc<CacheEvent>)>,
     /// Every event with a revision above this one is in `history`.
     history_start: u64,
@@ -408,24 +118,33 @@ struct KindState {
     terminated: u64,
 }
 
+/// Offers `events` to `tx` as one message; a watcher whose buffer is full is ended (dropping
+/// its sender closes its stream). False when the watcher is to be dropped; `terminated` counts
+/// the ones ended for a full buffer.
+fn offer_to(tx: &mpsc::Sender<Msg>, events: Arc<[Arc<CacheEvent>]>, terminated: &mut u64) -> bool {
+    match tx.try_send(Msg::Events(events)) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            *terminated += 1;
+            false
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
 impl KindState {
-    /// Offers `event` to the kind's watchers and to those of its object only; a watcher whose
-    /// buffer is full is ended (dropping its sender closes its stream).
-    fn offer(&mut self, event: &Arc<CacheEvent>) {
+    /// Offers one commit's `events` of this kind (one revision, distinct objects) to the kind's
+    /// watchers, all in one message, and each event to the watchers of its own object only.
+    fn offer(&mut self, events: &Arc<[Arc<CacheEvent>]>) {
         let KindState { watchers, named, terminated, .. } = self;
-        let mut offer = |tx: &mpsc::Sender<Msg>| match tx.try_send(Msg::Event(Arc::clone(event))) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                *terminated += 1;
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        };
-        watchers.retain(&mut offer);
-        if let Some(of_key) = named.get_mut(&event.object.key) {
-            of_key.retain(&mut offer);
-            if of_key.is_empty() {
-                named.remove(&event.object.key);
+        watchers.retain(|tx| offer_to(tx, Arc::clone(events), terminated));
+        for event in events.iter() {
+            if let Some(of_key) = named.get_mut(&event.object.key) {
+                let own: Arc<[Arc<CacheEvent>]> = Arc::from([Arc::clone(event)]);
+                of_key.retain(|tx| offer_to(tx, Arc::clone(&own), terminated));
+                if of_key.is_empty() {
+                    named.remove(&event.object.key);
+                }
             }
         }
     }
@@ -553,10 +272,6 @@ impl Cache {
         self.kinds.get(prefix).ok_or_else(|| ApiError::internal(format!("no cache for {prefix}")))
     }
 
-    fn kind_of_key(&self, key: &str) -> Option<&Mutex<KindState>> {
-        self.kinds.get(kind_prefix(key))
-    }
-
     /// Replaces every kind's state with a fresh list of the store (ending every watcher, who
     /// must relist) and returns its revision.
     async fn relist(&self) -> Result<u64, ApiError> {
@@ -591,7 +306,7 @@ impl Cache {
     /// Follows the store from `rev` for as long as it is open.
     async fn follow(self: Arc<Cache>, mut rev: u64) {
         loop {
-            let mut stream = match self.storage.watch(ROOT, Revision(rev)).await {
+            let mut stream = match self.storage.watch_commits(ROOT, Revision(rev)).await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(error = %e, rev, "watch cache: storage watch failed; retrying");
@@ -604,9 +319,9 @@ impl Cache {
             };
             while let Some(item) = stream.next().await {
                 match item {
-                    Ok(ev) => {
-                        self.apply(&ev);
-                        rev = ev.revision.get();
+                    Ok(commit) => {
+                        self.apply(&commit);
+                        rev = commit.revision.get();
                     }
                     Err(ocm_storage::Error::Lagged { resume_from }) => {
                         rev = resume_from.get();
@@ -645,18 +360,32 @@ impl Cache {
         }
     }
 
-    fn apply(&self, ev: &ocm_storage::WatchEvent) {
-        let rev = ev.revision.get();
-        if let Some(state) = self.kind_of_key(&ev.key) {
+    /// Applies one commit: each kind's events together, then the commit's revision.
+    fn apply(&self, commit: &Commit) {
+        let rev = commit.revision.get();
+        // The commit's events per kind, in key order (a commit rarely spans more than two).
+        let mut kinds: Vec<(&str, &Mutex<KindState>, Vec<Arc<CacheEvent>>)> = Vec::new();
+        for ev in &commit.events {
+            let Some((prefix, state)) = self.kinds.get_key_value(kind_prefix(&ev.key)) else {
+                continue;
+            };
             // Only this task changes `items`, so the cached state is the event's previous value:
             // reuse it rather than parse `ev.prev` again.
             let cached = lock(state).items.get(&ev.key).cloned();
-            match self.event_of(ev, cached) {
-                Ok(event) => self.publish(state, event),
+            let event = match self.event_of(ev, cached) {
+                Ok(event) => Arc::new(event),
                 Err(e) => {
-                    tracing::error!(error = %e, key = %ev.key, "watch cache: bad stored object")
+                    tracing::error!(error = %e, key = %ev.key, "watch cache: bad stored object");
+                    continue;
                 }
+            };
+            match kinds.iter_mut().find(|(p, _, _)| *p == prefix.as_str()) {
+                Some((_, _, events)) => events.push(event),
+                None => kinds.push((prefix.as_str(), state, vec![event])),
             }
+        }
+        for (_, state, events) in kinds {
+            self.publish(state, rev, events.into());
         }
         self.rev.send_replace(rev);
     }
@@ -707,34 +436,41 @@ impl Cache {
         }
     }
 
-    fn publish(&self, state: &Mutex<KindState>, event: CacheEvent) {
-        let event = Arc::new(event);
-        self.keep_hot(&event.object);
-        let mut st = lock(state);
-        match event.kind {
-            EventType::Deleted => {
-                st.items.remove(&event.object.key);
-            }
-            _ => {
-                st.items.insert(event.object.key.clone(), Arc::clone(&event.object));
-            }
+    /// Publishes one commit's events of one kind (revision `rev`) under the kind's lock.
+    fn publish(&self, state: &Mutex<KindState>, rev: u64, events: Arc<[Arc<CacheEvent>]>) {
+        for event in events.iter() {
+            self.keep_hot(&event.object);
         }
-        st.history.push_back((Instant::now(), Arc::clone(&event)));
+        let now = Instant::now();
+        let mut st = lock(state);
+        for event in events.iter() {
+            match event.kind {
+                EventType::Deleted => {
+                    st.items.remove(&event.object.key);
+                }
+                _ => {
+                    st.items.insert(event.object.key.clone(), Arc::clone(&event.object));
+                }
+            }
+            st.history.push_back((now, Arc::clone(event)));
+        }
         while st.history.len() > self.config.history_per_kind {
             st.forget_oldest();
         }
-        st.rev = event.rev;
-        st.offer(&event);
+        st.rev = rev;
+        st.offer(&events);
     }
 
     async fn progress(self: Arc<Cache>) {
         let mut tick = tokio::time::interval(self.config.progress_every);
         loop {
             tick.tick().await;
-            let rev = self.revision();
             let now = Instant::now();
             for state in self.kinds.values() {
                 let mut st = lock(state);
+                // Read under the kind's lock: every change of this kind up to it has been
+                // offered (a commit's revision becomes global only after all its kinds have it).
+                let rev = st.rev.max(self.revision());
                 while st.history.front().is_some_and(|(at, _)| {
                     now.saturating_duration_since(*at) > self.config.history_max_age
                 }) {
@@ -874,100 +610,92 @@ mod tests {
         st.named.entry("/registry/k/y".into()).or_default().push(y);
         let object = Arc::new(CachedObject::new("/registry/k/x".into(), serde_json::json!({}), 7));
         let event = Arc::new(CacheEvent { kind: EventType::Modified, rev: 7, object, prev: None });
-        st.offer(&event);
-        assert!(matches!(all_rx.try_recv(), Ok(Msg::Event(e)) if e.rev == 7));
-        assert!(matches!(x_rx.try_recv(), Ok(Msg::Event(e)) if e.rev == 7));
+        let events: Arc<[Arc<CacheEvent>]> = Arc::from([event]);
+        st.offer(&events);
+        assert!(matches!(all_rx.try_recv(), Ok(Msg::Events(e)) if e[0].rev == 7));
+        assert!(matches!(x_rx.try_recv(), Ok(Msg::Events(e)) if e[0].rev == 7));
         assert!(y_rx.try_recv().is_err(), "another object's watcher was offered the event");
         // A closed one-object watcher is dropped on its object's next event, with its entry.
         drop(x_rx);
-        st.offer(&event);
+        st.offer(&events);
         assert!(!st.named.contains_key("/registry/k/x"));
     }
 
-    #[test]
-    fn what_is_kept_unparsed_reads_as_the_object_does() {
-        let v = serde_json::json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u1",
-            "labels": {"b": "2", "a": "1"}, "ownerReferences": [{"uid": "o1"}]}});
-        let obj = CachedObject::new("/registry/core/secrets/ns/a".into(), v.clone(), 7);
-        assert_eq!(obj.namespace_name(), ("ns", "a"));
-        assert_eq!((obj.label("a"), obj.label("b"), obj.label("c")), (Some("1"), Some("2"), None));
-        assert_eq!((&*obj.uid, obj.owned, obj.deleting), ("u1", true, false));
-        let scoped = CachedObject::new("/registry/core/namespaces/ns".into(), v.clone(), 7);
-        assert_eq!(scoped.namespace_name(), ("", "ns"));
-        assert!(obj.same_labels(&scoped));
-        let other = serde_json::json!({"metadata": {"name": "a", "labels": {"a": "1"}}});
-        assert!(!obj.same_labels(&CachedObject::new("/registry/g/p/a".into(), other, 8)));
-        // Cooled, the object parses again from its JSON, to the same value.
-        let hot = obj.value();
-        obj.cool();
-        let cold = obj.value();
-        assert!(!Arc::ptr_eq(&hot, &cold));
-        assert_eq!(*cold, v);
-    }
-
-    #[test]
-    fn large_top_level_values_are_held_once_and_the_json_is_exact() {
-        let big = "x".repeat(intern::MIN_BYTES);
-        let work = |ns: &str, status: Value| {
-            serde_json::json!({"apiVersion": "v1", "kind": "K",
-                "metadata": {"name": "w", "namespace": ns, "labels": {"a": "é\"q"}},
-                "spec": {"manifests": [{"data": big}]}, "status": status})
-        };
-        let (a, b) = (work("a", serde_json::json!({})), work("b", serde_json::json!({"s": 1})));
-        let (ca, cb) = (
-            CachedObject::new("/registry/k/a/w".into(), a.clone(), 1),
-            CachedObject::new("/registry/k/b/w".into(), b.clone(), 2),
-        );
-        assert_eq!(ca.json(), serde_json::to_vec(&a).unwrap());
-        assert_eq!(cb.json(), serde_json::to_vec(&b).unwrap());
-        assert_eq!(ca.json_len(), ca.json().len());
-        let spec = |o: &CachedObject| match &o.json {
-            Json::Parts(p, _) => p[1].as_ptr(),
-            Json::Whole(_) => panic!("a large spec is its own part"),
-        };
-        assert_eq!(spec(&ca), spec(&cb), "both objects hold one copy of the spec");
-        assert!(Arc::ptr_eq(&ca.value_without("spec"), &ca.value()), "hot: the whole object");
-        ca.cool();
-        assert_eq!(*ca.value(), a, "a cooled object parses back");
-        let mut headless = a.clone();
-        headless["spec"] = Value::Null;
-        assert_eq!(*ca.value_without("spec"), headless, "cold: parsed without the large spec");
-        assert_eq!(*ca.value_without("status"), a, "only a large value is left out");
-        // Cut from the stored JSON (no resourceVersion), the same bytes and parts.
-        for (v, rev) in [(&a, 1), (&b, 2)] {
-            let mut stored = v.clone();
-            crate::machinery::object::meta_mut(&mut stored).remove("resourceVersion");
-            let obj = CachedObject::from_stored(
-                "/registry/k/x/w".into(),
-                &serde_json::to_vec(&stored).unwrap(),
-                rev,
-            )
+    /// A storage commit over two kinds is applied whole: lists show all of it at its one
+    /// revision, a subscription after the revision before replays all of it and one after it
+    /// none, and a live watcher of each kind gets its part as one message.
+    #[tokio::test]
+    async fn a_commit_over_two_kinds_is_applied_whole() {
+        use crate::machinery::scheme::{Profile, Scheme};
+        use ocm_storage::Write;
+        let background = Background::new();
+        let storage = Storage::open(ocm_storage::Engine::Memory(Default::default())).await.unwrap();
+        let scheme = Scheme::new(Profile::Hub);
+        let cache = Cache::start(storage.clone(), &scheme, CacheConfig::default(), &background)
+            .await
             .unwrap();
-            let mut expected = v.clone();
-            crate::machinery::object::set_resource_version(&mut expected, rev);
-            assert_eq!(obj.json(), serde_json::to_vec(&expected).unwrap());
-            assert_eq!(spec(&obj), spec(&ca), "the stored spec is interned too");
-            obj.cool();
-            assert_eq!(*obj.value(), expected);
-        }
-        let small = serde_json::json!({"metadata": {"name": "s"}, "data": {"k": "v"}});
-        let cs = CachedObject::new("/registry/k/s".into(), small.clone(), 3);
-        assert!(matches!(cs.json, Json::Whole(_)));
-        assert_eq!(cs.json(), serde_json::to_vec(&small).unwrap());
+        let (ns, cm) = ("/registry/core/namespaces/", "/registry/core/configmaps/");
+        let mut ns_live = cache.subscribe(ns, Start::Snapshot, None).unwrap();
+        let mut cm_live = cache.subscribe(cm, Start::Snapshot, None).unwrap();
+        let before = storage.current_revision().await.unwrap().get();
+        let object = |name: &str| {
+            let v = serde_json::json!({"metadata": {"name": name, "uid": name}});
+            bytes::Bytes::from(serde_json::to_vec(&v).unwrap())
+        };
+        let create = |key: String, name: &str| Write::Create { key, value: object(name) };
+        let committed = storage
+            .commit(vec![
+                create(format!("{ns}a"), "a"),
+                create(format!("{ns}b"), "b"),
+                create(format!("{cm}d/c"), "c"),
+            ])
+            .await
+            .unwrap();
+        let rev = committed.revision.get();
+        assert!(cache.wait_for(rev, Duration::from_secs(10)).await);
+        let (items, at) = cache.list(ns, ns).unwrap();
+        assert_eq!(at, rev);
+        assert!(items.len() == 2 && items.iter().all(|o| o.rev == rev));
+        let replay = cache.subscribe(ns, Start::After(before), None).unwrap().initial;
+        let names: Vec<&str> = replay.iter().map(|e| e.object.namespace_name().1).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(cache.subscribe(ns, Start::After(rev), None).unwrap().initial.is_empty());
+        let part = |m: Option<Msg>| match m {
+            Some(Msg::Events(e)) => e.iter().map(|e| (e.rev, e.object.key.clone())).collect(),
+            _ => Vec::new(),
+        };
+        let ns_part = part(ns_live.live.recv().await);
+        assert_eq!(ns_part, [(rev, format!("{ns}a")), (rev, format!("{ns}b"))]);
+        assert_eq!(part(cm_live.live.recv().await), [(rev, format!("{cm}d/c"))]);
+        background.stop().await;
     }
 
+    /// A commit's events reach a kind's watcher as one message, in key order, or not at all
+    /// (a full watcher is ended); a watcher of one object gets its own event only.
     #[test]
-    fn renderings_are_made_once_per_form_and_version() {
-        let obj = CachedObject::new("/registry/k/a".into(), serde_json::json!({"a": 1}), 1);
-        let made = std::cell::Cell::new(0);
-        let make = |text: &'static str| {
-            made.set(made.get() + 1);
-            Ok::<_, ()>(Bytes::from_static(text.as_bytes()))
+    fn a_commit_is_offered_whole_or_not_at_all() {
+        let mut st = KindState::default();
+        let (roomy, mut roomy_rx) = mpsc::channel::<Msg>(4);
+        let (full, mut full_rx) = mpsc::channel::<Msg>(1);
+        full.try_send(Msg::Progress(1)).unwrap();
+        let (b, mut b_rx) = mpsc::channel::<Msg>(4);
+        st.watchers.extend([roomy, full]);
+        st.named.entry("/registry/g/k/b".into()).or_default().push(b);
+        let event = |name: &str| {
+            let key = format!("/registry/g/k/{name}");
+            let object = Arc::new(CachedObject::new(key, serde_json::json!({}), 9));
+            Arc::new(CacheEvent { kind: EventType::Added, rev: 9, object, prev: None })
         };
-        assert_eq!(obj.rendered("table/v1/metadata", "v1", || make("row")).unwrap(), "row");
-        assert_eq!(obj.rendered("table/v1/metadata", "v1", || make("again")).unwrap(), "row");
-        assert_eq!(obj.rendered("table/v1/metadata", "v2", || make("v2")).unwrap(), "v2");
-        assert_eq!(obj.rendered("v1", "", || make("meta")).unwrap(), "meta");
-        assert_eq!(made.get(), 3);
+        let commit: Arc<[Arc<CacheEvent>]> = Arc::from([event("a"), event("b"), event("c")]);
+        st.offer(&commit);
+        let names = |m: Msg| match m {
+            Msg::Events(e) => e.iter().map(|e| e.object.namespace_name().1.to_owned()).collect(),
+            Msg::Progress(_) => Vec::new(),
+        };
+        assert_eq!(names(roomy_rx.try_recv().unwrap()), ["a", "b", "c"]);
+        assert_eq!(names(b_rx.try_recv().unwrap()), ["b"]);
+        assert!(matches!(full_rx.try_recv(), Ok(Msg::Progress(1))));
+        assert!(full_rx.try_recv().is_err(), "no part of the commit reached the full watcher");
+        assert_eq!((st.watchers.len(), st.terminated), (1, 1));
     }
 }

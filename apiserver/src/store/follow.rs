@@ -74,9 +74,12 @@ pub async fn follow(
             }
         }
         while let Some(msg) = sub.live.recv().await {
-            if let Msg::Event(ev) = msg {
-                on(Seen::Change(&ev));
-                last = ev.rev;
+            // One revision's changes come whole, so `last` is never a revision seen in part.
+            if let Msg::Events(events) = msg {
+                for ev in events.iter() {
+                    on(Seen::Change(ev));
+                    last = ev.rev;
+                }
             }
         }
         tracing::debug!(%prefix, last, "a cache follower fell behind and subscribes again");

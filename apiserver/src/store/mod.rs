@@ -3,5 +3,6 @@
 
 pub mod budget;
 pub mod cache;
+pub mod cached;
 pub mod follow;
 pub mod registry;

@@ -143,33 +143,53 @@ impl Bench {
         }
     }
 
-    /// Follows the PlacementDecisions of `ns` (a list, then a watch from its revision) until
-    /// `done` holds for the decisions' sizes by name; when it did. A watch, not polling: a
-    /// poll of thousands of decisions every few milliseconds would load the hub it measures.
-    async fn until_decisions(
-        &self,
-        ns: &str,
-        limit: Duration,
-        done: impl Fn(&HashMap<String, usize>) -> bool,
-    ) -> anyhow::Result<Instant> {
+    /// Starts following the PlacementDecisions of `ns` (a list, then a watch from its
+    /// revision), before a measurement starts: the list of every decision already there is
+    /// not part of what is timed. A watch, not polling: a poll of thousands of decisions every
+    /// few milliseconds would load the hub it measures.
+    async fn decisions(&self, ns: &str) -> anyhow::Result<DecisionWatch> {
         let path = format!("{G}/v1beta1/namespaces/{ns}/placementdecisions");
         let list = self.get(&path).await?;
-        let size = |d: &Value| d["status"]["decisions"].as_array().map_or(0, Vec::len);
-        let name = |d: &Value| d["metadata"]["name"].as_str().unwrap_or("").to_owned();
-        let mut sizes: HashMap<String, usize> =
+        let sizes: HashMap<String, usize> =
             list["items"].as_array().into_iter().flatten().map(|d| (name(d), size(d))).collect();
-        if done(&sizes) {
-            return Ok(Instant::now());
-        }
         let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_owned();
         let url = format!("{}{path}?watch=true&resourceVersion={rv}", self.hub.url);
         let resp = self.http.get(url).send().await?;
         ensure!(resp.status().is_success(), "watch: {}", resp.status());
-        let mut stream = resp.bytes_stream();
+        Ok(DecisionWatch { sizes, stream: Box::pin(resp.bytes_stream()) })
+    }
+}
+
+/// A decision's name and how many clusters it holds.
+fn name(d: &Value) -> String {
+    d["metadata"]["name"].as_str().unwrap_or("").to_owned()
+}
+
+fn size(d: &Value) -> usize {
+    d["status"]["decisions"].as_array().map_or(0, Vec::len)
+}
+
+/// PlacementDecisions followed: their sizes by name as the watch has shown them.
+struct DecisionWatch {
+    sizes: HashMap<String, usize>,
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+}
+
+impl DecisionWatch {
+    /// Reads the watch until `done` holds for the decisions' sizes by name; when it did.
+    async fn until(
+        mut self,
+        limit: Duration,
+        done: impl Fn(&HashMap<String, usize>) -> bool,
+    ) -> anyhow::Result<Instant> {
+        let sizes = &mut self.sizes;
+        if done(sizes) {
+            return Ok(Instant::now());
+        }
         let mut buf = Vec::new();
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let chunk = tokio::time::timeout_at(deadline, stream.next())
+            let chunk = tokio::time::timeout_at(deadline, self.stream.next())
                 .await
                 .context("decisions not done in time")?
                 .context("watch ended")??;
@@ -188,7 +208,7 @@ impl Bench {
                     _ => {}
                 }
             }
-            if done(&sizes) {
+            if done(sizes) {
                 return Ok(Instant::now());
             }
         }
@@ -331,8 +351,9 @@ async fn single(b: &Bench, n: usize, repeat: usize) -> anyhow::Result<(Duration,
         let name = format!("p{r}");
         let path = format!("{G}/v1beta1/namespaces/{ns}/placements");
         let prefix = format!("{name}-decision-");
+        let decisions = b.decisions(&ns).await?;
         let start = Instant::now();
-        let watching = b.until_decisions(&ns, Duration::from_secs(120), |sizes| {
+        let watching = decisions.until(Duration::from_secs(120), |sizes| {
             sizes.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, n)| n).sum::<usize>() == n
         });
         let deciding = async {
@@ -375,10 +396,10 @@ async fn recompute(b: &Bench, m: usize, n: usize) -> anyhow::Result<Duration> {
         r?;
     }
     b.settle().await?;
+    let decisions = b.decisions(ns).await?;
     let start = Instant::now();
-    let watching = b.until_decisions(ns, Duration::from_secs(600), |sizes| {
-        sizes.values().filter(|n| **n == 10).count() == m
-    });
+    let watching = decisions
+        .until(Duration::from_secs(600), |sizes| sizes.values().filter(|n| **n == 10).count() == m);
     let (done, bound) = tokio::join!(watching, b.bind(ns, set));
     bound?;
     Ok(done? - start)
@@ -408,10 +429,10 @@ async fn relabel(b: &Bench, n: usize) -> anyhow::Result<(Duration, Duration)> {
         r?;
     }
     let patched = start.elapsed();
-    let done = b
-        .until_decisions(ns, Duration::from_secs(600), |sizes| {
-            sizes.values().sum::<usize>() == 10 * n
-        })
+    // Followed from here (the patches are done): the list is part of what is timed.
+    let decisions = b.decisions(ns).await?;
+    let done = decisions
+        .until(Duration::from_secs(600), |sizes| sizes.values().sum::<usize>() == 10 * n)
         .await?;
     Ok((patched, done - start))
 }

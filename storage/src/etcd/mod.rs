@@ -1,6 +1,8 @@
 //! The etcd backend, for several hub replicas: keys under a configurable prefix, revisions are
-//! etcd's mod revisions, compare-and-swap through transactions, watches with a start revision,
-//! and etcd's compaction reported as `Compacted`. The client it speaks through is `client.rs`.
+//! etcd's mod revisions, compare-and-swap through transactions (a commit of several keys is one
+//! transaction, one compare per key), watches with a start revision (etcd sends a revision's
+//! events in one response), and etcd's compaction reported as `Compacted`. The client it speaks
+//! through is `client.rs`.
 
 mod client;
 
@@ -13,8 +15,8 @@ use crate::engine::EtcdOptions;
 use crate::error::{Error, Result};
 use crate::key::prefix_end;
 use crate::{
-    BackendPage, Deleted, EventKind, KeyValue, ListRequest, Preconditions, Revision, Store,
-    WatchEvent, WatchStream,
+    BackendPage, Commit, CommitStream, Committed, Deleted, EventKind, KeyValue, ListRequest,
+    Preconditions, Revision, Store, WatchEvent, Write, Written,
 };
 use client::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use client::etcdserverpb::kv_client::KvClient;
@@ -221,6 +223,60 @@ fn delete(key: Vec<u8>) -> RequestOp {
     RequestOp { request: Some(Request::RequestDeleteRange(delete)) }
 }
 
+/// The compare of one write of a commit (one per key: etcd's `--max-txn-ops` bounds the
+/// compares too): an absent key for a create, the expected mod revision otherwise. etcd compares
+/// an absent key's mod revision as 0, and no stored key has mod revision 0, so an expected 0
+/// becomes a compare that never holds.
+fn commit_compare(full: &[u8], write: &Write) -> Compare {
+    match write {
+        Write::Create { .. } => create_revision_is(full, CompareResult::Equal, 0),
+        Write::Update { expected: Revision(0), .. }
+        | Write::Delete { expected: Revision(0), .. } => {
+            create_revision_is(full, CompareResult::Less, 0)
+        }
+        Write::Update { expected, .. } | Write::Delete { expected, .. } => {
+            mod_revision_is(full, i64::try_from(expected.0).unwrap_or(i64::MAX))
+        }
+    }
+}
+
+/// The operation of one write of a commit.
+fn commit_op(full: Vec<u8>, write: &Write) -> RequestOp {
+    match write {
+        Write::Create { value, .. } => put(full, value.clone(), false),
+        Write::Update { value, .. } => put(full, value.clone(), true),
+        Write::Delete { .. } => delete(full),
+    }
+}
+
+/// Why a commit's transaction failed: the first write whose key, as read in the failure branch
+/// (`found`), breaks its compare.
+fn commit_refusal(writes: &[Write], found: Vec<Option<mvccpb::KeyValue>>) -> Error {
+    for (write, kv) in writes.iter().zip(found) {
+        let key = write.key().to_owned();
+        match (write, kv) {
+            (Write::Create { .. }, Some(_)) => return Error::AlreadyExists { key },
+            (Write::Create { .. }, None) => {}
+            (Write::Update { .. } | Write::Delete { .. }, None) => return Error::NotFound { key },
+            (Write::Update { expected, .. } | Write::Delete { expected, .. }, Some(kv)) => {
+                let actual = revision(kv.mod_revision);
+                if actual != *expected {
+                    return Error::Conflict {
+                        key,
+                        what: "mod_revision",
+                        expected: *expected,
+                        actual,
+                    };
+                }
+            }
+        }
+    }
+    Error::Unavailable {
+        message: "etcd refused a commit for no stated reason".into(),
+        source: None,
+    }
+}
+
 fn first_get(responses: Vec<ResponseOp>) -> Option<mvccpb::KeyValue> {
     responses.into_iter().find_map(|r| match r.response {
         Some(Response::ResponseRange(get)) => get.kvs.into_iter().next(),
@@ -375,7 +431,62 @@ impl Store for Etcd {
         Ok(Deleted { revision: rev, prev: self.to_kv(prev)? })
     }
 
-    async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed> {
+        let full: Vec<Vec<u8>> = writes.iter().map(|w| self.full(w.key())).collect();
+        let txn = TxnRequest {
+            compare: writes.iter().zip(&full).map(|(w, k)| commit_compare(k, w)).collect(),
+            success: writes.iter().zip(&full).map(|(w, k)| commit_op(k.clone(), w)).collect(),
+            failure: full.iter().map(|k| get(k.clone())).collect(),
+        };
+        let bytes: usize = writes.iter().map(|w| w.value().len()).sum();
+        let response = self.kv().txn(txn).await.map_err(|e| match classify(&e) {
+            Failure::TooLarge => Error::unavailable(
+                format!(
+                    "etcd refused a commit of {bytes} bytes as too large: start etcd with \
+                     --max-request-bytes of at least 2097152"
+                ),
+                e,
+            ),
+            _ => unavailable("commit", e),
+        })?;
+        let response = response.into_inner();
+        let rev = header_revision(response.header)?;
+        if !response.succeeded {
+            let found = response
+                .responses
+                .into_iter()
+                .map(|r| match r.response {
+                    Some(Response::ResponseRange(get)) => get.kvs.into_iter().next(),
+                    _ => None,
+                })
+                .collect();
+            return Err(commit_refusal(&writes, found));
+        }
+        let mut written = Vec::with_capacity(writes.len());
+        for (write, r) in writes.into_iter().zip(response.responses) {
+            written.push(match (write, r.response) {
+                (Write::Create { key, value }, _) => {
+                    Written::Put(KeyValue { key, value, create_revision: rev, mod_revision: rev })
+                }
+                (Write::Update { key, value, .. }, Some(Response::ResponsePut(put))) => {
+                    let create_revision = put.prev_kv.map_or(rev, |p| revision(p.create_revision));
+                    Written::Put(KeyValue { key, value, create_revision, mod_revision: rev })
+                }
+                (Write::Delete { key, .. }, Some(Response::ResponseDeleteRange(d))) => {
+                    let prev = d.prev_kvs.into_iter().next().ok_or_else(|| {
+                        Error::corrupt(&key, "etcd deleted the key but returned no value")
+                    })?;
+                    Written::Deleted(Deleted { revision: rev, prev: self.to_kv(prev)? })
+                }
+                (write, _) => {
+                    return Err(Error::corrupt(write.key(), "etcd answered a commit out of order"));
+                }
+            });
+        }
+        Ok(Committed { revision: rev, written })
+    }
+
+    async fn watch(&self, prefix: &str, from: Revision) -> Result<CommitStream> {
         // etcd reports a compacted start revision only inside the stream; check first so that
         // every backend answers `Compacted` from the call itself.
         self.check_readable(from).await?;
@@ -413,12 +524,14 @@ impl Store for Etcd {
     }
 }
 
-/// The events of a watch created from `from`, until etcd ends or cancels it.
+/// The events of a watch created from `from`, one [`Commit`] per revision, until etcd ends or
+/// cancels it. etcd never splits a revision's events across responses (fragments are not asked
+/// for), so each response is cut into whole commits.
 fn events(
     mut stream: Watching,
     prefix: String,
     from: Revision,
-) -> impl futures::Stream<Item = Result<Arc<WatchEvent>>> + Send + 'static {
+) -> impl futures::Stream<Item = Result<Commit>> + Send + 'static {
     async_stream::try_stream! {
         loop {
             let message = stream.message().await.map_err(|e| unavailable("watch", e))?;
@@ -435,8 +548,21 @@ fn events(
                     source: None,
                 })?;
             }
+            let mut commit: Option<Commit> = None;
             for event in response.events {
-                yield Arc::new(convert_event(event, &prefix)?);
+                let event = Arc::new(convert_event(event, &prefix)?);
+                match &mut commit {
+                    Some(c) if c.revision == event.revision => c.events.push(event),
+                    _ => {
+                        let next = Commit { revision: event.revision, events: vec![event] };
+                        if let Some(done) = commit.replace(next) {
+                            yield done;
+                        }
+                    }
+                }
+            }
+            if let Some(done) = commit {
+                yield done;
             }
         }
     }

@@ -4,18 +4,17 @@
 
 pub mod cel;
 pub mod schedule;
+mod write;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use ocm_proto::api::cluster::v1::ManagedCluster;
 use ocm_proto::api::cluster::v1alpha1::AddOnPlacementScore;
-use ocm_proto::api::cluster::v1beta1::{Placement, PlacementDecision};
+use ocm_proto::api::cluster::v1beta1::Placement;
 use ocm_proto::api::cluster::v1beta2::ManagedClusterSet;
 use ocm_proto::api::cluster::{self as api};
-use ocm_proto::api::meta::{Time, condition, set_condition};
 use ocm_proto::selector::LabelSelector;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -26,7 +25,7 @@ use crate::machinery::object;
 use crate::machinery::scheme::ResourceType;
 use crate::machinery::table::{Column, Include, TableRequest};
 use crate::store::cache::CachedObject;
-use crate::store::registry::{DeleteOptions, Patch, Registry, WriteOptions};
+use crate::store::registry::{Registry, WriteOptions};
 use schedule::{ClusterFacts, Outcome, ScoreObject, World};
 
 /// The field manager of the scheduler's writes.
@@ -38,8 +37,9 @@ const DEBOUNCE: Duration = Duration::from_millis(500);
 const WORKERS: usize = 8;
 /// Events waiting to be written; more are dropped.
 const EVENTS_QUEUED: usize = 4096;
-/// Writes of one pass in flight at once (PlacementDecision objects written side by side).
-const WRITES_AT_ONCE: usize = 32;
+/// A pass whose commit meets another writer's change (409) reads again and runs again, this
+/// many times at once before it backs off as a failed run.
+const CONFLICT_RETRIES: usize = 3;
 /// A misconfigured placement is tried again this often.
 const MISCONFIGURED_RETRY: Duration = Duration::from_secs(30);
 /// Every placement is scheduled again this often regardless (OCM's informer resync).
@@ -196,6 +196,24 @@ struct DecisionFacts {
     clusters: Vec<String>,
 }
 
+/// What the index reads of a stored PlacementDecision: its clusters, nothing else parsed.
+#[derive(serde::Deserialize)]
+struct DecidedClusters {
+    status: Option<DecidedStatus>,
+}
+
+#[derive(serde::Deserialize)]
+struct DecidedStatus {
+    #[serde(default)]
+    decisions: Vec<DecidedCluster>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DecidedCluster {
+    cluster_name: String,
+}
+
 /// Every PlacementDecision, parsed once per revision, and how many name each cluster (kept
 /// up to date as decisions change, for `Balance`; shared with passes copy-on-write).
 #[derive(Default)]
@@ -227,7 +245,7 @@ impl Decisions {
                 indexed += 1;
                 continue;
             }
-            let fresh = parse::<PlacementDecision>(o).map(|d| {
+            let fresh = parse::<DecidedClusters>(o).map(|d| {
                 let clusters = d.status.map(|s| s.decisions).unwrap_or_default();
                 DecisionFacts {
                     placement: o
@@ -432,8 +450,26 @@ impl Scheduler {
     }
 
     async fn run(&self, key: String) -> Result<Action, ApiError> {
-        let k = &self.kinds;
         let Some((ns, name)) = key.split_once('/') else { return Ok(Action::Done) };
+        let mut conflicts = 0;
+        loop {
+            match self.pass(ns, name).await {
+                Err(e) if e.code == 409 && conflicts < CONFLICT_RETRIES => {
+                    // Another writer changed what the pass read: read it again (the cache as
+                    // fresh as the store) and decide again.
+                    conflicts += 1;
+                    tracing::debug!(placement = %key, error = %e.message, "placement pass met a conflict; running it again");
+                    self.registry.cache.sync().await?;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// One pass: schedules the placement against the cache and writes its decisions and
+    /// status.
+    async fn pass(&self, ns: &str, name: &str) -> Result<Action, ApiError> {
+        let k = &self.kinds;
         let Some(cached) = self.registry.cached(&k.placements, ns, name) else {
             return Ok(Action::Done); // its decisions go with it (owner references)
         };
@@ -456,180 +492,17 @@ impl Scheduler {
             return Err(ApiError::internal(why));
         }
         let slices = schedule::slices(name, &outcome.groups);
-        // Decisions first, then the status that names them (as OCM).
-        let changes = self.bind(ns, name, &raw, &slices).await?;
+        // Decisions, then the status that names them (as OCM), in one commit.
+        let changes = self.write_pass(ns, name, &raw, &placement, &outcome, &slices).await?;
         if !changes.is_empty() {
             self.record_pass(&raw, &outcome, &changes);
         }
-        self.write_status(ns, name, &raw, &placement, &outcome, &slices).await?;
         if outcome.misconfigured.is_some() {
             // OCM returns an error and retries with backoff; the spec's next change wakes it
             // anyway.
             return Ok(Action::RequeueAfter(MISCONFIGURED_RETRY));
         }
         Ok(Action::RequeueAfter(outcome.requeue_after.map_or(RESYNC, |d| d.min(RESYNC))))
-    }
-
-    async fn write_status(
-        &self,
-        ns: &str,
-        name: &str,
-        raw: &Value,
-        placement: &Placement,
-        outcome: &Outcome,
-        slices: &[(String, &schedule::Group, &[String])],
-    ) -> Result<(), ApiError> {
-        let status = placement.status.clone().unwrap_or_default();
-        let mut conditions = status.conditions.clone();
-        let now = Time(crate::machinery::clock::timestamp());
-        let misconfigured = match &outcome.misconfigured {
-            Some(m) => condition("PlacementMisconfigured", "True", "Misconfigured", m.clone()),
-            None => condition(
-                "PlacementMisconfigured",
-                "False",
-                "Succeedconfigured",
-                "Placement configurations check pass",
-            ),
-        };
-        let s = &outcome.satisfied;
-        let satisfied = condition("PlacementSatisfied", s.status, s.reason, s.message.clone());
-        let mut changed = set_condition(&mut conditions, misconfigured, now.clone());
-        changed |= set_condition(&mut conditions, satisfied, now);
-        let mut body = json!({"conditions": conditions});
-        {
-            let groups: Vec<Value> = outcome
-                .groups
-                .iter()
-                .map(|g| {
-                    let names: Vec<&str> = slices
-                        .iter()
-                        .filter(|(_, sg, _)| sg.index == g.index)
-                        .map(|(n, _, _)| n.as_str())
-                        .collect();
-                    json!({
-                        "decisionGroupIndex": g.index,
-                        "decisionGroupName": g.name,
-                        "decisions": names,
-                        "clusterCount": g.clusters.len(),
-                    })
-                })
-                .collect();
-            let selected = i32::try_from(outcome.selected).unwrap_or(i32::MAX);
-            let old_groups = serde_json::to_value(&status.decision_groups).unwrap_or_default();
-            changed |= status.number_of_selected_clusters != Some(selected)
-                || old_groups != Value::Array(groups.clone());
-            body["numberOfSelectedClusters"] = json!(selected);
-            body["decisionGroups"] = Value::Array(groups);
-        }
-        if !changed {
-            return Ok(());
-        }
-        let body = json!({
-            "metadata": {"resourceVersion": object::meta_str(raw, "resourceVersion")},
-            "status": body,
-        });
-        let rt = &self.kinds.placements;
-        let sub = rt.subresource("status");
-        self.registry.patch(rt, ns, name, &Patch::Merge(body), sub, &Self::opts()).await?;
-        Ok(())
-    }
-
-    /// Brings the placement's PlacementDecisions to `slices`: creates, updates, deletes; what
-    /// it did, as (event reason, decision name).
-    async fn bind(
-        &self,
-        ns: &str,
-        name: &str,
-        placement: &Value,
-        slices: &[(String, &schedule::Group, &[String])],
-    ) -> Result<Vec<(&'static str, String)>, ApiError> {
-        let mut done = Vec::new();
-        let rt = &self.kinds.decisions;
-        let reg = &self.registry;
-        let mut existing: HashMap<String, Arc<CachedObject>> = reg
-            .cached_list(rt, ns)
-            .into_iter()
-            .filter(|d| d.label(api::LABEL_PLACEMENT) == Some(name))
-            .map(|d| (d.namespace_name().1.to_owned(), d))
-            .collect();
-        let owner = json!([{
-            "apiVersion": "cluster.open-cluster-management.io/v1beta1",
-            "kind": "Placement",
-            "name": name,
-            "uid": object::meta_str(placement, "uid"),
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]);
-        // Each decision object's writes in order; the objects side by side (the store commits
-        // concurrent writes together).
-        let one = |decision: &String,
-                   group: &schedule::Group,
-                   clusters: &[String],
-                   current: Option<Arc<Value>>| {
-            let labels = json!({
-                api::LABEL_PLACEMENT: name,
-                api::LABEL_DECISION_GROUP_NAME: group.name,
-                api::LABEL_DECISION_GROUP_INDEX: group.index.to_string(),
-            });
-            let decisions: Vec<Value> =
-                clusters.iter().map(|c| json!({"clusterName": c, "reason": ""})).collect();
-            let owner = &owner;
-            let decision = decision.clone();
-            async move {
-                let mut did = None;
-                let current = match current {
-                    Some(c) => c,
-                    None => {
-                        let obj = json!({
-                            "apiVersion": rt.storage_api_version(), "kind": rt.kind,
-                            "metadata": {
-                                "name": decision, "namespace": ns,
-                                "labels": labels, "ownerReferences": owner,
-                            },
-                        });
-                        let written = reg.create(rt, ns, obj, &Self::opts()).await?;
-                        did = Some("DecisionCreate");
-                        Arc::new(written.object)
-                    }
-                };
-                if current.pointer("/metadata/labels") != Some(&labels) {
-                    let body = json!({"metadata": {"labels": labels}});
-                    reg.patch(rt, ns, &decision, &Patch::Merge(body), None, &Self::opts()).await?;
-                }
-                let have = current.pointer("/status/decisions").cloned().unwrap_or(json!([]));
-                if have != Value::Array(decisions.clone()) {
-                    let body = json!({"status": {"decisions": decisions}});
-                    let sub = rt.subresource("status");
-                    reg.patch(rt, ns, &decision, &Patch::Merge(body), sub, &Self::opts()).await?;
-                    did = did.or(Some("DecisionUpdate"));
-                }
-                Ok::<_, ApiError>(did.map(|reason| (reason, decision)))
-            }
-        };
-        let writes: Vec<_> = slices
-            .iter()
-            .map(|(decision, group, clusters)| {
-                // A same-named object without our label is ours again (labels patched back).
-                let current = existing
-                    .remove(decision.as_str())
-                    .or_else(|| reg.cached(rt, ns, decision))
-                    .map(|c| c.value());
-                one(decision, group, clusters, current)
-            })
-            .collect();
-        let mut results = futures::stream::iter(writes).buffer_unordered(WRITES_AT_ONCE);
-        while let Some(r) = results.next().await {
-            done.extend(r?);
-        }
-        drop(results);
-        for stale in existing.keys() {
-            match reg.delete(rt, ns, stale, &DeleteOptions::default()).await {
-                Ok(_) => done.push(("DecisionDelete", stale.clone())),
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(done)
     }
 
     /// Records a core Event about the placement (best effort: an event lost is logged).

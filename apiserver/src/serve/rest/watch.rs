@@ -197,6 +197,28 @@ pub(super) fn table_or_json(
     serde_json::to_vec(&value).map_err(ApiError::internal)
 }
 
+/// The lines of one revision's events that pass the watch's filters, as one chunk; each line
+/// is counted as sent.
+fn revision_lines(
+    wr: &WatchRequest,
+    events: &[Arc<CacheEvent>],
+    headers: &mut bool,
+    sent: &crate::machinery::metrics::WatchEvents,
+) -> Result<Option<Bytes>, ApiError> {
+    let mut lines: Vec<Bytes> = Vec::with_capacity(events.len());
+    for ev in events {
+        if let Some(line) = filter_event(wr, ev, headers, true)? {
+            sent.sent(line.len());
+            lines.push(line);
+        }
+    }
+    Ok(match lines.len() {
+        0 => None,
+        1 => lines.pop(),
+        _ => Some(Bytes::from(lines.concat())),
+    })
+}
+
 pub(super) fn error_line(err: &ApiError) -> Bytes {
     event_line("ERROR", &serde_json::to_vec(&err.to_status()).unwrap_or_default())
 }
@@ -310,11 +332,16 @@ pub(super) fn watch_stream(
                 }
                 msg = sub.live.recv() => match msg {
                     None => return,
-                    Some(Msg::Event(ev)) => {
-                        if ev.rev <= rev { continue; }
-                        rev = ev.rev;
-                        match filter_event(&wr, &ev, &mut headers, true) {
-                            Ok(Some(line)) => { sent.sent(line.len()); yield Ok(line) }
+                    Some(Msg::Events(events)) => {
+                        // One revision's events, sent as one chunk: the stream never ends (at
+                        // its deadline) between two events of a revision, whose resourceVersion
+                        // a client resumes after. Only a revision older than the stream's (the
+                        // start's) is a repeat.
+                        let Some(at) = events.first().map(|e| e.rev) else { continue };
+                        if at < rev { continue; }
+                        rev = at;
+                        match revision_lines(&wr, &events, &mut headers, &sent) {
+                            Ok(Some(chunk)) => yield Ok(chunk),
                             Ok(None) => {}
                             Err(e) => { yield Ok(error_line(&e)); return; }
                         }

@@ -38,54 +38,14 @@ impl Registry {
         &self,
         rt: &ResourceType,
         namespace: &str,
-        mut obj: Value,
+        obj: Value,
         opts: &WriteOptions,
         tracked: bool,
     ) -> Result<Written, ApiError> {
-        let generate = system_metadata(rt, namespace, &mut obj)?;
-        if rt.has_status() {
-            if let Some(map) = obj.as_object_mut() {
-                map.remove("status");
-            }
-        }
-        rt.strategy.prepare_create(&mut obj);
-        let mut warnings = self.prune(rt, &mut obj, opts)?;
-        rt.strategy.default(&mut obj);
-        rt.strategy.admit(&mut obj, None, None, opts.requester.as_ref())?;
-        {
-            let m = meta_mut(&mut obj);
-            m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
-            m.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
-            if rt.strategy.tracks_generation() {
-                m.insert("generation".into(), json!(1));
-            }
-        }
-        if !tracked {
-            track_update(rt, &Value::Null, &mut obj, None, opts)?;
-        }
+        let (mut obj, mut warnings, generate) = prepare_new(rt, namespace, obj, opts, tracked)?;
         let mut attempts = 0;
         loop {
-            if let Some(prefix) = &generate {
-                meta_mut(&mut obj)
-                    .insert("name".into(), Value::String(object::generate_name(prefix)));
-            }
-            let name = object::name(&obj).to_owned();
-            if name.is_empty() {
-                let err = FieldError::required("metadata.name", "name or generateName is required");
-                return Err(ApiError::invalid(&rt.group, &rt.kind, "", &[err]));
-            }
-            let mut errs = Vec::new();
-            validate_meta(rt, &obj, &mut errs);
-            errs.extend(rt.strategy.validate(&obj)?);
-            if errs.is_empty() {
-                errs.extend(self.validating_errors(rt, &obj));
-            }
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &errs));
-            }
-            if rt.namespaced {
-                self.check_namespace_open(rt, namespace, &name).await?;
-            }
+            let name = self.name_new(rt, namespace, &mut obj, generate.as_deref()).await?;
             if opts.dry_run {
                 return Ok(Written { object: obj, warnings, created: true });
             }
@@ -109,6 +69,38 @@ impl Registry {
                 Err(e) => return Err(from_storage(e, subject(rt, &name))),
             }
         }
+    }
+
+    /// Names a prepared new object (a fresh name from `generate`, the `generateName` prefix,
+    /// when given), validates it and checks its namespace is open; returns its name.
+    pub(super) async fn name_new(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        obj: &mut Value,
+        generate: Option<&str>,
+    ) -> Result<String, ApiError> {
+        if let Some(prefix) = generate {
+            meta_mut(obj).insert("name".into(), Value::String(object::generate_name(prefix)));
+        }
+        let name = object::name(obj).to_owned();
+        if name.is_empty() {
+            let err = FieldError::required("metadata.name", "name or generateName is required");
+            return Err(ApiError::invalid(&rt.group, &rt.kind, "", &[err]));
+        }
+        let mut errs = Vec::new();
+        validate_meta(rt, obj, &mut errs);
+        errs.extend(rt.strategy.validate(obj)?);
+        if errs.is_empty() {
+            errs.extend(self.validating_errors(rt, obj));
+        }
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &errs));
+        }
+        if rt.namespaced {
+            self.check_namespace_open(rt, namespace, &name).await?;
+        }
+        Ok(name)
     }
 
     /// Refuses content in a namespace that does not exist or is being deleted (Kubernetes'
@@ -159,27 +151,64 @@ impl Registry {
         obj: &mut Value,
         opts: &WriteOptions,
     ) -> Result<Vec<String>, ApiError> {
-        let unknown = rt.strategy.prune(obj);
-        if unknown.is_empty() {
-            return Ok(Vec::new());
+        prune(rt, obj, opts)
+    }
+}
+
+/// The strategy's prune, with unknown fields refused, warned of or dropped as
+/// `fieldValidation` says.
+fn prune(rt: &ResourceType, obj: &mut Value, opts: &WriteOptions) -> Result<Vec<String>, ApiError> {
+    let unknown = rt.strategy.prune(obj);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    match opts.field_validation {
+        FieldValidation::Strict => Err(ApiError::bad_request(format!(
+            "{kind} in version {v:?} cannot be handled as a {kind}: strict decoding error: {}",
+            unknown.iter().map(|f| format!("unknown field {f:?}")).collect::<Vec<_>>().join(", "),
+            kind = rt.kind,
+            v = rt.storage_version,
+        ))),
+        FieldValidation::Warn => {
+            Ok(unknown.iter().map(|f| format!("unknown field {f:?}")).collect())
         }
-        match opts.field_validation {
-            FieldValidation::Strict => Err(ApiError::bad_request(format!(
-                "{kind} in version {v:?} cannot be handled as a {kind}: strict decoding error: {}",
-                unknown
-                    .iter()
-                    .map(|f| format!("unknown field {f:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                kind = rt.kind,
-                v = rt.storage_version,
-            ))),
-            FieldValidation::Warn => {
-                Ok(unknown.iter().map(|f| format!("unknown field {f:?}")).collect())
-            }
-            FieldValidation::Ignore => Ok(Vec::new()),
+        FieldValidation::Ignore => Ok(Vec::new()),
+    }
+}
+
+/// A new object as the create recipe makes it before it is named: system metadata, status
+/// left to its subresource, the strategy's prepare, prune, defaults and admission, uid,
+/// creation time, generation and managedFields (unless `tracked`: already final). Returns it,
+/// the prune's warnings and the `generateName` prefix when it names none itself.
+pub(super) fn prepare_new(
+    rt: &ResourceType,
+    namespace: &str,
+    mut obj: Value,
+    opts: &WriteOptions,
+    tracked: bool,
+) -> Result<(Value, Vec<String>, Option<String>), ApiError> {
+    let generate = system_metadata(rt, namespace, &mut obj)?;
+    if rt.has_status() {
+        if let Some(map) = obj.as_object_mut() {
+            map.remove("status");
         }
     }
+    rt.strategy.prepare_create(&mut obj);
+    let warnings = prune(rt, &mut obj, opts)?;
+    rt.strategy.default(&mut obj);
+    rt.strategy.admit(&mut obj, None, None, opts.requester.as_ref())?;
+    {
+        let m = meta_mut(&mut obj);
+        m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
+        if rt.strategy.tracks_generation() {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    if !tracked {
+        track_update(rt, &Value::Null, &mut obj, None, opts)?;
+    }
+    Ok((obj, warnings, generate))
 }
 
 /// Clears what the server sets on a new object and puts it in the request's namespace;

@@ -21,7 +21,7 @@ impl Registry {
         let mut decided = None;
         let outcome = self
             .compare_and_swap(rt, name, &key, |kv, current| {
-                check_preconditions(rt, name, opts, pinned, kv, &current)?;
+                check_preconditions(rt, name, opts, pinned, kv.mod_revision.get(), &current)?;
                 let (update, outcome) = deletion(rt, opts, current)?;
                 decided = Some(outcome);
                 Ok(update)
@@ -68,13 +68,14 @@ impl Registry {
     }
 }
 
-/// A delete's preconditions (`uid`, `resourceVersion`) and the kind's own refusal.
-fn check_preconditions(
+/// A delete's preconditions (`uid`, `resourceVersion`) against the object as stored at
+/// `mod_revision`, and the kind's own refusal.
+pub(super) fn check_preconditions(
     rt: &ResourceType,
     name: &str,
     opts: &DeleteOptions,
     pinned: Option<u64>,
-    kv: &ocm_storage::KeyValue,
+    mod_revision: u64,
     current: &Value,
 ) -> Result<(), ApiError> {
     rt.strategy.check_delete(current).map_err(|why| ApiError::forbidden(subject(rt, name), why))?;
@@ -90,13 +91,12 @@ fn check_preconditions(
         }
     }
     if let Some(rv) = pinned {
-        if rv != kv.mod_revision.get() {
+        if rv != mod_revision {
             return Err(ApiError::conflict(
                 subject(rt, name),
                 format!(
                     "Precondition failed: ResourceVersion in precondition: {rv}, \
-                     ResourceVersion in object meta: {}",
-                    kv.mod_revision.get()
+                     ResourceVersion in object meta: {mod_revision}"
                 ),
             ));
         }
@@ -106,7 +106,7 @@ fn check_preconditions(
 
 /// What deleting `current` does: removes it, or marks it deleting with the policy's
 /// finalizer while finalizers remain (nothing to write when it already is, or on a dry run).
-fn deletion(
+pub(super) fn deletion(
     rt: &ResourceType,
     opts: &DeleteOptions,
     current: Value,

@@ -4,6 +4,7 @@
 //! [`Strategy`](crate::machinery::strategy::Strategy) supplying only what differs. Objects here are always
 //! at their storage version; the REST layer converts.
 
+mod commit;
 mod create;
 mod delete;
 mod managers;
@@ -29,6 +30,7 @@ use crate::machinery::scheme::{ResourceType, Scheme, Subresource};
 use crate::machinery::strategy::NameRule;
 use crate::store::cache::{Cache, CachedObject};
 
+pub use commit::{Change, Changed, CommitOutcome, Parts};
 pub use read::{ListPage, ListQuery, selectors_match};
 
 /// How unknown or duplicate fields are treated (`fieldValidation`).
@@ -188,11 +190,12 @@ pub fn parse_rv(rv: &str) -> Result<u64, ApiError> {
 }
 
 impl Registry {
-    /// The one read–modify–compare-and-swap of every update, patch and delete, on
-    /// [`Storage::guaranteed_update`]: `decide` gets the stored object (its resourceVersion
+    /// The one read–modify–compare-and-swap of every update, patch and delete of one object,
+    /// on [`Storage::guaranteed_update`]: `decide` gets the stored object (its resourceVersion
     /// set) and says what to write; when another writer wins the race, it decides again on
     /// the newer object, so it must have no effect beyond its answer. A missing object is a
-    /// 404 naming `name`.
+    /// 404 naming `name`. Several objects written together go through [`Registry::commit`],
+    /// which decides each with the same steps and compares each key in one storage commit.
     pub(super) async fn compare_and_swap(
         &self,
         rt: &ResourceType,

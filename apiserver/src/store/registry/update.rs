@@ -161,25 +161,14 @@ impl Registry {
 
     /// What the stages make of `current`: the store update, the object as it is then (written,
     /// removed, or unchanged), and the warnings.
-    fn next_state(
+    pub(super) fn next_state(
         &self,
         rt: &ResourceType,
         opts: &WriteOptions,
         stages: &[Stage<'_>],
         current: Value,
     ) -> Result<(Update, Value, Vec<String>), ApiError> {
-        let mut changed: Option<Value> = None;
-        let mut warnings = Vec::new();
-        for stage in stages {
-            let base = changed.as_ref().unwrap_or(&current);
-            let candidate = (stage.make)(base)?;
-            let (next, more) =
-                self.prepare_update(rt, base, candidate, stage.sub, opts, stage.tracked)?;
-            warnings.extend(more);
-            if next.is_some() {
-                changed = next;
-            }
-        }
+        let (changed, warnings) = self.run_stages(rt, opts, stages, &current)?;
         let Some(mut next) = changed else {
             return Ok((Update::Unchanged, current, warnings));
         };
@@ -195,6 +184,30 @@ impl Registry {
         let update =
             if remove { Update::Delete } else { Update::Put(to_stored(&mut next)?.into()) };
         Ok((update, next, warnings))
+    }
+
+    /// Runs the stages over `current`, each candidate built from the object so far and kept
+    /// under its subresource's rules: the object when some stage changed it, and the warnings.
+    pub(super) fn run_stages(
+        &self,
+        rt: &ResourceType,
+        opts: &WriteOptions,
+        stages: &[Stage<'_>],
+        current: &Value,
+    ) -> Result<(Option<Value>, Vec<String>), ApiError> {
+        let mut changed: Option<Value> = None;
+        let mut warnings = Vec::new();
+        for stage in stages {
+            let base = changed.as_ref().unwrap_or(current);
+            let candidate = (stage.make)(base)?;
+            let (next, more) =
+                self.prepare_update(rt, base, candidate, stage.sub, opts, stage.tracked)?;
+            warnings.extend(more);
+            if next.is_some() {
+                changed = next;
+            }
+        }
+        Ok((changed, warnings))
     }
 
     /// Applies the update rules to a candidate; `None` means nothing changes. `tracked`: the
@@ -257,10 +270,10 @@ impl Registry {
 /// One part of a write: a candidate built from the object so far, kept under the rules of
 /// the main resource or of one subresource.
 pub(super) struct Stage<'a> {
-    sub: Option<&'a Subresource>,
+    pub(super) sub: Option<&'a Subresource>,
     /// The candidate's managedFields are already final (a server-side apply computed them).
-    tracked: bool,
-    make: &'a (dyn Fn(&Value) -> Result<Value, ApiError> + Sync),
+    pub(super) tracked: bool,
+    pub(super) make: &'a (dyn Fn(&Value) -> Result<Value, ApiError> + Sync),
 }
 
 /// The revision a patch pins by carrying `metadata.resourceVersion`.

@@ -133,4 +133,22 @@ mod tests {
             [("a", Step::Selected), ("t", Step::TaintToleration), ("p", Step::ClusterSet)]
         );
     }
+
+    /// A decision's reason is the verdict of a selected cluster without what other clusters
+    /// move (rank, scores): the same for every selected cluster of the pass.
+    #[test]
+    fn the_decision_reason_is_the_stable_part_of_the_verdict() {
+        let o = world(vec![c("a"), c("b")]).run(json!({}));
+        assert_eq!(o.reason, "Selected: feasible");
+        let a = o.verdicts.iter().find(|v| v.cluster == "a").unwrap();
+        assert!(a.reason.starts_with("feasible; rank "), "{}", a.reason);
+        let o = world(vec![c("a"), c("b")]).run(json!({"numberOfClusters": 1}));
+        assert_eq!(o.reason, "Selected: among the 1 best scores");
+        let chosen = o.verdicts.iter().find(|v| v.step == Step::Selected).unwrap();
+        assert!(
+            chosen.reason.starts_with("among the 1 best scores; rank 1 of 2"),
+            "{}",
+            chosen.reason
+        );
+    }
 }

@@ -84,6 +84,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
     let (verdicts, counts) = tally.finish();
     let wanted = spec.number_of_clusters.map(|n| usize::try_from(n).unwrap_or(0));
     let unscheduled = wanted.map_or(0, |n| n.saturating_sub(count));
+    let reason = format!("{}: {}", Step::Selected.as_str(), prioritize::selected_reason(wanted));
     let satisfied = outcome::satisfied(
         &spec.cluster_sets,
         candidates.valid.len(),
@@ -101,6 +102,7 @@ pub fn schedule(placement: &Placement, world: &World<'_>, explain: bool) -> Outc
         misconfigured,
         satisfied,
         groups,
+        reason,
         selected: count,
         requeue_after,
         totals,

@@ -27,6 +27,9 @@ pub struct Outcome {
     pub satisfied: Satisfied,
     /// The selected clusters, in decision order.
     pub groups: Vec<Group>,
+    /// Why each selected cluster is chosen, as its PlacementDecision says (`reason`): the
+    /// verdict explain shows for it (`Selected: ` and the stable part of its reason).
+    pub reason: String,
     pub selected: usize,
     /// When a toleration runs out: schedule again then.
     pub requeue_after: Option<Duration>,
@@ -46,6 +49,7 @@ impl Outcome {
             misconfigured: None,
             satisfied: Satisfied { status: "Unknown", reason: "", message: String::new() },
             groups: Vec::new(),
+            reason: String::new(),
             selected: 0,
             requeue_after: None,
             totals: Vec::new(),

@@ -163,6 +163,16 @@ pub(super) fn score<'c>(
     scored
 }
 
+/// Why a pass selects its clusters, the same for each of them and for as long as the spec's
+/// `numberOfClusters` stays (no rank or score, which other clusters move): the stable part of
+/// explain's reason for a selected cluster, and each PlacementDecision's `reason`.
+pub(super) fn selected_reason(wanted: Option<usize>) -> String {
+    match wanted {
+        None => "feasible".to_owned(),
+        Some(n) => format!("among the {n} best scores"),
+    }
+}
+
 /// The `numberOfClusters` cut: the best `wanted` (all when unset) are selected, the rest counted
 /// at the NumberOfClusters step. Returns the selected clusters, best first, and every feasible
 /// cluster's total.
@@ -175,10 +185,11 @@ pub(super) fn cut<'c>(
     let totals: Vec<(String, i64)> = scored.iter().map(|(t, c, _)| (c.name.clone(), *t)).collect();
     let ranked = totals.len();
     let mut selected: Vec<&ClusterFacts> = Vec::with_capacity(take);
+    let why = selected_reason(wanted);
     for (i, (total, c, parts)) in scored.into_iter().enumerate() {
         if i < take {
             selected.push(c);
-            let reason = || format!("rank {} of {ranked}", i + 1);
+            let reason = || format!("{why}; rank {} of {ranked}", i + 1);
             tally.rank(c, Step::Selected, reason, parts, total);
         } else {
             let reason = || format!("rank {} of {ranked}; numberOfClusters is {take}", i + 1);
