@@ -72,6 +72,8 @@ impl Kinds {
 pub struct Controller {
     registry: Registry,
     kinds: Kinds,
+    /// What runs read of each set's clusters (`deploy/memo.rs`).
+    memo: deploy::Memo,
 }
 
 /// The label value that links a set's works to it: `<namespace>.<name>`.
@@ -232,7 +234,11 @@ pub fn render_error(name: &str, e: &RenderError) -> ApiError {
 /// Starts the controller; returns it, for the `render` subresource.
 pub fn start(runtime: &Runtime) -> Option<Arc<Controller>> {
     let kinds = Kinds::of(&runtime.registry)?;
-    let c = Arc::new(Controller { registry: runtime.registry.clone(), kinds });
+    let c = Arc::new(Controller {
+        registry: runtime.registry.clone(),
+        kinds,
+        memo: deploy::Memo::default(),
+    });
     let watches = watches(&c);
     let controller = Arc::clone(&c);
     runtime.run("manifestworkreplicaset", watches, WORKERS, move |key| {

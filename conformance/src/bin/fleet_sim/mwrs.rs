@@ -85,7 +85,7 @@ pub(super) async fn run(
     for s in scenarios {
         if s != "rollback" {
             if let Some(set) = left.take() {
-                finish(client, n, &mut rows, set).await?;
+                finish(client, pid, n, &mut rows, set).await?;
             }
         }
         match s.as_str() {
@@ -107,7 +107,7 @@ pub(super) async fn run(
         }
     }
     if let Some(set) = left {
-        finish(client, n, &mut rows, set).await?;
+        finish(client, pid, n, &mut rows, set).await?;
     }
     print(n, &rows, rollback.as_ref());
     Ok(())
@@ -116,11 +116,12 @@ pub(super) async fn run(
 /// Deletes the set `set` and notes the time on its row.
 async fn finish(
     client: &kube::Client,
+    pid: u32,
     n: usize,
     rows: &mut [Row],
     set: &str,
 ) -> anyhow::Result<()> {
-    let deleted = delete(client, n, set).await?;
+    let deleted = delete(client, pid, n, set).await?;
     if let Some(row) = rows.iter_mut().rev().find(|r| r.scenario == set) {
         row.deleted = Some(deleted);
     }
@@ -293,7 +294,7 @@ async fn roll_out(
     strategy: Value,
     measure_rss: bool,
 ) -> anyhow::Result<Row> {
-    let tracker = Tracker::start(client, NS, name, n);
+    let tracker = Tracker::start(client, NS, name, n, pid);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (cpu0, rss0) = hub_usage(pid)?;
     let set = json!({
@@ -340,7 +341,7 @@ struct Rollback {
 
 /// Changes the template of the set `all` to one the agents refuse; times the rollback.
 async fn roll_back(client: &kube::Client, pid: u32, n: usize) -> anyhow::Result<Rollback> {
-    let tracker = Tracker::start(client, NS, "all", n);
+    let tracker = Tracker::start(client, NS, "all", n, pid);
     let since = Instant::now();
     let (_, good) =
         tracker.set_status("the set", since, WITHIN, |s| !s.current_revision.is_empty()).await?;
@@ -368,8 +369,8 @@ async fn roll_back(client: &kube::Client, pid: u32, n: usize) -> anyhow::Result<
 }
 
 /// Deletes the set `name` (background cascade) and times it until its works are gone.
-async fn delete(client: &kube::Client, n: usize, name: &str) -> anyhow::Result<Duration> {
-    let tracker = Tracker::start(client, NS, name, n);
+async fn delete(client: &kube::Client, pid: u32, n: usize, name: &str) -> anyhow::Result<Duration> {
+    let tracker = Tracker::start(client, NS, name, n, pid);
     // The works' watch has listed them all before the delete.
     tracker.reached(&Milestone::AllExist, Instant::now(), WITHIN).await?;
     let t0 = Instant::now();

@@ -115,6 +115,7 @@ pub(super) struct Tracker {
     state: Arc<Mutex<State>>,
     _works: AbortOnDropHandle<()>,
     _set: AbortOnDropHandle<()>,
+    _progress: AbortOnDropHandle<()>,
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -132,8 +133,15 @@ pub(super) fn sets_resource() -> ApiResource {
 }
 
 impl Tracker {
-    /// Follows the set `ns/name` and its works over a fleet of `n` clusters.
-    pub(super) fn start(client: &kube::Client, ns: &str, name: &str, n: usize) -> Tracker {
+    /// Follows the set `ns/name` and its works over a fleet of `n` clusters, printing a line of
+    /// progress every second to stderr (with the CPU the hub `pid` and this process used).
+    pub(super) fn start(
+        client: &kube::Client,
+        ns: &str,
+        name: &str,
+        n: usize,
+        pid: u32,
+    ) -> Tracker {
         let state = Arc::new(Mutex::new(State::default()));
         let works: Api<DynamicObject> =
             Api::all_with(client.clone(), &ocm_agent::transport::works_resource());
@@ -164,7 +172,8 @@ impl Tracker {
                 }
             }))
         };
-        Tracker { state, _works: works, _set: set }
+        let progress = AbortOnDropHandle::new(tokio::spawn(progress(Arc::clone(&state), pid)));
+        Tracker { state, _works: works, _set: set, _progress: progress }
     }
 
     /// When `m` first became true after `since`, waiting up to `within` for it.
@@ -222,6 +231,34 @@ impl Tracker {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+/// Prints, every second: the time, the works per revision (count, `Applied`), and the CPU the
+/// hub and this process used in that second.
+async fn progress(state: Arc<Mutex<State>>, hub: u32) {
+    let start = Instant::now();
+    let cpu = |pid: u32| super::hub_usage(pid).map(|(c, _)| c).unwrap_or(0.0);
+    let (mut hub0, mut sim0) = (cpu(hub), cpu(std::process::id()));
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (hub1, sim1) = (cpu(hub), cpu(std::process::id()));
+        let at: Vec<String> = {
+            let st = lock(&state);
+            st.at
+                .iter()
+                .filter(|(_, (c, _))| *c > 0)
+                .map(|(r, (c, a))| format!("{r}: {c}/{a}"))
+                .collect()
+        };
+        eprintln!(
+            "{:5.1} s  works (count/Applied) {}  hub {:.2} cores  simulator {:.2} cores",
+            start.elapsed().as_secs_f64(),
+            at.join(", "),
+            hub1 - hub0,
+            sim1 - sim0
+        );
+        (hub0, sim0) = (hub1, sim1);
     }
 }
 
