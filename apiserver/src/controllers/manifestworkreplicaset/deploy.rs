@@ -37,8 +37,8 @@ use serde_json::{Value, json};
 pub(super) use memo::Memo;
 use memo::{Facts, WorkFacts};
 
-use super::{Controller, WRITES_AT_ONCE};
 use super::revisions::Revisions;
+use super::{Controller, WRITES_AT_ONCE};
 use crate::controllers::rollout::{self, ClusterStatus, GroupKey, Groups, Status};
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
@@ -501,13 +501,15 @@ impl PlacementRun<'_> {
         };
         let mut facts =
             Facts { cluster_rev: c.rev, values, work_rev, rendered: Ok(()), work: None };
-        let stored = stored.map(|s| (s, s.value()));
-        if let (Some(k), Some((s, v))) = (&known, &stored) {
-            if k.same_spec(s, v) {
-                facts.work = Some(work_facts(s, v, k.matches, t.progressing_rule));
+        if let (Some(k), Some(s)) = (&known, stored) {
+            // Its status changed: read without its manifests when they are large.
+            let v = s.value_without("spec");
+            if k.same_spec(s, &v) {
+                facts.work = Some(work_facts(s, &v, k.matches, t.progressing_rule));
                 return Some(facts);
             }
         }
+        let stored = stored.map(|s| (s, s.value()));
         match t.work(&facts.values) {
             Err(e) => facts.rendered = Err(e),
             Ok(work) => {
