@@ -16,6 +16,10 @@
 //! - `fanout`: the same agents, then one work of `--work-kib` (500) KiB of manifests created for
 //!   every cluster as fast as possible; the time until every agent received it and until all are
 //!   `Applied`, and the hub's peak RSS above its RSS before the creates.
+//! - `mwrs`: the agents' clusters labelled, run to `Available` and each given a simulated gRPC
+//!   work agent, a Placement over them; ManifestWorkReplicaSet rollouts (`All`, a rollback,
+//!   `Progressive`) timed from the set's create or change to the works and the set's status
+//!   saying it is done, and the hub's RSS per replicated work (`fleet_sim/mwrs.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -34,6 +38,13 @@ use ocm_agent::state::DataDir;
 use ocm_conformance::hub;
 use serde_json::Value;
 
+#[path = "fleet_sim/mwrs.rs"]
+mod mwrs;
+#[path = "fleet_sim/tracker.rs"]
+mod tracker;
+#[path = "fleet_sim/work_agent.rs"]
+mod work_agent;
+
 #[derive(Parser, Debug)]
 #[command(about = "Runs many klusterlet agents against one ocm-hub process")]
 struct Args {
@@ -41,8 +52,8 @@ struct Args {
     #[arg(long, default_value_t = 1000)]
     agents: usize,
     /// `join` (time until all are Available), `renew` (join, then lease renewals), `works`
-    /// (join, subscribe over gRPC, then ManifestWork delivery) or `fanout` (join, subscribe,
-    /// then one big work to every cluster).
+    /// (join, subscribe over gRPC, then ManifestWork delivery), `fanout` (join, subscribe,
+    /// then one big work to every cluster) or `mwrs` (ManifestWorkReplicaSet rollouts).
     #[arg(long, default_value = "join")]
     mode: String,
     /// Seconds between one agent's renewals (renew mode).
@@ -58,6 +69,9 @@ struct Args {
     /// KiB of manifests in the fanout mode's work (the hub's limit is 500).
     #[arg(long, default_value_t = 500)]
     work_kib: usize,
+    /// The mwrs mode's scenarios, in order: `all`, `rollback` (on `all`'s set), `progressive`.
+    #[arg(long, value_delimiter = ',', default_value = "all,rollback,progressive")]
+    scenarios: Vec<String>,
     /// The hub binary (default: the release build next to this one).
     #[arg(long)]
     hub: Option<PathBuf>,
@@ -320,6 +334,8 @@ fn open_files_needed(args: &Args) -> u64 {
     let peak = match args.mode.as_str() {
         // A wave of running agents, then every agent's one renewal connection.
         "renew" => (3 * args.wave.min(args.agents) as u64).max(agents),
+        // A wave of running agents, and every agent's work stream.
+        "mwrs" => 3 * args.wave.min(args.agents) as u64 + agents,
         _ => 3 * agents,
     };
     peak + 2048
@@ -481,7 +497,7 @@ async fn main() -> anyhow::Result<()> {
             );
             println!("HTTP/1 connections parked at the end of the window: {parked}");
         }
-        "works" | "fanout" => {
+        "works" | "fanout" | "mwrs" => {
             let mut dirs = Vec::new();
             for start in (0..args.agents).step_by(args.wave.max(1)) {
                 let end = (start + args.wave).min(args.agents);
@@ -489,11 +505,13 @@ async fn main() -> anyhow::Result<()> {
             }
             if args.mode == "works" {
                 works::run(&hub, &client, &ca, &dirs, pid).await?;
+            } else if args.mode == "mwrs" {
+                mwrs::run(&hub, &client, &ca, &dirs, pid, args.wave, &args.scenarios).await?;
             } else {
                 works::fanout(&hub, &client, &ca, &dirs, pid, args.work_kib).await?;
             }
         }
-        other => anyhow::bail!("--mode {other:?}: join, renew, works or fanout"),
+        other => anyhow::bail!("--mode {other:?}: join, renew, works, fanout or mwrs"),
     }
     scrape(&client, args.agents).await?;
     Ok(())

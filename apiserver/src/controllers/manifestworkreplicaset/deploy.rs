@@ -9,7 +9,9 @@
 //! one a work never counts as Succeeded), a template without such a rule reads `Applied` at the
 //! work's generation: True is Succeeded, False (the agent could not apply it) is Failed.
 
-use std::collections::{BTreeMap, HashMap};
+mod memo;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,13 +26,16 @@ use ocm_proto::api::work::v1::{
     CONDITION_APPLIED, CONDITION_AVAILABLE, CONDITION_DEGRADED, CONDITION_PROGRESSING,
 };
 use ocm_proto::api::work::v1alpha1::{
-    FAILURE_STRATEGY_ROLLBACK_ALL, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec,
+    FAILURE_STRATEGY_ROLLBACK_ALL, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, Override,
     PlacementRolloutStrategy,
 };
 use ocm_proto::api::work::{
     LABEL_CONTROLLER_HASH, LABEL_MANIFEST_WORK_REPLICA_SET, LABEL_PLACEMENT_NAME,
 };
 use serde_json::{Value, json};
+
+pub(super) use memo::Memo;
+use memo::{Facts, WorkFacts};
 
 use super::revisions::Revisions;
 use super::{Controller, WRITES_AT_ONCE};
@@ -137,23 +142,58 @@ pub(super) fn desired_work(
     cluster: &ClusterValues,
     revision: &str,
 ) -> Result<Value, RenderError> {
-    let template = serde_json::to_value(spec.manifest_work_template.clone().unwrap_or_default())
-        .unwrap_or_default();
-    let rendered = render::render(&template, &spec.overrides, cluster)?;
-    let mut labels = serde_json::to_value(&meta.labels).unwrap_or_else(|_| json!({}));
-    if !labels.is_object() {
-        labels = json!({});
+    Template::new(c, owner, meta, spec, revision).work(cluster)
+}
+
+/// What [`desired_work`] needs of the set, prepared once for all the clusters of a run.
+struct Template<'a> {
+    c: &'a Controller,
+    template: Value,
+    overrides: &'a [Override],
+    labels: Value,
+    generate_name: String,
+    progressing_rule: bool,
+}
+
+impl<'a> Template<'a> {
+    fn new(
+        c: &'a Controller,
+        owner: &str,
+        meta: &ObjectMeta,
+        spec: &'a ManifestWorkReplicaSetSpec,
+        revision: &str,
+    ) -> Template<'a> {
+        let template =
+            serde_json::to_value(spec.manifest_work_template.clone().unwrap_or_default())
+                .unwrap_or_default();
+        let mut labels = serde_json::to_value(&meta.labels).unwrap_or_else(|_| json!({}));
+        if !labels.is_object() {
+            labels = json!({});
+        }
+        labels[LABEL_MANIFEST_WORK_REPLICA_SET] = json!(owner);
+        labels[LABEL_CONTROLLER_HASH] = json!(revision);
+        Template {
+            c,
+            template,
+            overrides: &spec.overrides,
+            labels,
+            generate_name: meta.name.clone().unwrap_or_default(),
+            progressing_rule: has_progressing_rule(spec),
+        }
     }
-    labels[LABEL_MANIFEST_WORK_REPLICA_SET] = json!(owner);
-    labels[LABEL_CONTROLLER_HASH] = json!(revision);
-    let rt = &c.kinds.works;
-    let mut work = json!({
-        "apiVersion": rt.storage_api_version(), "kind": rt.kind,
-        "metadata": {"generateName": meta.name.clone().unwrap_or_default(), "namespace": cluster.name, "labels": labels},
-        "spec": rendered,
-    });
-    rt.strategy.default(&mut work);
-    Ok(work)
+
+    /// The work of one cluster.
+    fn work(&self, cluster: &ClusterValues) -> Result<Value, RenderError> {
+        let rendered = render::render(&self.template, self.overrides, cluster)?;
+        let rt = &self.c.kinds.works;
+        let mut work = json!({
+            "apiVersion": rt.storage_api_version(), "kind": rt.kind,
+            "metadata": {"generateName": self.generate_name, "namespace": cluster.name, "labels": self.labels},
+            "spec": rendered,
+        });
+        rt.strategy.default(&mut work);
+        Ok(work)
+    }
 }
 
 /// A stored work's condition of `type_`.
@@ -244,9 +284,15 @@ pub(super) async fn deploy(
     revs: &Revisions,
 ) -> Result<Outcome, ApiError> {
     let mut outcome = Outcome::default();
+    let listed: Vec<&str> = spec.placement_refs.iter().map(|p| p.name.as_str()).collect();
+    c.memo.retain(owner, &listed, |other| {
+        // `<namespace>.<name>`: a namespace has no dot, so the first dot splits them.
+        other
+            .split_once('.')
+            .is_some_and(|(ns, name)| c.registry.cached(&c.kinds.sets, ns, name).is_some())
+    });
     let works = c.works_of(owner);
     // Works of placements the set no longer lists go.
-    let listed: Vec<&str> = spec.placement_refs.iter().map(|p| p.name.as_str()).collect();
     let stray: Vec<Arc<CachedObject>> = works
         .iter()
         .filter(|w| !w.label(LABEL_PLACEMENT_NAME).is_some_and(|p| listed.contains(&p)))
@@ -273,6 +319,17 @@ pub(super) async fn deploy(
         run.deploy(ns, &placement_works, &mut outcome).await?;
     }
     Ok(outcome)
+}
+
+/// What a placement's run read of its clusters.
+#[derive(Default)]
+struct Reading {
+    /// Per decided cluster that exists.
+    read: HashMap<String, Facts>,
+    /// The works rendered this run that are not stored as they are.
+    desired: HashMap<String, Value>,
+    /// The rollout status of every work at the update revision.
+    statuses: Vec<ClusterStatus>,
 }
 
 /// One placement's part of a run.
@@ -304,58 +361,17 @@ impl PlacementRun<'_> {
         po.groups = decisions.groups.len();
         po.selected = decisions.selected;
         // Works of clusters that left the placement go.
+        let decided: HashSet<&str> = decisions.clusters().map(String::as_str).collect();
         let gone: Vec<Arc<CachedObject>> = works
             .iter()
-            .filter(|(cluster, w)| !w.deleting && !decisions.clusters().any(|d| d == *cluster))
+            .filter(|(cluster, w)| !w.deleting && !decided.contains(cluster.as_str()))
             .map(|(_, w)| Arc::clone(w))
             .collect();
         self.c.delete_works(&gone).await?;
-        let progressing_rule = has_progressing_rule(self.spec);
-        let mut desired: HashMap<&str, Value> = HashMap::new();
-        let mut statuses = Vec::new();
-        for (group, clusters) in &decisions.groups {
-            for cluster in clusters {
-                let Some(values) = self.values(cluster) else { continue };
-                let work = match desired_work(
-                    self.c,
-                    self.owner,
-                    &self.set.metadata,
-                    self.spec,
-                    &values,
-                    &self.revs.update,
-                ) {
-                    Ok(w) => w,
-                    Err(e) => {
-                        if outcome.render_errors.len() < 5 {
-                            outcome.render_errors.push(e);
-                        }
-                        continue;
-                    }
-                };
-                if let Some(stored) = works.get(cluster.as_str()) {
-                    let stored = stored.value();
-                    let revision =
-                        object::label(&stored, LABEL_CONTROLLER_HASH).unwrap_or_default();
-                    outcome
-                        .cluster_revisions
-                        .entry(revision.to_owned())
-                        .or_default()
-                        .push(cluster.clone());
-                    if matches(&stored, &work) {
-                        let (status, at) = classify(&stored, progressing_rule);
-                        count(&mut po, &stored, status);
-                        statuses.push(ClusterStatus {
-                            cluster: cluster.clone(),
-                            group: group.clone(),
-                            status,
-                            last_transition: at,
-                            recheck: None,
-                        });
-                    }
-                }
-                desired.insert(cluster.as_str(), work);
-            }
-        }
+        let template = self.template_key();
+        let memo = self.c.memo.take(self.owner, self.placement, &template);
+        let Reading { read, desired, statuses } =
+            self.read(&decisions, works, memo, outcome, &mut po);
         let groups = Groups::new(decisions.groups.clone());
         let plan = rollout::plan(
             &self.strategy.strategy,
@@ -373,6 +389,17 @@ impl PlacementRun<'_> {
                     .map_err(|e| ApiError::bad_request(e.to_string()))?;
         outcome.breached |= breached && self.strategy.failure_strategy.is_some();
         outcome.placements.push(po);
+        // The clusters the plan rolls to whose work is not the desired one yet.
+        let pending = |cluster: &str| {
+            read.get(cluster)
+                .filter(|f| f.rendered.is_ok() && !f.work.as_ref().is_some_and(|w| w.matches))
+        };
+        let to_write: Vec<(String, ClusterValues)> = plan
+            .to_rollout
+            .iter()
+            .filter_map(|s| Some((s.cluster.clone(), pending(&s.cluster)?.values.clone())))
+            .collect();
+        self.c.memo.keep(self.owner, self.placement, template, read);
         if self.spec.paused == Some(true) {
             return Ok(());
         }
@@ -382,13 +409,135 @@ impl PlacementRun<'_> {
             }
             return Ok(());
         }
-        let to_write: Vec<Value> = plan
-            .to_rollout
-            .iter()
-            .filter_map(|s| desired.remove(s.cluster.as_str()))
-            .filter(|w| !works.get(object::namespace(w)).is_some_and(|s| matches(&s.value(), w)))
-            .collect();
+        let to_write = self.desired_of(to_write, desired);
         self.write(works, to_write).await
+    }
+
+    /// Reads every decided cluster in group order: its facts (from `memo` where nothing
+    /// changed), the render errors and revisions into `outcome`, the figures of the works at the
+    /// update revision into `po`, and their rollout statuses.
+    fn read(
+        &self,
+        decisions: &Decisions,
+        works: &HashMap<String, Arc<CachedObject>>,
+        mut memo: HashMap<String, Facts>,
+        outcome: &mut Outcome,
+        po: &mut PlacementOutcome,
+    ) -> Reading {
+        let mut r = Reading::default();
+        let t = self.template();
+        for (group, clusters) in &decisions.groups {
+            for cluster in clusters {
+                let old = memo.remove(cluster.as_str());
+                let stored = works.get(cluster);
+                let Some(facts) = self.facts(&t, cluster, stored, old, &mut r.desired) else {
+                    continue;
+                };
+                if let Err(e) = &facts.rendered {
+                    if outcome.render_errors.len() < 5 {
+                        outcome.render_errors.push(e.clone());
+                    }
+                }
+                if let Some(w) = &facts.work {
+                    let clusters = outcome.cluster_revisions.entry(w.revision.clone()).or_default();
+                    clusters.push(cluster.clone());
+                    if w.matches {
+                        count(po, w);
+                        r.statuses.push(ClusterStatus {
+                            cluster: cluster.clone(),
+                            group: group.clone(),
+                            status: w.status,
+                            last_transition: w.since,
+                            recheck: None,
+                        });
+                    }
+                }
+                r.read.insert(cluster.clone(), facts);
+            }
+        }
+        r
+    }
+
+    /// What identifies the template a run renders from: everything [`desired_work`] reads of
+    /// the set (its owner label, name, labels, template, overrides and update revision).
+    fn template_key(&self) -> Vec<u8> {
+        let spec = self.spec;
+        let key = json!([
+            self.owner,
+            self.set.metadata.name,
+            self.set.metadata.labels,
+            spec.manifest_work_template,
+            spec.overrides,
+            self.revs.update,
+        ]);
+        serde_json::to_vec(&key).unwrap_or_default()
+    }
+
+    /// The template of the update revision.
+    fn template(&self) -> Template<'_> {
+        Template::new(self.c, self.owner, &self.set.metadata, self.spec, &self.revs.update)
+    }
+
+    /// What this run reads of a decided cluster (`None` when it does not exist): `old` when
+    /// neither the ManagedCluster nor its work changed since; without a render when only the
+    /// work changed and not its spec or revision; else its work rendered and compared with the
+    /// stored one. A rendered work that is not stored as it is goes into `desired`.
+    fn facts(
+        &self,
+        t: &Template<'_>,
+        cluster: &str,
+        stored: Option<&Arc<CachedObject>>,
+        old: Option<Facts>,
+        desired: &mut HashMap<String, Value>,
+    ) -> Option<Facts> {
+        let c = self.c.registry.cached(&self.c.kinds.clusters, "", cluster)?;
+        let work_rev = stored.map(|w| w.rev);
+        let (values, known) = match old.filter(|f| f.cluster_rev == c.rev) {
+            Some(f) if f.work_rev == work_rev => return Some(f),
+            // The same cluster and template render the same way.
+            Some(f) if f.rendered.is_err() => return Some(Facts { work_rev, ..f }),
+            Some(f) => (f.values, f.work),
+            None => (ClusterValues::of(&c.value()), None),
+        };
+        let mut facts =
+            Facts { cluster_rev: c.rev, values, work_rev, rendered: Ok(()), work: None };
+        if let (Some(k), Some(s)) = (&known, stored) {
+            // Its status changed: read without its manifests when they are large.
+            let v = s.value_without("spec");
+            if k.same_spec(s, &v) {
+                facts.work = Some(work_facts(s, &v, k.matches, t.progressing_rule));
+                return Some(facts);
+            }
+        }
+        let stored = stored.map(|s| (s, s.value()));
+        match t.work(&facts.values) {
+            Err(e) => facts.rendered = Err(e),
+            Ok(work) => {
+                facts.work =
+                    stored.map(|(s, v)| work_facts(s, &v, matches(&v, &work), t.progressing_rule));
+                if !facts.work.as_ref().is_some_and(|w| w.matches) {
+                    desired.insert(cluster.to_owned(), work);
+                }
+            }
+        }
+        Some(facts)
+    }
+
+    /// The rendered works of `clusters`: this run's renders, or rendered now from the values
+    /// an earlier run read.
+    fn desired_of(
+        &self,
+        clusters: Vec<(String, ClusterValues)>,
+        mut desired: HashMap<String, Value>,
+    ) -> Vec<Value> {
+        let t = self.template();
+        clusters
+            .into_iter()
+            .filter_map(|(cluster, values)| match desired.remove(&cluster) {
+                Some(work) => Some(work),
+                None => t.work(&values).ok(),
+            })
+            .collect()
     }
 
     /// A decided cluster's values, if it exists.
@@ -407,13 +556,14 @@ impl PlacementRun<'_> {
             return Ok(()); // nothing succeeded everywhere yet: the rollout only stops
         };
         let Some(spec) = self.revs.spec_at(self.spec, current) else { return Ok(()) };
+        let t = Template::new(self.c, self.owner, &self.set.metadata, &spec, current);
         let mut to_write = Vec::new();
         for (cluster, w) in works {
             if w.label(LABEL_CONTROLLER_HASH) != Some(self.revs.update.as_str()) {
                 continue;
             }
             let Some(values) = self.values(cluster) else { continue };
-            match desired_work(self.c, self.owner, &self.set.metadata, &spec, &values, current) {
+            match t.work(&values) {
                 Ok(work) => to_write.push(work),
                 Err(e) => outcome.render_errors.push(e),
             }
@@ -457,15 +607,37 @@ impl PlacementRun<'_> {
     }
 }
 
-/// Counts a work of the update revision into its placement's figures.
-fn count(po: &mut PlacementOutcome, work: &Value, status: Status) {
+/// What a run reads of a stored work, whether it is the desired one being known.
+fn work_facts(
+    stored: &CachedObject,
+    work: &Value,
+    matches: bool,
+    progressing_rule: bool,
+) -> WorkFacts {
     let is_true = |t: &str| condition(work, t).is_some_and(|c| c.status == CONDITION_TRUE);
+    let (status, since) = classify(work, progressing_rule);
+    WorkFacts {
+        uid: stored.uid.clone(),
+        generation: object::generation(work),
+        revision: object::label(work, LABEL_CONTROLLER_HASH).unwrap_or_default().to_owned(),
+        matches,
+        status,
+        since,
+        applied: is_true(CONDITION_APPLIED),
+        available: is_true(CONDITION_AVAILABLE),
+        progressing: is_true(CONDITION_PROGRESSING),
+        degraded: is_true(CONDITION_DEGRADED),
+    }
+}
+
+/// Counts a work of the update revision into its placement's figures.
+fn count(po: &mut PlacementOutcome, w: &WorkFacts) {
     po.total += 1;
-    po.applied += i64::from(is_true(CONDITION_APPLIED));
-    po.available += i64::from(is_true(CONDITION_AVAILABLE));
-    po.progressing += i64::from(is_true(CONDITION_PROGRESSING));
-    po.degraded += i64::from(is_true(CONDITION_DEGRADED));
-    po.succeeded += i64::from(status == Status::Succeeded);
+    po.applied += i64::from(w.applied);
+    po.available += i64::from(w.available);
+    po.progressing += i64::from(w.progressing);
+    po.degraded += i64::from(w.degraded);
+    po.succeeded += i64::from(w.status == Status::Succeeded);
 }
 
 fn min_some(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {

@@ -74,6 +74,8 @@ impl Kinds {
 pub struct Controller {
     registry: Registry,
     kinds: Kinds,
+    /// What runs read of each set's clusters (`deploy/memo.rs`).
+    memo: deploy::Memo,
 }
 
 /// The label value that links a set's works to it: `<namespace>.<name>`.
@@ -276,7 +278,11 @@ impl Validating for Controller {
 /// Starts the controller; returns it, for the `render` subresource.
 pub fn start(runtime: &Runtime) -> Option<Arc<Controller>> {
     let kinds = Kinds::of(&runtime.registry)?;
-    let c = Arc::new(Controller { registry: runtime.registry.clone(), kinds });
+    let c = Arc::new(Controller {
+        registry: runtime.registry.clone(),
+        kinds,
+        memo: deploy::Memo::default(),
+    });
     runtime.registry.register_validating(&c.kinds.sets, Arc::clone(&c) as Arc<dyn Validating>);
     let watches = watches(&c);
     let controller = Arc::clone(&c);
