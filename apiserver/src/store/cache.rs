@@ -364,7 +364,7 @@ impl Cache {
     fn apply(&self, commit: &Commit) {
         let rev = commit.revision.get();
         // The commit's events per kind, in key order (a commit rarely spans more than two).
-        let mut kinds: Vec<(&str, &Mutex<KindState>, Vec<Arc<CacheEvent>>)> = Vec::new();
+        let mut kinds: Vec<KindEvents<'_>> = Vec::new();
         for ev in &commit.events {
             let Some((prefix, state)) = self.kinds.get_key_value(kind_prefix(&ev.key)) else {
                 continue;
@@ -593,6 +593,9 @@ impl Cache {
         Ok(Subscription { initial, rev, live })
     }
 }
+
+/// One kind's events of a commit: its prefix, its state, the events in key order.
+type KindEvents<'a> = (&'a str, &'a Mutex<KindState>, Vec<Arc<CacheEvent>>);
 
 #[cfg(test)]
 mod tests {
