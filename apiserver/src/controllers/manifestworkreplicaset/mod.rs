@@ -283,7 +283,8 @@ pub fn start(runtime: &Runtime) -> Option<Arc<Controller>> {
         kinds,
         memo: deploy::Memo::default(),
     });
-    runtime.registry.register_validating(&c.kinds.sets, Arc::clone(&c) as Arc<dyn Validating>);
+    let check: Arc<dyn Validating> = c.clone();
+    runtime.registry.register_validating(&c.kinds.sets, &check);
     let watches = watches(&c);
     let controller = Arc::clone(&c);
     runtime.run("manifestworkreplicaset", watches, WORKERS, move |key| {

@@ -12,7 +12,7 @@ mod meta;
 mod read;
 mod update;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -126,11 +126,13 @@ pub struct Registry {
     validating: Arc<ValidatingTable>,
 }
 
-/// The validating admission of each kind, registered after start-up by the controllers.
+/// The validating admission of each kind, registered after start-up by the controllers. Held
+/// weakly: a controller holds the registry, so a strong reference back would be a cycle that
+/// keeps the registry, and the storage it opened, alive after the hub stops.
 #[derive(Default)]
 struct ValidatingTable(
     std::sync::RwLock<
-        std::collections::HashMap<String, Arc<dyn crate::machinery::strategy::Validating>>,
+        std::collections::HashMap<String, Weak<dyn crate::machinery::strategy::Validating>>,
     >,
 );
 
@@ -142,21 +144,22 @@ impl std::fmt::Debug for ValidatingTable {
 }
 
 impl Registry {
-    /// Runs `check` on every create and main-resource update of `rt`.
+    /// Runs `check` on every create and main-resource update of `rt`, while its owner keeps it.
     pub fn register_validating(
         &self,
         rt: &ResourceType,
-        check: Arc<dyn crate::machinery::strategy::Validating>,
+        check: &Arc<dyn crate::machinery::strategy::Validating>,
     ) {
         let mut table =
             self.validating.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        table.insert(rt.prefix.clone(), check);
+        table.insert(rt.prefix.clone(), Arc::downgrade(check));
     }
 
     /// The errors the registered validating admission of `rt` finds in `obj`.
     fn validating_errors(&self, rt: &ResourceType, obj: &Value) -> Vec<FieldError> {
         let table = self.validating.0.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        table.get(&rt.prefix).map(|check| check.validate(obj)).unwrap_or_default()
+        let check = table.get(&rt.prefix).and_then(Weak::upgrade);
+        check.map(|check| check.validate(obj)).unwrap_or_default()
     }
 }
 
