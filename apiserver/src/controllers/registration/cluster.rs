@@ -515,9 +515,12 @@ fn desired_taints(current: &[Taint], conditions: &[Condition]) -> Vec<Taint> {
 
 pub(super) fn start(ctx: &Arc<Ctx>, runtime: &Runtime) {
     let k = &ctx.kinds;
-    // Works and add-ons matter by presence (denial keeps RBAC while works remain; deletion
-    // waits for them to go), not by their status.
-    let by_namespace = |rt| Watch::new(rt, |o| vec![o.namespace_name().0.to_owned()]).on_presence();
+    // Works and add-ons matter by their going (denial keeps RBAC while works remain; deletion
+    // waits for them to go), not by their status, nor by their coming: a new one changes
+    // nothing a run does, and a rollout creating one per cluster would run every cluster.
+    let by_namespace = |rt| {
+        Watch::new(rt, |o| vec![o.namespace_name().0.to_owned()]).on_presence().not_on_creation()
+    };
     let by_label = |rt| {
         Watch::new(rt, |o| {
             o.label(CLUSTER_NAME_LABEL)
