@@ -1,6 +1,8 @@
 //! The hub's controllers on one runtime (`runtime`): garbage collection and namespace deletion,
-//! registration, placement, ManifestWorkReplicaSets and the rollout library they share.
+//! registration, placement, ManifestWorkReplicaSets and the rollout library they share, and the
+//! add-on manager.
 
+pub mod addon;
 pub mod gc;
 pub mod manifestworkreplicaset;
 pub mod placement;

@@ -100,6 +100,15 @@ pub fn owner_uids(obj: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// A controller owner reference to `owner` (its apiVersion, kind, name and uid), blocking the
+/// owner's foreground deletion until the dependent is gone.
+pub fn controller_ref(owner: &Value) -> Value {
+    serde_json::json!({
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": name(owner),
+        "uid": uid(owner), "controller": true, "blockOwnerDeletion": true,
+    })
+}
+
 /// Sets `metadata.resourceVersion` to the decimal revision.
 pub fn set_resource_version(obj: &mut Value, rev: u64) {
     meta_mut(obj).insert("resourceVersion".into(), Value::String(rev.to_string()));

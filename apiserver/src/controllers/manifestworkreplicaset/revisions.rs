@@ -185,10 +185,7 @@ async fn create(
         "metadata": {
             "name": name_of(name, hash), "namespace": ns,
             "labels": {LABEL_MANIFEST_WORK_REPLICA_SET_NAME: name, LABEL_CONTROLLER_HASH: hash},
-            "ownerReferences": [{
-                "apiVersion": raw["apiVersion"], "kind": raw["kind"], "name": name,
-                "uid": object::uid(raw), "controller": true, "blockOwnerDeletion": true,
-            }],
+            "ownerReferences": [object::controller_ref(raw)],
         },
         "data": canonical(content),
         "revision": number,

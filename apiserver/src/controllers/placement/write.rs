@@ -102,14 +102,7 @@ impl Scheduler {
             .filter(|d| d.label(api::LABEL_PLACEMENT) == Some(name))
             .map(|d| (d.namespace_name().1.to_owned(), d))
             .collect();
-        let owner = json!([{
-            "apiVersion": "cluster.open-cluster-management.io/v1beta1",
-            "kind": "Placement",
-            "name": name,
-            "uid": object::meta_str(placement, "uid"),
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]);
+        let owner = json!([object::controller_ref(placement)]);
         let status = rt.subresource("status");
         let mut changes = Vec::new();
         let mut done = Vec::new();

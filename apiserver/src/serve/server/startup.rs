@@ -193,6 +193,7 @@ pub(super) async fn start_hub(
         Arc::clone(&core.metrics),
     );
     let views = if config.registration.enabled {
+        crate::controllers::addon::start(&core.runtime);
         crate::controllers::Views {
             placement: crate::controllers::placement::start(
                 &core.runtime,
