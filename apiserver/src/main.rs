@@ -90,7 +90,8 @@ struct RolloutTarget {
 
 #[derive(Subcommand)]
 enum RolloutVerb {
-    /// Shows the rollout's progress until it completes (exit 0) or stops on failures (exit 1).
+    /// Follows the rollout until it completes, or until failures stop it (then the exit status
+    /// is an error).
     Status {
         #[command(flatten)]
         set: RolloutTarget,
