@@ -5,6 +5,7 @@
 //! strategy selects, each owned by its ClusterManagementAddOn; nothing for `Manual`.
 
 mod install;
+mod template;
 
 use std::sync::Arc;
 

@@ -462,6 +462,53 @@ pub mod v1alpha1;
 
 pub mod v1beta1;
 
+/// A config's spec hash as OCM computes it (`GetSpecHash`, ocm-wave2.md §2.6): the lowercase
+/// hex SHA-256 of Go's `json.Marshal` of the object's top-level fields other than `apiVersion`,
+/// `kind`, `metadata` and `status` (keys sorted at every level; `<`, `>`, `&`, U+2028 and U+2029
+/// escaped as Go escapes them).
+pub fn spec_hash(config: &serde_json::Value) -> String {
+    use sha2::Digest as _;
+    let fields: serde_json::Map<String, serde_json::Value> = config
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let json = go_json(&serde_json::Value::Object(fields));
+    sha2::Sha256::digest(json.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// JSON as Go's `encoding/json` writes a `map[string]interface{}`: keys sorted, HTML-safe.
+pub fn go_json(value: &serde_json::Value) -> String {
+    fn sorted(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                serde_json::Value::Object(
+                    keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect(),
+                )
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = serde_json::to_string(&sorted(value)).unwrap_or_default();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 // ---- conversions ----------------------------------------------------------------------------
 
 impl From<v1alpha1::ClusterManagementAddOn> for v1beta1::ClusterManagementAddOn {
@@ -732,5 +779,31 @@ impl From<v1beta1::AddOnDeploymentConfig> for v1alpha1::AddOnDeploymentConfig {
             metadata: src.metadata,
             spec: src.spec,
         }
+    }
+}
+
+#[cfg(test)]
+mod spec_hash_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spec_hash_is_gos_json_of_the_spec() {
+        let config = json!({
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+            "kind": "AddOnDeploymentConfig",
+            "metadata": {"name": "c", "resourceVersion": "7"},
+            "spec": {"customizedVariables": [{"name": "B", "value": "<x&y>"}],
+                     "agentInstallNamespace": "ns"},
+        });
+        assert_eq!(
+            go_json(&json!({"spec": config["spec"]})),
+            r#"{"spec":{"agentInstallNamespace":"ns","customizedVariables":[{"name":"B","value":"\u003cx\u0026y\u003e"}]}}"#
+        );
+        // Python's json.dumps(sort_keys=True, separators=(",", ":")) of the same, escaped alike.
+        assert_eq!(
+            spec_hash(&config),
+            "6f574580cc2dbb7e5bc8247dbc5f89d3c8efd26ee2d96bd8c1121cf2be0d6faf"
+        );
     }
 }
