@@ -22,6 +22,7 @@ use super::{AddonManager, WORKERS, WRITES_AT_ONCE};
 use crate::controllers::runtime::{Action, Runtime, Watch};
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
+use crate::machinery::scheme::ResourceType;
 use crate::store::cache::CachedObject;
 use crate::store::registry::DeleteOptions;
 
@@ -40,21 +41,6 @@ pub(super) fn start(m: &Arc<AddonManager>, runtime: &Runtime) {
 fn watches(m: &Arc<AddonManager>, runtime: &Runtime) -> Vec<Watch> {
     let k = &m.kinds;
     let by_name = |o: &CachedObject| vec![o.namespace_name().1.to_owned()];
-    let placing = {
-        let m = Arc::clone(m);
-        move |ns: &str, placement: &str| m.addons_placing(|p| p == (ns, placement))
-    };
-    let of_placement = {
-        let placing = placing.clone();
-        move |p: &CachedObject| {
-            let (ns, name) = p.namespace_name();
-            placing(ns, name)
-        }
-    };
-    let of_decision = move |d: &CachedObject| match d.label(LABEL_PLACEMENT) {
-        Some(p) => placing(d.namespace_name().0, p),
-        None => Vec::new(),
-    };
     let of_namespace = {
         let m = Arc::clone(m);
         move |_: &CachedObject| m.addons_placing(|_| true)
@@ -62,13 +48,31 @@ fn watches(m: &Arc<AddonManager>, runtime: &Runtime) -> Vec<Watch> {
     let mut watches = vec![
         Watch::new(&k.cmas, by_name),
         Watch::new(&k.mcas, by_name).on_presence(),
-        Watch::new(&k.placements, of_placement).on_presence(),
-        Watch::new(&k.decisions, of_decision),
+        placement_watch(m, &k.placements).on_presence(),
+        decision_watch(m, &k.decisions),
     ];
     if let Some(namespaces) = runtime.registry.scheme.lookup("", "v1", "namespaces") {
         watches.push(Watch::new(namespaces, of_namespace).on_presence());
     }
     watches
+}
+
+/// Placements, mapped to the add-ons whose strategy lists them.
+pub(super) fn placement_watch(m: &Arc<AddonManager>, rt: &Arc<ResourceType>) -> Watch {
+    let m = Arc::clone(m);
+    Watch::new(rt, move |p: &CachedObject| {
+        let (ns, name) = p.namespace_name();
+        m.addons_placing(|listed| listed == (ns, name))
+    })
+}
+
+/// PlacementDecisions, mapped to the add-ons whose strategy lists their placement.
+pub(super) fn decision_watch(m: &Arc<AddonManager>, rt: &Arc<ResourceType>) -> Watch {
+    let m = Arc::clone(m);
+    Watch::new(rt, move |d: &CachedObject| match d.label(LABEL_PLACEMENT) {
+        Some(p) => m.addons_placing(|listed| listed == (d.namespace_name().0, p)),
+        None => Vec::new(),
+    })
 }
 
 impl AddonManager {
@@ -122,28 +126,12 @@ impl AddonManager {
 
     /// The clusters the strategy's placements decide, all together.
     fn selected(&self, strategy: &InstallStrategy) -> BTreeSet<String> {
-        let mut clusters = BTreeSet::new();
-        for p in &strategy.placements {
-            if self.registry.cached(&self.kinds.placements, &p.namespace, &p.name).is_none() {
-                continue;
-            }
-            for d in self.registry.cached_list(&self.kinds.decisions, &p.namespace) {
-                if d.label(LABEL_PLACEMENT) != Some(p.name.as_str()) {
-                    continue;
-                }
-                let decision = d.value();
-                let decided = decision.pointer("/status/decisions").and_then(Value::as_array);
-                clusters.extend(
-                    decided
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|e| e["clusterName"].as_str())
-                        .filter(|c| !c.is_empty())
-                        .map(str::to_owned),
-                );
-            }
-        }
-        clusters
+        strategy
+            .placements
+            .iter()
+            .filter_map(|p| self.decided(&p.namespace, &p.name))
+            .flat_map(|d| d.groups.into_iter().flat_map(|(_, cs)| cs))
+            .collect()
     }
 
     /// Creates the add-on's ManagedClusterAddOn in each of `clusters`; a cluster whose

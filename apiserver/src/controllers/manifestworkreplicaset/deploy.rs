@@ -18,9 +18,6 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use futures::StreamExt as _;
-use ocm_proto::api::cluster::{
-    LABEL_DECISION_GROUP_INDEX, LABEL_DECISION_GROUP_NAME, LABEL_PLACEMENT,
-};
 use ocm_proto::api::meta::{CONDITION_TRUE, Condition, ObjectMeta};
 use ocm_proto::api::work::v1::{
     CONDITION_APPLIED, CONDITION_AVAILABLE, CONDITION_DEGRADED, CONDITION_PROGRESSING,
@@ -39,7 +36,7 @@ use memo::{Facts, WorkFacts};
 
 use super::revisions::Revisions;
 use super::{Controller, WRITES_AT_ONCE};
-use crate::controllers::rollout::{self, ClusterStatus, GroupKey, Groups, Status};
+use crate::controllers::rollout::{self, ClusterStatus, Decisions, Groups, Status};
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::machinery::template::{self as render, ClusterValues, RenderError};
@@ -78,45 +75,9 @@ pub(super) struct PlacementOutcome {
     pub succeeded: i64,
 }
 
-/// A placement's decisions: its groups in index order, each with its clusters.
-pub(super) struct Decisions {
-    groups: Vec<(GroupKey, Vec<String>)>,
-    selected: i64,
-}
-
-impl Decisions {
-    pub(super) fn clusters(&self) -> impl Iterator<Item = &String> {
-        self.groups.iter().flat_map(|(_, cs)| cs)
-    }
-}
-
 /// The decisions of placement `name` in `ns`, or `None` when the Placement does not exist.
 pub(super) fn decisions(c: &Controller, ns: &str, name: &str) -> Option<Decisions> {
-    let placement = c.registry.cached(&c.kinds.placements, ns, name)?;
-    let selected =
-        placement.value().pointer("/status/numberOfSelectedClusters").and_then(Value::as_i64);
-    let mut by_group: BTreeMap<(i32, String), Vec<String>> = BTreeMap::new();
-    for d in c.registry.cached_list(&c.kinds.decisions, ns) {
-        if d.label(LABEL_PLACEMENT) != Some(name) {
-            continue;
-        }
-        let index = d.label(LABEL_DECISION_GROUP_INDEX).and_then(|i| i.parse().ok()).unwrap_or(0);
-        let group = d.label(LABEL_DECISION_GROUP_NAME).unwrap_or_default().to_owned();
-        let v = d.value();
-        let clusters = v.pointer("/status/decisions").and_then(Value::as_array);
-        let entry = by_group.entry((index, group)).or_default();
-        for cluster in clusters.into_iter().flatten() {
-            if let Some(n) = cluster.get("clusterName").and_then(Value::as_str) {
-                entry.push(n.to_owned());
-            }
-        }
-    }
-    let groups: Vec<(GroupKey, Vec<String>)> = by_group
-        .into_iter()
-        .map(|((index, name), clusters)| (GroupKey { name, index }, clusters))
-        .collect();
-    let decided = groups.iter().map(|(_, cs)| cs.len()).sum::<usize>();
-    Some(Decisions { groups, selected: selected.unwrap_or(i64::try_from(decided).unwrap_or(0)) })
+    rollout::decided(&c.registry, &c.kinds.placements, &c.kinds.decisions, ns, name)
 }
 
 /// The placement (of the set's refs) whose decisions name `cluster`, if any.

@@ -11,13 +11,12 @@ mod csr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::auth::access::Access;
 use crate::auth::pki::Pki;
 use crate::controllers::runtime::{self, Runtime};
 use crate::machinery::error::ApiError;
-use crate::machinery::object;
 use crate::machinery::scheme::ResourceType;
 use crate::store::registry::{DeleteOptions, Patch, Registry, WriteOptions, Written};
 
@@ -125,42 +124,13 @@ impl Ctx {
         self.registry.patch(rt, namespace, name, &Patch::Merge(body), sub, &Self::opts()).await
     }
 
-    /// Creates `desired`, or brings the stored object to it: every top-level field but
-    /// `metadata` and `status`, plus the labels `desired` names. Writes nothing when they
-    /// already agree.
+    /// [`Registry::ensure`] for the kinds registration keeps.
     async fn ensure(&self, desired: Value) -> Result<(), ApiError> {
         let rt = self
             .kinds
             .of_object(&desired)
             .ok_or_else(|| ApiError::internal("registration ensures a kind it does not know"))?;
-        let (ns, name) = (object::namespace(&desired), object::name(&desired));
-        let Some(current) = self.registry.cached(rt, ns, name) else {
-            return self.registry.create_if_absent(rt, desired.clone(), &Self::opts()).await;
-        };
-        let current = current.value();
-        let mut patch = Map::new();
-        for (k, v) in desired.as_object().into_iter().flatten() {
-            if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
-                && current.get(k) != Some(v)
-            {
-                patch.insert(k.clone(), v.clone());
-            }
-        }
-        let mut labels = Map::new();
-        for (k, v) in
-            desired.pointer("/metadata/labels").and_then(Value::as_object).into_iter().flatten()
-        {
-            if current.pointer("/metadata/labels").and_then(|l| l.get(k)) != Some(v) {
-                labels.insert(k.clone(), v.clone());
-            }
-        }
-        if !labels.is_empty() {
-            patch.insert("metadata".into(), json!({ "labels": labels }));
-        }
-        if patch.is_empty() {
-            return Ok(());
-        }
-        self.patch(rt, ns, name, Value::Object(patch), None).await.map(drop)
+        self.registry.ensure(rt, desired, &Self::opts()).await
     }
 
     /// Deletes an object if it is there.

@@ -8,7 +8,7 @@
 //! [`plan`] answers a [`Plan`]. No IO, no clock: `now` is an argument, so a condition's
 //! `lastTransitionTime.0` goes in as it is.
 //!
-//! Files: `parse` reads the strategy's durations and sizes, `groups` holds the decision groups
+//! Files: `decided` reads a placement's decisions from the cache, `parse` reads the strategy's durations and sizes, `groups` holds the decision groups
 //! the way sdk-go's decision tracker selects them, `strategy` classifies clusters and runs `All`,
 //! `Progressive` and `ProgressivePerGroup`.
 //!
@@ -41,6 +41,7 @@
 //! OCM does). Everything else follows sdk-go, quirks included (see [`Groups`] for the decision
 //! tracker's).
 
+mod decided;
 mod groups;
 mod parse;
 mod strategy;
@@ -54,6 +55,7 @@ use ocm_proto::api::cluster::v1alpha1::{
     ROLLOUT_ALL, ROLLOUT_PROGRESSIVE, ROLLOUT_PROGRESSIVE_PER_GROUP, RolloutStrategy,
 };
 
+pub use decided::{Decisions, decided};
 pub use groups::Groups;
 pub use parse::{DurationError, SizeError};
 

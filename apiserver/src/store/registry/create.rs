@@ -22,6 +22,53 @@ impl Registry {
         }
     }
 
+    /// Creates `desired`, or brings the stored object to it: every top-level field but
+    /// `metadata` and `status`, plus the labels and annotations `desired` names (others are
+    /// kept). Writes nothing when they already agree. The hub's own objects that controllers
+    /// keep (RBAC, add-on works).
+    pub async fn ensure(
+        &self,
+        rt: &ResourceType,
+        desired: Value,
+        opts: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let (ns, name) = (object::namespace(&desired), object::name(&desired));
+        let Some(current) = self.cached(rt, ns, name) else {
+            return self.create_if_absent(rt, desired.clone(), opts).await;
+        };
+        let current = current.value();
+        let mut patch = Map::new();
+        for (k, v) in desired.as_object().into_iter().flatten() {
+            if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                && current.get(k) != Some(v)
+            {
+                patch.insert(k.clone(), v.clone());
+            }
+        }
+        let mut meta = Map::new();
+        for part in ["labels", "annotations"] {
+            let wanted = desired["metadata"].get(part).and_then(Value::as_object);
+            let have = current["metadata"].get(part);
+            let changed: Map<String, Value> = wanted
+                .into_iter()
+                .flatten()
+                .filter(|(k, v)| have.and_then(|h| h.get(k.as_str())) != Some(v))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !changed.is_empty() {
+                meta.insert(part.to_owned(), Value::Object(changed));
+            }
+        }
+        if !meta.is_empty() {
+            patch.insert("metadata".into(), Value::Object(meta));
+        }
+        if patch.is_empty() {
+            return Ok(());
+        }
+        let (ns, name) = (ns.to_owned(), name.to_owned());
+        self.patch(rt, &ns, &name, &Patch::Merge(Value::Object(patch)), None, opts).await.map(drop)
+    }
+
     /// Creates an object (POST to the collection).
     pub async fn create(
         &self,
