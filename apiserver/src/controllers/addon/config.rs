@@ -27,7 +27,9 @@ use ocm_proto::api::addon::{
     REASON_FAILED, REASON_PROGRESSING, RESERVED_NO_DEFAULT_CONFIG_NAME,
 };
 use ocm_proto::api::cluster::v1alpha1::RolloutStrategy;
-use ocm_proto::api::meta::{CONDITION_FALSE, CONDITION_TRUE, condition, find_condition, set_condition};
+use ocm_proto::api::meta::{
+    CONDITION_FALSE, CONDITION_TRUE, condition, find_condition, set_condition,
+};
 
 use super::{AddonManager, WORKERS, WRITES_AT_ONCE, install};
 use crate::controllers::rollout::{self, ClusterStatus, Groups, Status};
@@ -133,7 +135,12 @@ impl AddonManager {
 
     /// The rollout graph: a node per listed placement (a cluster decided by several belongs to
     /// the last), and a node of every other add-on rolled all at once.
-    fn nodes(&self, name: &str, cma: &ClusterManagementAddOn, defaults: &[AddOnConfig]) -> Vec<Node> {
+    fn nodes(
+        &self,
+        name: &str,
+        cma: &ClusterManagementAddOn,
+        defaults: &[AddOnConfig],
+    ) -> Vec<Node> {
         let placements = cma.spec.install_strategy.iter().flat_map(|s| &s.placements);
         let mut nodes: Vec<Node> = Vec::new();
         let mut owner: BTreeMap<String, usize> = BTreeMap::new();
@@ -171,7 +178,12 @@ impl AddonManager {
 
     /// The desired configs of one add-on: defaults, overridden by the placement's, overridden
     /// by its own, each kind once.
-    fn desired(&self, defaults: &[AddOnConfig], placement: &[AddOnConfig], own: &[AddOnConfig]) -> Desired {
+    fn desired(
+        &self,
+        defaults: &[AddOnConfig],
+        placement: &[AddOnConfig],
+        own: &[AddOnConfig],
+    ) -> Desired {
         let mut out = Desired::new();
         for c in defaults.iter().chain(placement).chain(own) {
             out.insert(kind_of(c), self.hashed(c));
@@ -244,18 +256,18 @@ impl AddonManager {
     /// Writes the desired configs of the node's add-ons in `apply` (Configured=True), and
     /// marks the ones never configured that wait (Configured=False).
     async fn write_desired(&self, node: &Node, apply: &BTreeSet<String>) -> Result<(), ApiError> {
-        let writes: Vec<(ManagedClusterAddOn, Desired, bool)> = node
-            .addons
-            .iter()
-            .filter_map(|(mca, desired)| {
-                let cluster = mca.metadata.namespace.as_deref().unwrap_or("");
-                let go = apply.contains(cluster);
-                let configured = mca.status.as_ref().is_some_and(|s| {
-                    find_condition(&s.conditions, CONDITION_CONFIGURED).is_some()
-                });
-                (go || !configured).then(|| (mca.clone(), desired.clone(), go))
-            })
-            .collect();
+        let writes: Vec<(ManagedClusterAddOn, Desired, bool)> =
+            node.addons
+                .iter()
+                .filter_map(|(mca, desired)| {
+                    let cluster = mca.metadata.namespace.as_deref().unwrap_or("");
+                    let go = apply.contains(cluster);
+                    let configured = mca.status.as_ref().is_some_and(|s| {
+                        find_condition(&s.conditions, CONDITION_CONFIGURED).is_some()
+                    });
+                    (go || !configured).then(|| (mca.clone(), desired.clone(), go))
+                })
+                .collect();
         let results: Vec<Result<(), ApiError>> = futures::stream::iter(writes)
             .map(|(mca, desired, go)| async move { self.configure_addon(mca, &desired, go).await })
             .buffer_unordered(WRITES_AT_ONCE)
@@ -293,10 +305,20 @@ impl AddonManager {
                     }
                 })
                 .collect();
-            let c = condition(CONDITION_CONFIGURED, CONDITION_TRUE, "ConfigurationsConfigured", "Configurations configured");
+            let c = condition(
+                CONDITION_CONFIGURED,
+                CONDITION_TRUE,
+                "ConfigurationsConfigured",
+                "Configurations configured",
+            );
             set_condition(&mut status.conditions, c, now);
         } else {
-            let c = condition(CONDITION_CONFIGURED, CONDITION_FALSE, "ConfigurationsNotConfigured", "Configurations are not configured");
+            let c = condition(
+                CONDITION_CONFIGURED,
+                CONDITION_FALSE,
+                "ConfigurationsNotConfigured",
+                "Configurations are not configured",
+            );
             set_condition(&mut status.conditions, c, now);
         }
         if *status == before {
@@ -330,9 +352,10 @@ fn rollout_status(mca: &ManagedClusterAddOn, desired: &Desired) -> (Status, Opti
     let progressing =
         status.and_then(|s| find_condition(&s.conditions, CONDITION_PROGRESSING)).cloned();
     let at = progressing.as_ref().map(|c| c.last_transition_time.0);
-    let applied = status.into_iter().flat_map(|s| &s.config_references).all(|r| {
-        r.last_applied_config.as_ref() == r.desired_config.as_ref()
-    });
+    let applied = status
+        .into_iter()
+        .flat_map(|s| &s.config_references)
+        .all(|r| r.last_applied_config.as_ref() == r.desired_config.as_ref());
     if !applied {
         let failed = progressing.as_ref().is_some_and(|c| c.reason == REASON_FAILED);
         return (if failed { Status::Failed } else { Status::Progressing }, at);
@@ -374,10 +397,14 @@ fn progression(
         })
         .collect();
     let c = if done {
-        let msg = format!("{succeeded}/{total} completed with no errors, {failed} failed 0 timeout.");
+        let msg =
+            format!("{succeeded}/{total} completed with no errors, {failed} failed 0 timeout.");
         condition(CONDITION_PROGRESSING, CONDITION_FALSE, REASON_COMPLETED, msg)
     } else {
-        let msg = format!("{}/{total} progressing..., {failed} failed 0 timeout.", progressing + succeeded);
+        let msg = format!(
+            "{}/{total} progressing..., {failed} failed 0 timeout.",
+            progressing + succeeded
+        );
         condition(CONDITION_PROGRESSING, CONDITION_TRUE, REASON_PROGRESSING, msg)
     };
     let mut conditions = old.map(|p| p.conditions.clone()).unwrap_or_default();

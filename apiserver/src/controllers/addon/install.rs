@@ -195,7 +195,7 @@ impl AddonManager {
 }
 
 /// Whether the hub's add-on manager installs this add-on (not annotated `lifecycle: self`).
-fn managed(cma: &Value) -> bool {
+pub(super) fn managed(cma: &Value) -> bool {
     let lifecycle = cma.pointer("/metadata/annotations").and_then(|a| a.get(ANNOTATION_LIFECYCLE));
     lifecycle.and_then(Value::as_str) != Some(LIFECYCLE_SELF)
 }

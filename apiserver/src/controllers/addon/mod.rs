@@ -5,7 +5,10 @@
 //! strategy selects, each owned by its ClusterManagementAddOn; nothing for `Manual`.
 
 mod config;
+mod deploy;
+mod health;
 mod install;
+mod permissions;
 mod template;
 
 use std::sync::Arc;
@@ -39,6 +42,8 @@ struct Kinds {
     clusters: Arc<ResourceType>,
     configs: Arc<ResourceType>,
     templates: Arc<ResourceType>,
+    works: Arc<ResourceType>,
+    rolebindings: Arc<ResourceType>,
 }
 
 impl Kinds {
@@ -55,6 +60,8 @@ impl Kinds {
             clusters: kind(cluster, "v1", "managedclusters")?,
             configs: kind(addon, "v1alpha1", "addondeploymentconfigs")?,
             templates: kind(addon, "v1alpha1", "addontemplates")?,
+            works: kind(ocm_proto::api::work::GROUP, "v1", "manifestworks")?,
+            rolebindings: kind("rbac.authorization.k8s.io", "v1", "rolebindings")?,
         })
     }
 }
@@ -138,4 +145,6 @@ pub fn start(runtime: &Runtime) {
     let manager = Arc::new(AddonManager { registry: runtime.registry.clone(), kinds });
     install::start(&manager, runtime);
     config::start(&manager, runtime);
+    deploy::start(&manager, runtime);
+    health::start(&manager, runtime);
 }

@@ -17,13 +17,13 @@ use ocm_proto::api::addon::{
 use serde_json::{Value, json};
 
 /// Where the hub kubeconfig Secret is mounted in the add-on's pods.
-pub const HUB_KUBECONFIG_DIR: &str = "/managed/hub-kubeconfig";
+pub(super) const HUB_KUBECONFIG_DIR: &str = "/managed/hub-kubeconfig";
 /// The cluster annotation naming image mirrors (lower priority than the config's).
 const ANNOTATION_IMAGE_REGISTRIES: &str = "open-cluster-management.io/image-registries";
 
 /// One cluster's rendering of a template.
 #[derive(Debug, Default, PartialEq)]
-pub struct Rendered {
+pub(super) struct Rendered {
     /// The manifests of the deploy works.
     pub manifests: Vec<Value>,
     /// The pre-delete hooks (Jobs and Pods so annotated), for the pre-delete work.
@@ -33,7 +33,7 @@ pub struct Rendered {
 }
 
 /// What a rendering is for: the cluster and what the add-on's configs say.
-pub struct Inputs<'a> {
+pub(super) struct Inputs<'a> {
     pub addon: &'a str,
     pub cluster: &'a str,
     /// The AddOnDeploymentConfig the add-on's config references resolve to, if any.
@@ -43,7 +43,7 @@ pub struct Inputs<'a> {
 }
 
 /// fasttemplate with `{{` `}}`: each tag replaced by its exact key's value, or by nothing.
-pub fn fasttemplate(text: &str, values: &BTreeMap<String, String>) -> String {
+pub(super) fn fasttemplate(text: &str, values: &BTreeMap<String, String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
@@ -65,7 +65,10 @@ pub fn fasttemplate(text: &str, values: &BTreeMap<String, String>) -> String {
 
 /// Renders `template` for `inputs` (an error names the manifest that is not JSON once
 /// rendered).
-pub fn render(template: &AddOnTemplateSpec, inputs: &Inputs<'_>) -> Result<Rendered, String> {
+pub(super) fn render(
+    template: &AddOnTemplateSpec,
+    inputs: &Inputs<'_>,
+) -> Result<Rendered, String> {
     let override_ns =
         inputs.config.and_then(|c| c.agent_install_namespace.clone()).filter(|ns| !ns.is_empty());
     let builtin = builtin_values(template, inputs, override_ns.as_deref());
@@ -120,7 +123,7 @@ fn builtin_values(
 
 /// Whether an object is a pre-delete hook: a Job or Pod annotated (or, deprecated, labelled)
 /// `addon.open-cluster-management.io/addon-pre-delete`.
-pub fn is_hook(object: &Value) -> bool {
+pub(super) fn is_hook(object: &Value) -> bool {
     let kind = object["kind"].as_str().unwrap_or("");
     let marked = ["annotations", "labels"]
         .iter()
