@@ -5,6 +5,7 @@
 //! strategy selects, each owned by its ClusterManagementAddOn; nothing for `Manual`.
 
 mod config;
+mod csr;
 mod deploy;
 mod health;
 mod install;
@@ -147,4 +148,5 @@ pub fn start(runtime: &Runtime) {
     config::start(&manager, runtime);
     deploy::start(&manager, runtime);
     health::start(&manager, runtime);
+    csr::start(&manager, runtime);
 }

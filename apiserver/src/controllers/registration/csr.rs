@@ -18,6 +18,8 @@ use crate::controllers::runtime::{Action, Runtime};
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::machinery::requester::{Attributes, UserInfo};
+use crate::machinery::scheme::ResourceType;
+use crate::store::registry::{Patch, Registry, WriteOptions};
 
 // The signer this hub implements, and the group its agents carry besides their cluster's.
 use ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME as KUBE_APISERVER_CLIENT;
@@ -84,7 +86,8 @@ pub fn check_agent_request(csr: &Value) -> Result<CsrCheck, String> {
     Ok(CsrCheck { cluster: cluster.to_owned(), agent: agent.to_owned(), common_name: cn })
 }
 
-fn request_pem(csr: &Value) -> Result<String, String> {
+/// The PEM of a CSR's `spec.request`.
+pub fn request_pem(csr: &Value) -> Result<String, String> {
     let b64 = csr.pointer("/spec/request").and_then(Value::as_str).unwrap_or("");
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64)
@@ -92,7 +95,8 @@ fn request_pem(csr: &Value) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "spec.request is not PEM".to_owned())
 }
 
-fn condition_types(csr: &Value) -> Vec<String> {
+/// The types of a CSR's conditions whose status is True.
+pub fn condition_types(csr: &Value) -> Vec<String> {
     csr.pointer("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
@@ -103,7 +107,7 @@ fn condition_types(csr: &Value) -> Vec<String> {
 }
 
 /// The requester of a CSR as its spec records it.
-fn requester(csr: &Value) -> UserInfo {
+pub fn requester(csr: &Value) -> UserInfo {
     let spec = &csr["spec"];
     UserInfo {
         name: spec["username"].as_str().unwrap_or("").to_owned(),
@@ -253,6 +257,20 @@ pub(super) async fn approve(
     reason: &str,
     message: &str,
 ) -> Result<(), ApiError> {
+    let opts = Ctx::opts();
+    approve_request(&ctx.registry, &ctx.kinds.csrs, name, csr, reason, message, &opts).await
+}
+
+/// Approves the request `csr` named `name` through the registry, at the revision it was read.
+pub async fn approve_request(
+    registry: &Registry,
+    rt: &ResourceType,
+    name: &str,
+    csr: &Value,
+    reason: &str,
+    message: &str,
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
     let mut conditions =
         csr.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
     let now = object::now_rfc3339();
@@ -264,7 +282,8 @@ pub(super) async fn approve(
         "metadata": {"resourceVersion": object::meta_str(csr, "resourceVersion")},
         "status": {"conditions": conditions},
     });
-    ctx.patch(&ctx.kinds.csrs, "", name, body, Some("approval")).await.map(drop)
+    let sub = rt.subresource("approval");
+    registry.patch(rt, "", name, &Patch::Merge(body), sub, opts).await.map(drop)
 }
 
 pub(super) fn start(ctx: &Arc<Ctx>, runtime: &Runtime) {

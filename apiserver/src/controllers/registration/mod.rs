@@ -6,7 +6,7 @@
 
 mod cluster;
 mod clusterset;
-mod csr;
+pub mod csr;
 
 use std::sync::Arc;
 use std::time::Duration;
