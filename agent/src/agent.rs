@@ -44,6 +44,8 @@ pub struct Options {
     /// How long an AppliedManifestWork without its work on the hub is kept before it is
     /// deleted with what it owns (`--appliedmanifestwork-eviction-grace-period`).
     pub eviction_grace: Duration,
+    /// How often the cluster's add-ons are looked at (`--addon-resync-seconds`).
+    pub addon_resync: Duration,
 }
 
 /// How works reach the agent.
@@ -72,6 +74,7 @@ impl Options {
             work_resync: crate::work::RESYNC,
             transport: Transport::Grpc { server: None, healthiness: Duration::from_secs(30) },
             eviction_grace: crate::work::EVICTION_GRACE,
+            addon_resync: crate::addon::PERIOD,
         }
     }
 }
@@ -296,6 +299,31 @@ pub async fn run(
         () = status_loop(Arc::clone(&shared)) => Ok(()),
         () = rotation_loop(Arc::clone(&shared)) => Ok(()),
         () = work_loop(Arc::clone(&shared)) => Ok(()),
+        () = addon_loop(Arc::clone(&shared)) => Ok(()),
+    }
+}
+
+/// The add-on loop (`addon.rs`): every `addon_resync`, the cluster's add-ons' hub credentials
+/// and Lease health. Only where the agent applies workloads (its cluster can hold Secrets).
+async fn addon_loop(shared: Arc<Shared>) {
+    if !shared.opts.work {
+        return std::future::pending().await;
+    }
+    let written = std::sync::Mutex::new(std::collections::BTreeMap::new());
+    loop {
+        let addons = crate::addon::Addons {
+            hub: shared.client(),
+            hub_url: &shared.id.hub,
+            ca_pem: &shared.ca_pem,
+            cluster_name: &shared.id.cluster_name,
+            cluster: shared.cluster.as_ref(),
+            expiration: shared.opts.cert_expiration,
+            written: &written,
+        };
+        if let Err(e) = shared.counted("addons", addons.round()).await {
+            tracing::warn!(error = %e, "add-on round failed");
+        }
+        tokio::time::sleep(shared.opts.addon_resync).await;
     }
 }
 

@@ -2,6 +2,7 @@
 //! Lease, reports its cluster's status and rotates its certificate. It may depend on `ocm-proto`
 //! only, never on the hub or its storage (see `ARCHITECTURE.md`).
 
+pub mod addon;
 pub mod agent;
 pub mod backoff;
 pub mod clock;

@@ -80,6 +80,10 @@ struct Common {
     #[arg(long = "appliedmanifestwork-eviction-grace-period", default_value = "60m",
           value_parser = ocm_proto::duration::parse_duration)]
     eviction_grace: Duration,
+    /// How often the cluster's add-ons are looked at (their hub credentials, Lease health),
+    /// in seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    addon_resync_seconds: u64,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy)]
@@ -208,6 +212,7 @@ fn main() -> ExitCode {
     opts.cert_expiration = common.client_cert_expiration_seconds.map(Duration::from_secs);
     opts.work_resync = Duration::from_secs(common.work_resync_seconds);
     opts.eviction_grace = common.eviction_grace;
+    opts.addon_resync = Duration::from_secs(common.addon_resync_seconds);
     opts.transport = match common.transport {
         TransportArg::Grpc => ocm_agent::agent::Transport::Grpc {
             server: common.grpc_server.clone(),

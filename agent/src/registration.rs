@@ -63,18 +63,31 @@ pub async fn ensure_cluster(
 /// `system:open-cluster-management:<cluster>:<agent>`, O the cluster's group and the
 /// managed-clusters group. Returns (key PEM, request PEM).
 pub fn new_request(cluster: &str, agent: &str) -> Result<(String, String), AgentError> {
-    let key = rcgen::KeyPair::generate().map_err(|e| AgentError::Invalid(e.to_string()))?;
+    let orgs = [api::agent_group(cluster), api::GROUP_MANAGED_CLUSTERS.to_owned()];
+    subject_request(&api::agent_user(cluster, agent), &orgs, None)
+}
+
+/// A new key (ECDSA P-256) and a PEM certificate request for CN `cn`, the Os `orgs` and, if
+/// given, one DNS name. Returns (key PEM, request PEM).
+pub fn subject_request(
+    cn: &str,
+    orgs: &[String],
+    dns: Option<&str>,
+) -> Result<(String, String), AgentError> {
+    let invalid = |e: rcgen::Error| AgentError::Invalid(e.to_string());
+    let key = rcgen::KeyPair::generate().map_err(invalid)?;
     let mut params = rcgen::CertificateParams::default();
     let mut dn = rcgen::DistinguishedName::new();
-    dn.push(rcgen::DnType::CommonName, api::agent_user(cluster, agent));
-    dn.push(rcgen::DnType::OrganizationName, api::agent_group(cluster));
-    // rcgen keeps one value per attribute type: the second O goes in under its OID.
-    dn.push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]), api::GROUP_MANAGED_CLUSTERS);
+    dn.push(rcgen::DnType::CommonName, cn);
+    for o in orgs {
+        // rcgen keeps one value per attribute type: each O goes in under its OID.
+        dn.push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]), o.as_str());
+    }
     params.distinguished_name = dn;
-    let csr = params
-        .serialize_request(&key)
-        .and_then(|r| r.pem())
-        .map_err(|e| AgentError::Invalid(e.to_string()))?;
+    if let Some(dns) = dns {
+        params.subject_alt_names = vec![rcgen::SanType::DnsName(dns.try_into().map_err(invalid)?)];
+    }
+    let csr = params.serialize_request(&key).and_then(|r| r.pem()).map_err(invalid)?;
     Ok((key.serialize_pem(), csr))
 }
 
@@ -102,6 +115,21 @@ pub async fn create_csr(
             "{pending} certificate requests of {cluster} are still pending on the hub: approve or delete them (`kubectl get csr -l {label}`)"
         )));
     }
+    let labels = json!({ api::LABEL_CLUSTER_NAME: cluster });
+    create_request(hub, url, &format!("{cluster}-"), labels, request_pem, expiration).await
+}
+
+/// Creates a client-certificate CertificateSigningRequest (`generateName`, labels) for
+/// `request_pem`; returns its name.
+pub async fn create_request(
+    hub: &kube::Client,
+    url: &str,
+    generate_name: &str,
+    labels: Value,
+    request_pem: &str,
+    expiration: Option<Duration>,
+) -> Result<String, AgentError> {
+    let api: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let mut spec = json!({
         "request": base64::engine::general_purpose::STANDARD.encode(request_pem),
         "signerName": ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME,
@@ -112,7 +140,7 @@ pub async fn create_csr(
     }
     let csr: CertificateSigningRequest = serde_json::from_value(json!({
         "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-        "metadata": {"generateName": format!("{cluster}-"), "labels": {api::LABEL_CLUSTER_NAME: cluster}},
+        "metadata": {"generateName": generate_name, "labels": labels},
         "spec": spec,
     }))
     .map_err(|e| AgentError::Invalid(e.to_string()))?;

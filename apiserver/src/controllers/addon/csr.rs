@@ -169,7 +169,12 @@ mod tests {
         let group = "system:open-cluster-management:c1";
         assert_eq!(check(&csr(agent, group, &user, &orgs), "c1", &mca("c1")), Ok(()));
         // c10's agent asking for c1's add-on: refused (OCM's approver takes a prefix).
-        let c10 = csr("system:open-cluster-management:c10:a1", "system:open-cluster-management:c10", &user, &orgs);
+        let c10 = csr(
+            "system:open-cluster-management:c10:a1",
+            "system:open-cluster-management:c10",
+            &user,
+            &orgs,
+        );
         assert!(check(&c10, "c1", &mca("c1")).is_err());
         // Another cluster's add-on identity, or an extra group, or a missing one.
         let (other, _) = super::super::deploy::default_subject("c2", "hello");
