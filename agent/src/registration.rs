@@ -79,9 +79,16 @@ pub fn subject_request(
     let mut params = rcgen::CertificateParams::default();
     let mut dn = rcgen::DistinguishedName::new();
     dn.push(rcgen::DnType::CommonName, cn);
-    for o in orgs {
-        // rcgen keeps one value per attribute type: each O goes in under its OID.
-        dn.push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]), o.as_str());
+    // rcgen keeps one value per attribute type: the second O goes in under its OID, so a
+    // request names two Os at most (the hub's signer issues no more).
+    match orgs {
+        [] => {}
+        [one] => dn.push(rcgen::DnType::OrganizationName, one.as_str()),
+        [one, two] => {
+            dn.push(rcgen::DnType::OrganizationName, one.as_str());
+            dn.push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]), two.as_str());
+        }
+        _ => return Err(AgentError::Invalid(format!("{} organizations: at most 2", orgs.len()))),
     }
     params.distinguished_name = dn;
     if let Some(dns) = dns {

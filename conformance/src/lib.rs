@@ -21,6 +21,7 @@ pub mod backends;
 pub mod data;
 pub mod etcd;
 pub mod fidelity;
+pub mod fleet;
 pub mod flood;
 pub mod hub;
 pub mod kubectl;

@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::ensure;
-use ocm_apiserver::machinery::scheme::Profile;
-use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::hub::eventually;
 use ocm_conformance::kubectl::{Kubectl, Printed, create, merge_patch};
 use ocm_conformance::programs;
 use reqwest::Method;
@@ -29,58 +28,16 @@ const HASH: &str = "work.open-cluster-management.io/controller-hash";
 
 /// A hub with three joined clusters, each a `--profile cluster` instance with its klusterlet.
 struct Fleet {
-    hub: TestHub,
-    clusters: BTreeMap<String, TestHub>,
-    _agents: Vec<tokio::process::Child>,
-    _dirs: Vec<tempfile::TempDir>,
+    inner: ocm_conformance::fleet::Fleet,
 }
 
 impl Fleet {
     async fn start(names: &[&str]) -> anyhow::Result<Fleet> {
-        let (id, secret) = ("mwrs01", "0123456789abcdef");
-        let hub = TestHub::start_with(Backend::Memory, |c| {
-            c.registration.enabled = true;
-            c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
-        })
-        .await?;
+        let inner =
+            ocm_conformance::fleet::Fleet::start(names, &["--work-resync-seconds", "2"]).await?;
+        let hub = &inner.hub;
         let http = hub.http()?;
-        let token = ocm_apiserver::auth::bootstrap::bootstrap_token_object(
-            id,
-            secret,
-            "2099-01-01T00:00:00Z",
-            "rollout tests",
-        );
-        create(&hub, &http, "/api/v1/namespaces/kube-system/secrets", token).await?;
-        let (mut clusters, mut agents, mut dirs) = (BTreeMap::new(), Vec::new(), Vec::new());
-        for name in names {
-            let cluster =
-                TestHub::start_with(Backend::Memory, |c| c.profile = Profile::Cluster).await?;
-            let dir = tempfile::tempdir()?;
-            let ca = hub.path().join("pki/ca.crt").display().to_string();
-            let agent = tokio::process::Command::new(programs::klusterlet()?)
-                .args(["join", "--hub", &hub.url, "--token", &format!("{id}.{secret}")])
-                .args(["--cluster-name", name, "--ca-file", &ca, "--work-resync-seconds", "2"])
-                .arg("--data-dir")
-                .arg(dir.path())
-                .arg("--cluster-kubeconfig")
-                .arg(cluster.kubeconfig())
-                .env("RUST_LOG", std::env::var("OCM_AGENT_LOG").unwrap_or_else(|_| "warn".into()))
-                .stdout(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .spawn()?;
-            clusters.insert((*name).to_owned(), cluster);
-            agents.push(agent);
-            dirs.push(dir);
-        }
-        for name in names {
-            eventually(&format!("{name}'s namespace on the hub"), WAIT, || async {
-                let path = format!("/api/v1/namespaces/{name}");
-                let (code, _) = hub.call(&http, Method::GET, &path, None, &[]).await?;
-                Ok((code == 200).then_some(()))
-            })
-            .await?;
-        }
-        create(&hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": NS}})).await?;
+        create(hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": NS}})).await?;
         let binding = json!({
             "apiVersion": "cluster.open-cluster-management.io/v1beta2",
             "kind": "ManagedClusterSetBinding",
@@ -88,8 +45,8 @@ impl Fleet {
             "spec": {"clusterSet": "default"},
         });
         let bindings = "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/apps/managedclustersetbindings";
-        create(&hub, &http, bindings, binding).await?;
-        Ok(Fleet { hub, clusters, _agents: agents, _dirs: dirs })
+        create(hub, &http, bindings, binding).await?;
+        Ok(Fleet { inner })
     }
 
     /// Runs `ocm-hub rollout ARGS` against the hub: exit code and stdout + stderr.
@@ -98,7 +55,7 @@ impl Fleet {
             .arg("rollout")
             .args(args)
             .arg("--data-dir")
-            .arg(self.hub.path())
+            .arg(self.inner.hub.path())
             .output()
             .await?;
         let text = format!(
@@ -110,9 +67,9 @@ impl Fleet {
     }
 
     async fn label(&self, cluster: &str, labels: Value) -> anyhow::Result<()> {
-        let http = self.hub.http()?;
+        let http = self.inner.hub.http()?;
         merge_patch(
-            &self.hub,
+            &self.inner.hub,
             &http,
             &format!("{MCL}/{cluster}"),
             json!({"metadata": {"labels": labels}}),
@@ -125,12 +82,7 @@ impl Fleet {
     }
 
     async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
-        let (code, body) = self.hub.call(&self.hub.http()?, Method::GET, path, None, &[]).await?;
-        match code {
-            200 => Ok(Some(body)),
-            404 => Ok(None),
-            _ => anyhow::bail!("GET {path}: {code} {body}"),
-        }
+        ocm_conformance::fleet::get(&self.inner.hub, path).await
     }
 
     /// The set's works, by cluster.
@@ -149,7 +101,7 @@ impl Fleet {
 
     /// The `cfg` ConfigMap on a cluster, if there.
     async fn config(&self, cluster: &str) -> anyhow::Result<Option<Value>> {
-        let c = &self.clusters[cluster];
+        let c = &self.inner.clusters[cluster];
         let (code, body) = c
             .call(&c.http()?, Method::GET, "/api/v1/namespaces/default/configmaps/cfg", None, &[])
             .await?;
@@ -256,13 +208,13 @@ async fn watch_order(
 async fn all_places_a_rendered_work_on_every_selected_cluster_and_follows_the_placement()
 -> anyhow::Result<()> {
     let f = Fleet::start(&["c1", "c2", "c3"]).await?;
-    let http = f.hub.http()?;
+    let http = f.inner.hub.http()?;
     for (c, region) in [("c1", "east"), ("c2", "west"), ("c3", "east")] {
         f.label(c, json!({"env": "prod", "region": region})).await?;
     }
-    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    create(&f.inner.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
     let all = json!({"type": "All"});
-    create(&f.hub, &http, SETS, replica_set("app", all, json!([configmap("1")]))).await?;
+    create(&f.inner.hub, &http, SETS, replica_set("app", all, json!([configmap("1")]))).await?;
     f.holds(&["c1", "c2", "c3"], "1").await?;
     for (c, region) in [("c1", "east"), ("c2", "west"), ("c3", "east")] {
         let cm = f.config(c).await?.unwrap_or_default();
@@ -282,7 +234,7 @@ async fn all_places_a_rendered_work_on_every_selected_cluster_and_follows_the_pl
         ensure!(rendered["spec"] == w["spec"], "render for {c}: {rendered} vs {}", w["spec"]);
     }
     // kubectl prints the CRD's columns.
-    let k = Kubectl::new(&f.hub)?;
+    let k = Kubectl::new(&f.inner.hub)?;
     let table = Printed::parse(&k.ok(&["get", "mwrs", "-n", NS]).await?)?;
     ensure!(table.cell(0, "PLACEMENT")? == "AsExpected" && table.cell(0, "FOUND")? == "True");
     ensure!(table.cell(0, "MANIFESTWORKS")? == "AsExpected" && table.cell(0, "APPLIED")? == "True");
@@ -298,13 +250,14 @@ async fn all_places_a_rendered_work_on_every_selected_cluster_and_follows_the_pl
     // A template change reaches every cluster at once.
     let patch =
         json!({"spec": {"manifestWorkTemplate": {"workload": {"manifests": [configmap("2")]}}}});
-    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
     f.holds(&["c1", "c2", "c3"], "2").await?;
     // Foreground deletion keeps the set until its works (and what they applied) are gone: the
     // set is never seen gone while a work remains.
     let patch = json!({"spec": {"cascadeDeletionPolicy": "Foreground"}});
-    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
-    let (code, _) = f.hub.call(&http, Method::DELETE, &format!("{SETS}/app"), None, &[]).await?;
+    merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
+    let (code, _) =
+        f.inner.hub.call(&http, Method::DELETE, &format!("{SETS}/app"), None, &[]).await?;
     ensure!(code == 200, "delete: {code}");
     eventually("set, works and configmaps gone", WAIT, || async {
         let set_gone = f.get(&format!("{SETS}/app")).await?.is_none();
@@ -324,15 +277,16 @@ async fn all_places_a_rendered_work_on_every_selected_cluster_and_follows_the_pl
 async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_back()
 -> anyhow::Result<()> {
     let f = Fleet::start(&["c1", "c2", "c3"]).await?;
-    let http = f.hub.http()?;
+    let http = f.inner.hub.http()?;
     for c in ["c1", "c2", "c3"] {
         f.label(c, json!({"env": "prod", "region": "east"})).await?;
     }
     f.label("c2", json!({"broken": "yes"})).await?;
-    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    create(&f.inner.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
     let progressive = json!({"type": "Progressive", "failureStrategy": "RollbackAll",
         "progressive": {"maxConcurrency": 1, "minSuccessTime": "2s", "maxFailures": 0}});
-    create(&f.hub, &http, SETS, replica_set("app", progressive, json!([configmap("1")]))).await?;
+    create(&f.inner.hub, &http, SETS, replica_set("app", progressive, json!([configmap("1")])))
+        .await?;
     let s = eventually("update revision", WAIT, || async {
         Ok(f.set("app").await?["status"]["updateRevision"].as_str().map(str::to_owned))
     })
@@ -354,7 +308,7 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
         "overrides": [{"name": "break-c2", "clusterSelector": {"matchLabels": {"broken": "yes"}},
                        "mergePatch": {"workload": {"manifests": [configmap("2"), bogus]}}}],
     }});
-    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
     f.holds(&["c1"], "2").await?;
     let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
     ensure!(rolled["status"]["abortedTime"].is_string(), "{}", rolled["status"]);
@@ -377,7 +331,7 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
     // c3 never ran the failing revision.
     ensure!(f.config("c3").await?.is_some_and(|cm| cm["data"]["v"] == "1"));
     // The revisions are ControllerRevisions kubectl lists.
-    let k = Kubectl::new(&f.hub)?;
+    let k = Kubectl::new(&f.inner.hub)?;
     let table = Printed::parse(&k.ok(&["get", "controllerrevisions", "-n", NS]).await?)?;
     ensure!(table.names().len() == 2, "{:?}", table.names());
     ensure!(
@@ -399,7 +353,7 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
     let (code, out) = f.rollout(&["pause", "mwrs/app", "-n", NS]).await?;
     ensure!(code == 0 && out.ends_with("paused\n"), "{out}");
     let patch = json!({"spec": {"manifestWorkTemplate": {"workload": {"manifests": [configmap("3")]}}, "overrides": null}});
-    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
     f.until_condition("app", "Progressing", "False", "RolloutPaused").await?;
     ensure!(
         f.config("c1").await?.is_some_and(|cm| cm["data"]["v"] == "1"),
@@ -410,7 +364,8 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
     let (code, out) = f.rollout(&["status", "mwrs/app", "-n", NS, "--timeout", "60s"]).await?;
     ensure!(code == 0, "{code}: {out}");
     // Background deletion drops the set at once; its works follow.
-    let (code, _) = f.hub.call(&http, Method::DELETE, &format!("{SETS}/app"), None, &[]).await?;
+    let (code, _) =
+        f.inner.hub.call(&http, Method::DELETE, &format!("{SETS}/app"), None, &[]).await?;
     ensure!(code == 200, "delete: {code}");
     eventually("works gone", WAIT, || async { Ok(f.works("app").await?.is_empty().then_some(())) })
         .await?;
@@ -420,7 +375,7 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progressive_per_group_follows_the_decision_groups() -> anyhow::Result<()> {
     let f = Fleet::start(&["c1", "c2", "c3"]).await?;
-    let http = f.hub.http()?;
+    let http = f.inner.hub.http()?;
     for c in ["c1", "c2", "c3"] {
         f.label(c, json!({"env": "prod", "region": "east"})).await?;
     }
@@ -428,10 +383,11 @@ async fn progressive_per_group_follows_the_decision_groups() -> anyhow::Result<(
     let groups = json!({"spec": {"decisionStrategy": {"groupStrategy": {"decisionGroups": [
         {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"canary": "true"}}}}
     ]}}}});
-    create(&f.hub, &http, PLACEMENTS, placement("prod", groups)).await?;
+    create(&f.inner.hub, &http, PLACEMENTS, placement("prod", groups)).await?;
     let per_group =
         json!({"type": "ProgressivePerGroup", "progressivePerGroup": {"minSuccessTime": "2s"}});
-    create(&f.hub, &http, SETS, replica_set("app", per_group, json!([configmap("1")]))).await?;
+    create(&f.inner.hub, &http, SETS, replica_set("app", per_group, json!([configmap("1")])))
+        .await?;
     let revision = eventually("update revision", WAIT, || async {
         Ok(f.set("app").await?["status"]["updateRevision"].as_str().map(str::to_owned))
     })
@@ -447,14 +403,14 @@ async fn progressive_per_group_follows_the_decision_groups() -> anyhow::Result<(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::Result<()> {
     let f = Fleet::start(&["c1"]).await?;
-    let http = f.hub.http()?;
+    let http = f.inner.hub.http()?;
     f.label("c1", json!({"env": "prod"})).await?;
-    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    create(&f.inner.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
     // A reference that is not one of the three is a 422 naming the field.
     let mut bad = replica_set("bad", json!({"type": "All"}), json!([configmap("1")]));
     bad["spec"]["manifestWorkTemplate"]["workload"]["manifests"][0]["data"]["x"] =
         json!("{{ .Values.x }}");
-    let (code, body) = f.hub.call(&http, Method::POST, SETS, Some(&bad), &[]).await?;
+    let (code, body) = f.inner.hub.call(&http, Method::POST, SETS, Some(&bad), &[]).await?;
     ensure!(code == 422, "{code} {body}");
     let field = body["details"]["causes"][0]["field"].as_str().unwrap_or_default();
     ensure!(field == "spec.manifestWorkTemplate.workload.manifests[0].data.x", "{body}");
@@ -465,7 +421,7 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
     .await?;
     // c1 has no `region` label: creating the set is refused, naming the field and the cluster.
     let set = replica_set("app", json!({"type": "All"}), json!([configmap("1")]));
-    let (code, body) = f.hub.call(&http, Method::POST, SETS, Some(&set), &[]).await?;
+    let (code, body) = f.inner.hub.call(&http, Method::POST, SETS, Some(&set), &[]).await?;
     ensure!(code == 422, "{code} {body}");
     let cause = &body["details"]["causes"][0];
     ensure!(
@@ -476,12 +432,12 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
     // With the label it is accepted; once the label goes, render answers 422 for c1 and the
     // set's status says which cluster cannot be rendered.
     f.label("c1", json!({"region": "east"})).await?;
-    create(&f.hub, &http, SETS, set).await?;
+    create(&f.inner.hub, &http, SETS, set).await?;
     f.holds(&["c1"], "1").await?;
     f.label("c1", json!({"region": null})).await?;
     let render = format!("{SETS}/app/render?cluster=c1");
     eventually("render refuses c1", WAIT, || async {
-        let (code, _) = f.hub.call(&http, Method::GET, &render, None, &[]).await?;
+        let (code, _) = f.inner.hub.call(&http, Method::GET, &render, None, &[]).await?;
         Ok((code == 422).then_some(()))
     })
     .await?;
@@ -494,6 +450,7 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
     f.until_condition("app", "ManifestworkApplied", "True", "AsExpected").await?;
     let patch = json!({"spec": {"overrides": [{"mergePatch": {"x": "{{ .claims[\"nope\"] }}"}}]}});
     let (code, body) = f
+        .inner
         .hub
         .call(
             &http,
@@ -513,14 +470,15 @@ async fn a_template_that_cannot_be_rendered_is_refused_or_reported() -> anyhow::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_condition_rule_stops_the_rollout_and_rolls_back() -> anyhow::Result<()> {
     let f = Fleet::start(&["c1", "c2", "c3"]).await?;
-    let http = f.hub.http()?;
+    let http = f.inner.hub.http()?;
     for (c, state) in [("c1", "done"), ("c2", "broken"), ("c3", "done")] {
         f.label(c, json!({"env": "prod", "region": "east", "state": state})).await?;
     }
-    create(&f.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
+    create(&f.inner.hub, &http, PLACEMENTS, placement("prod", json!({}))).await?;
     let progressive = json!({"type": "Progressive", "failureStrategy": "RollbackAll",
         "progressive": {"maxConcurrency": 1, "maxFailures": 0, "progressDeadline": "5m"}});
-    create(&f.hub, &http, SETS, replica_set("app", progressive, json!([configmap("1")]))).await?;
+    create(&f.inner.hub, &http, SETS, replica_set("app", progressive, json!([configmap("1")])))
+        .await?;
     f.until_condition("app", "PlacementRolledOut", "True", "Complete").await?;
     let good = f.set("app").await?["status"]["currentRevision"].clone();
     // Revision 2 carries the cluster's state and OCM v1.1 condition rules over it: done is
@@ -537,7 +495,7 @@ async fn a_failing_condition_rule_stops_the_rollout_and_rolls_back() -> anyhow::
     }]);
     let patch = json!({"spec": {"manifestWorkTemplate": {
         "workload": {"manifests": [cm]}, "manifestConfigs": rules}}});
-    merge_patch(&f.hub, &http, &format!("{SETS}/app"), patch).await?;
+    merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
     f.holds(&["c1"], "2").await?;
     let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
     ensure!(rolled["status"]["currentRevision"] == good, "{}", rolled["status"]);

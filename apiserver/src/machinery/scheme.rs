@@ -501,6 +501,18 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "source",
             "type",
         ]),
+        // Leases: clusters' on the hub, add-ons' on a managed cluster.
+        Row::new(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            true,
+            Arc::new(
+                Typed::<coordination::v1::Lease>::new("Lease", None)
+                    .columns(table::lease_columns()),
+            ),
+        ),
     ];
     match profile {
         Profile::Hub => rows.extend([
@@ -536,17 +548,6 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                 "reason",
                 "type",
             ]),
-            Row::new(
-                "coordination.k8s.io",
-                "v1",
-                "Lease",
-                "leases",
-                true,
-                Arc::new(
-                    Typed::<coordination::v1::Lease>::new("Lease", None)
-                        .columns(table::lease_columns()),
-                ),
-            ),
             Row::new(
                 "certificates.k8s.io",
                 "v1",

@@ -1,0 +1,94 @@
+//! A hub with joined clusters for end-to-end tests: each cluster a `--profile cluster`
+//! instance standing in for a real one, with a real `klusterlet` joined by a bootstrap token
+//! the hub trusts (auto-approved and accepted).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::hub::{Backend, TestHub, eventually};
+use crate::kubectl::create;
+use crate::programs;
+
+/// How long a fleet waits for its clusters to join.
+const JOIN_WAIT: Duration = Duration::from_secs(90);
+
+/// The hub, its stand-in clusters by name, and the agents (killed on drop).
+pub struct Fleet {
+    pub hub: TestHub,
+    pub clusters: BTreeMap<String, TestHub>,
+    pub agents: Vec<tokio::process::Child>,
+    pub dirs: Vec<tempfile::TempDir>,
+}
+
+impl Fleet {
+    /// A memory hub with registration on and the clusters `names` joined, each agent run with
+    /// `agent_args` besides the join flags; returns once every cluster's namespace exists.
+    pub async fn start(names: &[&str], agent_args: &[&str]) -> anyhow::Result<Fleet> {
+        let (id, secret) = ("fleet1", "0123456789abcdef");
+        let hub = TestHub::start_with(Backend::Memory, |c| {
+            c.registration.enabled = true;
+            c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
+        })
+        .await?;
+        let http = hub.http()?;
+        let token = ocm_apiserver::auth::bootstrap::bootstrap_token_object(
+            id,
+            secret,
+            "2099-01-01T00:00:00Z",
+            "fleet tests",
+        );
+        create(&hub, &http, "/api/v1/namespaces/kube-system/secrets", token).await?;
+        let mut fleet =
+            Fleet { hub, clusters: BTreeMap::new(), agents: Vec::new(), dirs: Vec::new() };
+        for name in names {
+            let cluster = TestHub::start_with(Backend::Memory, |c| {
+                c.profile = ocm_apiserver::machinery::scheme::Profile::Cluster;
+            })
+            .await?;
+            let dir = tempfile::tempdir()?;
+            let ca = fleet.hub.path().join("pki/ca.crt").display().to_string();
+            let agent = tokio::process::Command::new(programs::klusterlet()?)
+                .args(["join", "--hub", &fleet.hub.url, "--token", &format!("{id}.{secret}")])
+                .args(["--cluster-name", name, "--ca-file", &ca])
+                .args(agent_args)
+                .arg("--data-dir")
+                .arg(dir.path())
+                .arg("--cluster-kubeconfig")
+                .arg(cluster.kubeconfig())
+                .env("RUST_LOG", std::env::var("OCM_AGENT_LOG").unwrap_or_else(|_| "warn".into()))
+                .stdout(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()?;
+            fleet.clusters.insert((*name).to_owned(), cluster);
+            fleet.agents.push(agent);
+            fleet.dirs.push(dir);
+        }
+        for name in names {
+            eventually(&format!("{name}'s namespace on the hub"), JOIN_WAIT, || async {
+                let path = format!("/api/v1/namespaces/{name}");
+                let (code, _) = fleet.hub.call(&http, Method::GET, &path, None, &[]).await?;
+                Ok((code == 200).then_some(()))
+            })
+            .await?;
+        }
+        Ok(fleet)
+    }
+
+    /// GET `path` on the hub: the object, or `None` on 404.
+    pub async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
+        get(&self.hub, path).await
+    }
+}
+
+/// GET `path` on a hub or stand-in: the object, or `None` on 404.
+pub async fn get(on: &TestHub, path: &str) -> anyhow::Result<Option<Value>> {
+    let (code, body) = on.call(&on.http()?, Method::GET, path, None, &[]).await?;
+    match code {
+        200 => Ok(Some(body)),
+        404 => Ok(None),
+        _ => anyhow::bail!("GET {path}: {code} {body}"),
+    }
+}
