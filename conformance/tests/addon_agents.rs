@@ -109,7 +109,7 @@ async fn a_template_addon_across_a_placement() -> anyhow::Result<()> {
     // Installed on the placement's clusters only, rendered per cluster.
     for c in ["c1", "c2"] {
         eventually(&format!("hello's Deployment on {c}"), WAIT, || async {
-            Ok(get(&fleet.clusters[c], DEPLOYMENT).await?)
+            get(&fleet.clusters[c], DEPLOYMENT).await
         })
         .await?;
     }
@@ -132,7 +132,7 @@ async fn a_template_addon_across_a_placement() -> anyhow::Result<()> {
     // The hub identity on the stand-in: its own namespace yes, another cluster's no.
     for c in ["c1", "c2"] {
         eventually(&format!("hello's hub kubeconfig on {c}"), WAIT, || async {
-            Ok(get(&fleet.clusters[c], SECRET).await?)
+            get(&fleet.clusters[c], SECRET).await
         })
         .await?;
     }
