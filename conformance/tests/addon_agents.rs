@@ -293,3 +293,83 @@ fn forged_request() -> anyhow::Result<Value> {
                  "request": base64::engine::general_purpose::STANDARD.encode(pem)},
     }))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pre_delete_hook_runs_before_removal() -> anyhow::Result<()> {
+    let args = ["--work-resync-seconds", "1", "--addon-resync-seconds", "1"];
+    let fleet = Fleet::start(&["c1"], &args).await?;
+    let http = fleet.hub.http()?;
+    let c1 = &fleet.clusters["c1"];
+    let manifests = json!([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hooked"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "state", "namespace": "hooked"},
+         "data": {"cluster": "{{CLUSTER_NAME}}"}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "cleanup", "namespace": "hooked",
+            "annotations": {"addon.open-cluster-management.io/addon-pre-delete": ""}},
+         "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}}},
+    ]);
+    let template = json!({"metadata": {"name": "hooked-1"},
+        "spec": {"addonName": "hooked", "agentSpec": {"workload": {"manifests": manifests}}}});
+    create(
+        &fleet.hub,
+        &http,
+        "/apis/addon.open-cluster-management.io/v1alpha1/addontemplates",
+        template,
+    )
+    .await?;
+    // The add-on at v1beta1 (defaultConfigs), its install at v1beta1 by hand (Manual).
+    let cma = json!({"apiVersion": "addon.open-cluster-management.io/v1beta1", "kind": "ClusterManagementAddOn",
+        "metadata": {"name": "hooked"},
+        "spec": {"defaultConfigs": [{"group": "addon.open-cluster-management.io", "resource": "addontemplates", "name": "hooked-1"}],
+                 "installStrategy": {"type": "Manual"}}});
+    create(&fleet.hub, &http, &format!("{MCAS}/clustermanagementaddons"), cma).await?;
+    let path = format!("{MCAS}/namespaces/c1/managedclusteraddons");
+    create(&fleet.hub, &http, &path, json!({"metadata": {"name": "hooked"}, "spec": {}})).await?;
+
+    let cm = "/api/v1/namespaces/hooked/configmaps/state";
+    eventually("the add-on's ConfigMap on c1", WAIT, || async { get(c1, cm).await }).await?;
+    assert_eq!(get(c1, cm).await?.expect("cm")["data"]["cluster"], "c1");
+    until_available(&fleet, "c1", "hooked", ("True", "WorkApplied")).await?;
+    let job = "/apis/batch/v1/namespaces/hooked/jobs/cleanup";
+    assert!(get(c1, job).await?.is_none(), "the hook waits for the removal");
+    let added = mca(&fleet, "c1", "hooked").await?.expect("mca");
+    assert!(
+        added["metadata"]["finalizers"].as_array().is_some_and(|f| f
+            .iter()
+            .any(|f| f == "addon.open-cluster-management.io/addon-pre-delete")),
+        "{added}"
+    );
+
+    ocm_conformance::kubectl::delete(&fleet.hub, &http, &format!("{path}/hooked")).await?;
+    eventually("the hook Job on c1", WAIT, || async { get(c1, job).await }).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(mca(&fleet, "c1", "hooked").await?.is_some(), "the add-on waits for its hook");
+    assert!(get(c1, cm).await?.is_some(), "the add-on's objects stay until the hook completed");
+    let m = mca(&fleet, "c1", "hooked").await?.expect("mca");
+    assert_eq!(
+        condition(&m, "HookManifestCompleted"),
+        Some(("False".into(), "HookManifestIsNotCompleted".into()))
+    );
+
+    // Play the Job controller: the hook completed.
+    let c1_http = c1.http()?;
+    let done =
+        json!({"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+    let (code, out) = c1
+        .call(
+            &c1_http,
+            Method::PATCH,
+            &format!("{job}/status"),
+            Some(&done),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await?;
+    anyhow::ensure!(code == 200, "job status: {code} {out}");
+    eventually("the add-on and its objects gone", WAIT, || async {
+        let gone = mca(&fleet, "c1", "hooked").await?.is_none() && get(c1, cm).await?.is_none();
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    Ok(())
+}
