@@ -9,7 +9,9 @@
 //! - an add-on in `Lease` health mode is Available as its Lease `<addon>` in the install
 //!   namespace on the cluster says: renewed within 5 minutes (True), older (False), missing
 //!   (Unknown);
-//! - the Secret of an add-on that is gone from the hub is deleted.
+//! - the Secret of an add-on that is gone from the hub is deleted;
+//! - with the `managed-serviceaccount` add-on installed, its managed service accounts
+//!   (`msa.rs`), under that add-on's own hub identity.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -52,6 +54,8 @@ pub struct Addons<'a> {
     pub expiration: Option<Duration>,
     /// The Secrets written, by add-on: (namespace, name), to delete when the add-on goes.
     pub written: &'a Mutex<BTreeMap<String, (String, String)>>,
+    /// The managed service accounts made (`msa.rs`).
+    pub accounts: &'a Mutex<std::collections::BTreeSet<String>>,
 }
 
 fn mca_resource() -> ApiResource {
@@ -84,16 +88,49 @@ impl Addons<'_> {
             .await
             .map_err(|e| crate::hub::explain(self.hub_url, e))?;
         let mut present = Vec::new();
+        let mut msa_namespace = None;
         for obj in list.items {
             let raw = serde_json::to_value(&obj).unwrap_or_default();
             let Ok(mca) = serde_json::from_value::<ManagedClusterAddOn>(raw) else { continue };
             let name = mca.metadata.name.clone().unwrap_or_default();
             present.push(name.clone());
+            if name == crate::msa::ADDON && mca.metadata.deletion_timestamp.is_none() {
+                msa_namespace = Some(install_namespace(&mca));
+            }
             if let Err(e) = self.addon(&api, mca).await {
                 tracing::warn!(addon = %name, error = %e, "add-on round failed");
             }
         }
-        self.forget_gone(&present).await
+        self.forget_gone(&present).await?;
+        match msa_namespace {
+            Some(ns) => self.service_accounts(&ns).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The managed service accounts, with the `managed-serviceaccount` add-on's own identity
+    /// once it has one.
+    async fn service_accounts(&self, ns: &str) -> Result<(), AgentError> {
+        let name = format!("{}-hub-kubeconfig", crate::msa::ADDON);
+        let probe = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}});
+        let Some(secret) = self.cluster.get(&probe).await? else { return Ok(()) };
+        let field = |k: &str| {
+            secret["data"][k]
+                .as_str()
+                .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+                .and_then(|b| String::from_utf8(b).ok())
+        };
+        let (Some(cert), Some(key)) = (field("tls.crt"), field("tls.key")) else { return Ok(()) };
+        let hub = crate::hub::with_certificate(self.hub_url, self.ca_pem, &cert, &key)?;
+        let accounts = crate::msa::ManagedServiceAccounts {
+            hub,
+            hub_url: self.hub_url,
+            cluster_name: self.cluster_name,
+            namespace: ns,
+            cluster: self.cluster,
+            made: self.accounts,
+        };
+        accounts.round().await
     }
 
     async fn addon(

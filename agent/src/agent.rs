@@ -310,6 +310,7 @@ async fn addon_loop(shared: Arc<Shared>) {
         return std::future::pending().await;
     }
     let written = std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let accounts = std::sync::Mutex::new(std::collections::BTreeSet::new());
     loop {
         let addons = crate::addon::Addons {
             hub: shared.client(),
@@ -319,6 +320,7 @@ async fn addon_loop(shared: Arc<Shared>) {
             cluster: shared.cluster.as_ref(),
             expiration: shared.opts.cert_expiration,
             written: &written,
+            accounts: &accounts,
         };
         if let Err(e) = shared.counted("addons", addons.round()).await {
             tracing::warn!(error = %e, "add-on round failed");

@@ -106,6 +106,32 @@ pub trait Cluster: Send + Sync + 'static {
         Box::pin(async { Err(no_workloads()) })
     }
 
+    /// The cluster's CA bundle (PEM): what a client of its API trusts (empty when unknown).
+    fn ca_bundle(&self) -> String {
+        String::new()
+    }
+
+    /// A token of ServiceAccount `name` in `namespace` (TokenRequest) valid for `seconds`:
+    /// the token and its expiry (RFC 3339).
+    fn request_token<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        seconds: i64,
+    ) -> BoxFuture<'a, Result<(String, String), AgentError>> {
+        let _ = (namespace, name, seconds);
+        Box::pin(async { Err(no_workloads()) })
+    }
+
+    /// Whether the cluster authenticates `token` (TokenReview).
+    fn token_authenticated<'a>(
+        &'a self,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<bool, AgentError>> {
+        let _ = token;
+        Box::pin(async { Err(no_workloads()) })
+    }
+
     /// Replaces the status of the live object `object` names (its `status` subresource).
     fn replace_status<'a>(
         &'a self,
@@ -120,10 +146,21 @@ pub trait Cluster: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct KubeCluster {
     client: kube::Client,
+    /// The CA bundle the client trusts, PEM.
+    ca_pem: String,
     /// Discovery answers: `apiVersion/kind` → the resource and whether it is namespaced.
     kinds: std::sync::Arc<
         std::sync::Mutex<std::collections::HashMap<String, (kube::api::ApiResource, bool)>>,
     >,
+}
+
+/// A DER certificate as PEM.
+fn pem_certificate(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> =
+        b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap_or_default()).collect();
+    format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
 }
 
 fn cluster_err(e: kube::Error) -> AgentError {
@@ -150,8 +187,9 @@ impl KubeCluster {
                 ))
             })?,
         };
+        let ca_pem = config.root_cert.iter().flatten().map(|der| pem_certificate(der)).collect();
         let client = kube::Client::try_from(config).map_err(cluster_err)?;
-        Ok(KubeCluster { client, kinds: Default::default() })
+        Ok(KubeCluster { client, ca_pem, kinds: Default::default() })
     }
 
     /// The API of the object `manifest` names (discovery answers cached per kind).
@@ -490,6 +528,53 @@ impl Cluster for KubeCluster {
                 .into_iter()
                 .map(|o| serde_json::to_value(o).unwrap_or_default())
                 .collect())
+        })
+    }
+
+    fn ca_bundle(&self) -> String {
+        self.ca_pem.clone()
+    }
+
+    fn request_token<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        seconds: i64,
+    ) -> BoxFuture<'a, Result<(String, String), AgentError>> {
+        Box::pin(async move {
+            use k8s_openapi::api::authentication::v1::TokenRequest;
+            let api: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+                Api::namespaced(self.client.clone(), namespace);
+            let request: TokenRequest = serde_json::from_value(serde_json::json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"audiences": [], "expirationSeconds": seconds},
+            }))
+            .map_err(|e| AgentError::Invalid(e.to_string()))?;
+            let issued: TokenRequest = api
+                .create_subresource("token", name, &Default::default(), &request)
+                .await
+                .map_err(cluster_err)?;
+            let status = issued.status.ok_or_else(|| {
+                AgentError::Cluster(format!("the TokenRequest of {namespace}/{name} has no status"))
+            })?;
+            Ok((status.token, status.expiration_timestamp.0.to_string()))
+        })
+    }
+
+    fn token_authenticated<'a>(
+        &'a self,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<bool, AgentError>> {
+        Box::pin(async move {
+            use k8s_openapi::api::authentication::v1::TokenReview;
+            let api: Api<TokenReview> = Api::all(self.client.clone());
+            let review: TokenReview = serde_json::from_value(serde_json::json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token},
+            }))
+            .map_err(|e| AgentError::Invalid(e.to_string()))?;
+            let answered = api.create(&Default::default(), &review).await.map_err(cluster_err)?;
+            Ok(answered.status.and_then(|s| s.authenticated).unwrap_or(false))
         })
     }
 

@@ -11,6 +11,7 @@ pub mod error;
 pub mod grpc;
 pub mod hub;
 pub mod metrics;
+pub mod msa;
 pub mod registration;
 pub mod rules;
 pub mod state;
