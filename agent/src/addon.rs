@@ -6,6 +6,8 @@
 //!   namespace on the managed cluster (`kubeconfig`, `tls.crt`, `tls.key`, `cluster-name`),
 //!   renewed when a fifth of its lifetime is left or the subject changed; the driver (`csr`) is
 //!   recorded in the add-on's status;
+//! - each `customSigner` registration gets a certificate of that signer the same way, in the
+//!   Secret `<addon>-<signer, / → ->-client-cert` (`tls.crt`, `tls.key`, `cluster-name`);
 //! - an add-on in `Lease` health mode is Available as its Lease `<addon>` in the install
 //!   namespace on the cluster says: renewed within 5 minutes (True), older (False), missing
 //!   (Unknown);
@@ -13,7 +15,7 @@
 //! - with the `managed-serviceaccount` add-on installed, its managed service accounts
 //!   (`msa.rs`), under that add-on's own hub identity.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -53,7 +55,7 @@ pub struct Addons<'a> {
     pub cluster: &'a dyn Cluster,
     pub expiration: Option<Duration>,
     /// The Secrets written, by add-on: (namespace, name), to delete when the add-on goes.
-    pub written: &'a Mutex<BTreeMap<String, (String, String)>>,
+    pub written: &'a Mutex<BTreeMap<String, BTreeSet<(String, String)>>>,
     /// The managed service accounts made (`msa.rs`).
     pub accounts: &'a Mutex<std::collections::BTreeSet<String>>,
 }
@@ -143,17 +145,25 @@ impl Addons<'_> {
         let before = mca.status.clone();
         let status = mca.status.get_or_insert_with(Default::default);
         for r in &mut status.registrations {
-            if r.type_ != REGISTRATION_TYPE_KUBE_CLIENT {
-                continue;
+            if r.type_ == REGISTRATION_TYPE_KUBE_CLIENT {
+                let Some(kc) = r.kube_client.as_mut() else { continue };
+                let Some(subject) = kc.subject.clone() else { continue };
+                let user = subject.user.clone().unwrap_or_default();
+                if user.is_empty() {
+                    continue;
+                }
+                let identity = Identity::kube_client(&name, &user, &subject.groups);
+                self.ensure_identity(&name, &ns, &identity).await?;
+                kc.driver = Some(ocm_proto::api::addon::v1beta1::KUBE_CLIENT_DRIVER_CSR.to_owned());
+            } else if let Some(cs) = r.custom_signer.as_ref() {
+                let Some(subject) = cs.subject.clone() else { continue };
+                let user = subject.user.clone().unwrap_or_default();
+                if user.is_empty() {
+                    continue;
+                }
+                let identity = Identity::custom(&name, &cs.signer_name, &user, &subject.groups);
+                self.ensure_identity(&name, &ns, &identity).await?;
             }
-            let Some(kc) = r.kube_client.as_mut() else { continue };
-            let Some(subject) = kc.subject.clone() else { continue };
-            let user = subject.user.clone().unwrap_or_default();
-            if user.is_empty() {
-                continue;
-            }
-            self.ensure_identity(&name, &ns, &user, &subject.groups).await?;
-            kc.driver = Some(ocm_proto::api::addon::v1beta1::KUBE_CLIENT_DRIVER_CSR.to_owned());
         }
         let lease_mode = status
             .health_check
@@ -210,28 +220,28 @@ impl Addons<'_> {
         })
     }
 
-    /// Keeps the add-on's hub kubeconfig Secret current: a new identity when it is missing,
-    /// names another subject, or has a fifth of its lifetime left.
+    /// Keeps an identity's Secret current: a new key and certificate when it is missing, names
+    /// another subject, or has a fifth of its lifetime left.
     async fn ensure_identity(
         &self,
         addon: &str,
         ns: &str,
-        user: &str,
-        groups: &[String],
+        id: &Identity,
     ) -> Result<(), AgentError> {
-        let secret_name = format!("{addon}-hub-kubeconfig");
-        let probe = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name, "namespace": ns}});
+        let probe = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": id.secret, "namespace": ns}});
         self.written
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(addon.to_owned(), (ns.to_owned(), secret_name.clone()));
+            .entry(addon.to_owned())
+            .or_default()
+            .insert((ns.to_owned(), id.secret.clone()));
         if let Some(live) = self.cluster.get(&probe).await? {
-            if current(&live, user) {
+            if current(&live, &id.user) {
                 return Ok(());
             }
         }
         let dns = format!("{addon}.addon.open-cluster-management.io");
-        let (key, request) = reg::subject_request(user, groups, Some(&dns))?;
+        let (key, request) = reg::subject_request(&id.user, &id.groups, Some(&dns))?;
         let labels = json!({LABEL_CLUSTER_NAME: self.cluster_name, LABEL_ADDON_NAME: addon});
         let generate = format!("addon-{}-{addon}-", self.cluster_name);
         let csr = reg::create_request(
@@ -239,6 +249,7 @@ impl Addons<'_> {
             self.hub_url,
             &generate,
             labels,
+            &id.signer,
             &request,
             self.expiration,
         )
@@ -250,37 +261,39 @@ impl Addons<'_> {
                 ISSUE_WAIT.as_secs()
             ))
         })??;
-        reg::check_certificate(&cert, &key, user)?;
-        let secret = self.secret(addon, ns, &secret_name, &cert, &key);
+        reg::check_certificate(&cert, &key, &id.user)?;
+        let secret = self.secret(addon, ns, id, &cert, &key);
+        ensure_namespace(self.cluster, ns).await?;
         self.cluster.apply(&secret, None, &Strategy::Update).await?;
-        tracing::info!(addon, namespace = ns, csr = %csr, "add-on hub credentials written");
+        tracing::info!(addon, namespace = ns, secret = %id.secret, csr = %csr, "add-on credentials written");
         Ok(())
     }
 
-    /// The Secret of an add-on's hub identity.
-    fn secret(&self, addon: &str, ns: &str, name: &str, cert: &str, key: &str) -> Value {
+    /// The Secret of an identity: the certificate and key, the cluster's name, and for a hub
+    /// client a kubeconfig naming them.
+    fn secret(&self, addon: &str, ns: &str, id: &Identity, cert: &str, key: &str) -> Value {
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let kubeconfig = json!({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "hub", "cluster": {"server": self.hub_url, "certificate-authority-data": b64(self.ca_pem)}}],
-            "users": [{"name": "user", "user": {"client-certificate": "tls.crt", "client-key": "tls.key"}}],
-            "contexts": [{"name": "default-context", "context": {"cluster": "hub", "user": "user", "namespace": "configuration"}}],
-            "current-context": "default-context",
-        });
+        let mut data = json!({"tls.crt": b64(cert), "tls.key": b64(key), "cluster-name": b64(self.cluster_name)});
+        if id.kubeconfig {
+            let kubeconfig = json!({
+                "apiVersion": "v1", "kind": "Config",
+                "clusters": [{"name": "hub", "cluster": {"server": self.hub_url, "certificate-authority-data": b64(self.ca_pem)}}],
+                "users": [{"name": "user", "user": {"client-certificate": "tls.crt", "client-key": "tls.key"}}],
+                "contexts": [{"name": "default-context", "context": {"cluster": "hub", "user": "user", "namespace": "configuration"}}],
+                "current-context": "default-context",
+            });
+            data["kubeconfig"] = json!(b64(&kubeconfig.to_string()));
+        }
         json!({
             "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": ns, "labels": {LABEL_ADDON_NAME: addon}},
-            "data": {
-                "kubeconfig": b64(&kubeconfig.to_string()),
-                "tls.crt": b64(cert), "tls.key": b64(key),
-                "cluster-name": b64(self.cluster_name),
-            },
+            "metadata": {"name": id.secret, "namespace": ns, "labels": {LABEL_ADDON_NAME: addon}},
+            "data": data,
         })
     }
 
     /// Deletes the Secrets of add-ons no longer on the hub.
     async fn forget_gone(&self, present: &[String]) -> Result<(), AgentError> {
-        let gone: Vec<(String, (String, String))> = {
+        let gone: Vec<(String, BTreeSet<(String, String)>)> = {
             let written = self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             written
                 .iter()
@@ -288,16 +301,59 @@ impl Addons<'_> {
                 .map(|(a, s)| (a.clone(), s.clone()))
                 .collect()
         };
-        for (addon, (ns, name)) in gone {
-            let probe = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}});
-            if self.cluster.get(&probe).await?.is_some() {
-                let resource = self.cluster.resolve(&probe).await?;
-                self.cluster.delete(&resource).await?;
-                tracing::info!(addon = %addon, namespace = %ns, "add-on hub credentials removed");
+        for (addon, secrets) in gone {
+            for (ns, name) in secrets {
+                let probe = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}});
+                if self.cluster.get(&probe).await?.is_some() {
+                    let resource = self.cluster.resolve(&probe).await?;
+                    self.cluster.delete(&resource).await?;
+                    tracing::info!(addon = %addon, namespace = %ns, secret = %name, "add-on credentials removed");
+                }
             }
             self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&addon);
         }
         Ok(())
+    }
+}
+
+/// Creates the add-on's namespace on the cluster when nothing made it yet (an add-on whose
+/// manifests hold no Namespace).
+pub async fn ensure_namespace(cluster: &dyn Cluster, ns: &str) -> Result<(), AgentError> {
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    cluster.apply(&namespace, None, &Strategy::CreateOnly).await.map(drop)
+}
+
+/// One registration's identity: its signer, subject and the Secret that holds it.
+struct Identity {
+    signer: String,
+    user: String,
+    groups: Vec<String>,
+    secret: String,
+    /// Whether the Secret carries a hub kubeconfig (`kubeClient`).
+    kubeconfig: bool,
+}
+
+impl Identity {
+    /// A `kubeClient` registration's: `<addon>-hub-kubeconfig`.
+    fn kube_client(addon: &str, user: &str, groups: &[String]) -> Identity {
+        Identity {
+            signer: ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME.to_owned(),
+            user: user.to_owned(),
+            groups: groups.to_vec(),
+            secret: format!("{addon}-hub-kubeconfig"),
+            kubeconfig: true,
+        }
+    }
+
+    /// A `customSigner` registration's: `<addon>-<signer, / → ->-client-cert`.
+    fn custom(addon: &str, signer: &str, user: &str, groups: &[String]) -> Identity {
+        Identity {
+            signer: signer.to_owned(),
+            user: user.to_owned(),
+            groups: groups.to_vec(),
+            secret: format!("{addon}-{}-client-cert", signer.replace('/', "-")),
+            kubeconfig: false,
+        }
     }
 }
 

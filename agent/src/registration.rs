@@ -123,23 +123,25 @@ pub async fn create_csr(
         )));
     }
     let labels = json!({ api::LABEL_CLUSTER_NAME: cluster });
-    create_request(hub, url, &format!("{cluster}-"), labels, request_pem, expiration).await
+    let signer = ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME;
+    create_request(hub, url, &format!("{cluster}-"), labels, signer, request_pem, expiration).await
 }
 
-/// Creates a client-certificate CertificateSigningRequest (`generateName`, labels) for
-/// `request_pem`; returns its name.
+/// Creates a client-certificate CertificateSigningRequest (`generateName`, labels) of `signer`
+/// for `request_pem`; returns its name.
 pub async fn create_request(
     hub: &kube::Client,
     url: &str,
     generate_name: &str,
     labels: Value,
+    signer: &str,
     request_pem: &str,
     expiration: Option<Duration>,
 ) -> Result<String, AgentError> {
     let api: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let mut spec = json!({
         "request": base64::engine::general_purpose::STANDARD.encode(request_pem),
-        "signerName": ocm_proto::api::addon::KUBE_APISERVER_CLIENT_SIGNER_NAME,
+        "signerName": signer,
         "usages": ["digital signature", "key encipherment", "client auth"],
     });
     if let Some(d) = expiration {

@@ -373,3 +373,75 @@ async fn a_pre_delete_hook_runs_before_removal() -> anyhow::Result<()> {
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_custom_signer_registration_is_signed_by_its_ca() -> anyhow::Result<()> {
+    let args = ["--work-resync-seconds", "1", "--addon-resync-seconds", "1"];
+    let fleet = Fleet::start(&["c1"], &args).await?;
+    let http = fleet.hub.http()?;
+    // The signer's CA, in the Secret the template names.
+    let ca_key = rcgen::KeyPair::generate()?;
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(rcgen::DnType::CommonName, "hello signer CA");
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let (code, _) = fleet
+        .hub
+        .call(
+            &http,
+            Method::POST,
+            "/api/v1/namespaces",
+            Some(&json!({"metadata": {"name": "open-cluster-management-hub"}})),
+            &[],
+        )
+        .await?;
+    anyhow::ensure!(code == 201 || code == 409, "namespace: {code}");
+    let secret = json!({"metadata": {"name": "hello-signer-ca"}, "type": "kubernetes.io/tls",
+        "data": {"tls.crt": b64(&ca_cert.pem()), "tls.key": b64(&ca_key.serialize_pem())}});
+    create(&fleet.hub, &http, "/api/v1/namespaces/open-cluster-management-hub/secrets", secret)
+        .await?;
+    let template = json!({"metadata": {"name": "signed-1"}, "spec": {"addonName": "signed",
+        "agentSpec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "signed", "namespace": "default"}}]}},
+        "registration": [{"type": "CustomSigner", "customSigner": {
+            "signerName": "example.com/hello-signer", "signingCA": {"name": "hello-signer-ca"}}}]}});
+    create(
+        &fleet.hub,
+        &http,
+        "/apis/addon.open-cluster-management.io/v1alpha1/addontemplates",
+        template,
+    )
+    .await?;
+    let cma = json!({"metadata": {"name": "signed"}, "spec": {"defaultConfigs": [
+        {"group": "addon.open-cluster-management.io", "resource": "addontemplates", "name": "signed-1"}]}});
+    create(&fleet.hub, &http, &format!("{MCAS}/clustermanagementaddons"), cma).await?;
+    create(
+        &fleet.hub,
+        &http,
+        &format!("{MCAS}/namespaces/c1/managedclusteraddons"),
+        json!({"metadata": {"name": "signed"}, "spec": {}}),
+    )
+    .await?;
+
+    let path = format!(
+        "/api/v1/namespaces/{AGENT_NS}/secrets/signed-example.com-hello-signer-client-cert"
+    );
+    let c1 = &fleet.clusters["c1"];
+    let secret = eventually("the custom signer's certificate on c1", WAIT, || async {
+        get(c1, &path).await
+    })
+    .await?;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["tls.crt"].as_str().unwrap_or(""))?;
+    let (_, parsed) = x509_parser::pem::parse_x509_pem(&pem)?;
+    let cert = parsed.parse_x509()?;
+    assert_eq!(cert.issuer().to_string(), "CN=hello signer CA");
+    let cn = cert.subject().iter_common_name().next().and_then(|c| c.as_str().ok()).unwrap_or("");
+    assert_eq!(cn, "system:open-cluster-management:cluster:c1:addon:signed:agent:signed-agent");
+    assert!(
+        secret["data"].get("kubeconfig").is_none(),
+        "a custom signer's Secret has no kubeconfig"
+    );
+    Ok(())
+}

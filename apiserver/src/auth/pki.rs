@@ -139,6 +139,52 @@ pub fn request_subject(der: &[u8]) -> Result<(String, Vec<String>), SignError> {
     Ok((cn, groups))
 }
 
+/// Signs a client certificate request (PEM) with `issuer` as a client-certificate signer does:
+/// the request's signature is checked, its subject (one CN, at most two Os) and public key are
+/// kept, the usages are client authentication, and it is valid from five minutes ago until
+/// `not_after`. Returns the certificate (PEM).
+fn sign_request<K: rcgen::SigningKey>(
+    issuer: &Issuer<'_, K>,
+    request_pem: &str,
+    not_after: OffsetDateTime,
+) -> Result<String, SignError> {
+    let der = <rustls::pki_types::CertificateSigningRequestDer as rustls::pki_types::pem::PemObject>::from_pem_slice(
+        request_pem.as_bytes(),
+    )
+    .map_err(|_| SignError::Request("spec.request is not a PEM CERTIFICATE REQUEST".into()))?;
+    let (cn, groups) = request_subject(der.as_ref())?;
+    let mut request = rcgen::CertificateSigningRequestParams::from_der(&der)
+        .map_err(|e| SignError::Request(format!("the request cannot be read: {e}")))?;
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let params = &mut request.params;
+    params.distinguished_name = subject(&cn, &groups)?;
+    params.subject_alt_names.clear();
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.not_before = crate::machinery::clock::now() - Duration::minutes(5);
+    params.not_after = not_after;
+    params.serial_number = Some(rcgen::SerialNumber::from_slice(&rand::random::<[u8; 16]>()));
+    let cert = request.signed_by(issuer).map_err(|e| SignError::Signer(e.to_string()))?;
+    Ok(cert.pem())
+}
+
+/// Signs a client certificate request (PEM) with another CA than the hub's (an add-on's
+/// custom signer): its certificate and key (PKCS#8 or PKCS#1), PEM. Valid until `not_after`.
+pub fn sign_with_ca(
+    ca_cert_pem: &str,
+    ca_key_pem: &str,
+    request_pem: &str,
+    not_after: OffsetDateTime,
+) -> Result<String, SignError> {
+    let key = KeyPair::from_pem(ca_key_pem)
+        .map_err(|e| SignError::Signer(format!("the signing CA's key cannot be read: {e}")))?;
+    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, key).map_err(|e| {
+        SignError::Signer(format!("the signing CA's certificate cannot be read: {e}"))
+    })?;
+    sign_request(&issuer, request_pem, not_after)
+}
+
 /// The hub's certificates, loaded or created under `DIR/pki`.
 pub struct Pki {
     dir: PathBuf,
@@ -315,27 +361,8 @@ impl Pki {
         request_pem: &str,
         not_after: OffsetDateTime,
     ) -> Result<String, SignError> {
-        let der = <rustls::pki_types::CertificateSigningRequestDer as rustls::pki_types::pem::PemObject>::from_pem_slice(
-            request_pem.as_bytes(),
-        )
-        .map_err(|_| SignError::Request("spec.request is not a PEM CERTIFICATE REQUEST".into()))?;
-        let (cn, groups) = request_subject(der.as_ref())?;
-        let mut request = rcgen::CertificateSigningRequestParams::from_der(&der)
-            .map_err(|e| SignError::Request(format!("the request cannot be read: {e}")))?;
-        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
-        let params = &mut request.params;
-        params.distinguished_name = subject(&cn, &groups)?;
-        params.subject_alt_names.clear();
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages =
-            vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        params.not_before = crate::machinery::clock::now() - Duration::minutes(5);
-        params.not_after = not_after.min(self.ca_not_after);
-        params.serial_number = Some(rcgen::SerialNumber::from_slice(&rand::random::<[u8; 16]>()));
         let issuer = self.issuer().map_err(|e| SignError::Signer(e.to_string()))?;
-        let cert = request.signed_by(&issuer).map_err(|e| SignError::Signer(e.to_string()))?;
-        Ok(cert.pem())
+        sign_request(&issuer, request_pem, not_after.min(self.ca_not_after))
     }
 
     /// Issues a client certificate (`CN=user`, `O=group`) valid for `days`, returning (cert,

@@ -7,12 +7,18 @@
 //! passes for `c1`); the signer is `kubernetes.io/kube-apiserver-client`; the usages are client
 //! auth (with digital signature and key encipherment); the subject's CN is the registration's
 //! user and its Os are exactly its groups. Anything else waits for an admin. Registration's
-//! signer issues approved requests.
+//! signer issues approved `kube-apiserver-client` requests; a `CustomSigner` registration's
+//! requests are checked the same way against its signer and subject (OCM approves them
+//! unchecked) and issued here, for 24 hours, with the CA of the Secret its template names
+//! (`signingCA`, in `open-cluster-management-hub` unless it says).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ocm_proto::api::addon::v1beta1::{ManagedClusterAddOn, REGISTRATION_TYPE_KUBE_CLIENT};
+use base64::Engine as _;
+use ocm_proto::api::addon::v1beta1::{
+    ManagedClusterAddOn, REGISTRATION_TYPE_CUSTOM_SIGNER, REGISTRATION_TYPE_KUBE_CLIENT,
+};
 use ocm_proto::api::addon::{KUBE_APISERVER_CLIENT_SIGNER_NAME, LABEL_ADDON_NAME};
 use ocm_proto::api::cluster::{LABEL_CLUSTER_NAME, agent_group};
 use serde_json::Value;
@@ -28,6 +34,10 @@ use crate::store::cache::CachedObject;
 
 const AGENT_PREFIX: &str = "system:open-cluster-management:";
 const APPROVED_REASON: &str = "AutoApprovedByAddonManager";
+/// Where a custom signer's CA Secret is when its template names no namespace.
+const DEFAULT_SIGNING_NAMESPACE: &str = "open-cluster-management-hub";
+/// How long a custom signer's certificates are valid (OCM: 24 h).
+const CUSTOM_SIGNER_VALIDITY: time::Duration = time::Duration::hours(24);
 
 /// Starts the approver: one key per CertificateSigningRequest of an add-on.
 pub(super) fn start(m: &Arc<AddonManager>, runtime: &Runtime) {
@@ -57,15 +67,19 @@ impl AddonManager {
     ) -> Result<Action, ApiError> {
         let Some(cached) = self.registry.cached(csrs, "", name) else { return Ok(Action::Done) };
         let csr = cached.value();
-        if !condition_types(&csr).is_empty() {
-            return Ok(Action::Done); // approved, denied or failed already
-        }
         let (Some(cluster), Some(addon)) =
             (object::label(&csr, LABEL_CLUSTER_NAME), object::label(&csr, LABEL_ADDON_NAME))
         else {
             return Ok(Action::Done);
         };
+        let conditions = condition_types(&csr);
+        if conditions.iter().any(|c| c == "Denied" || c == "Failed") {
+            return Ok(Action::Done);
+        }
         let Some((_, mca)) = self.read_mca(cluster, addon) else { return Ok(Action::Done) };
+        if conditions.iter().any(|c| c == "Approved") {
+            return self.sign_custom(csrs, name, &csr, &mca).await;
+        }
         if let Err(why) = check(&csr, cluster, &mca) {
             tracing::info!(csr = %name, cluster, addon, reason = %why, "add-on CSR left for an admin");
             return Ok(Action::Done);
@@ -73,6 +87,76 @@ impl AddonManager {
         let message = "Auto approving the add-on agent's certificate: its request is exactly the add-on's registration.";
         approve_request(&self.registry, csrs, name, &csr, APPROVED_REASON, message, &Self::opts())
             .await?;
+        Ok(Action::Done)
+    }
+
+    /// Issues an approved request of a custom signer the add-on registers, with the CA its
+    /// template names.
+    async fn sign_custom(
+        &self,
+        csrs: &crate::machinery::scheme::ResourceType,
+        name: &str,
+        csr: &Value,
+        mca: &ManagedClusterAddOn,
+    ) -> Result<Action, ApiError> {
+        let signer = csr.pointer("/spec/signerName").and_then(Value::as_str).unwrap_or("");
+        let issued = csr
+            .pointer("/status/certificate")
+            .and_then(Value::as_str)
+            .is_some_and(|c| !c.is_empty());
+        if signer == KUBE_APISERVER_CLIENT_SIGNER_NAME || issued {
+            return Ok(Action::Done);
+        }
+        let Some(tpl) = self.desired_template(mca) else { return Ok(Action::Done) };
+        let Some(ca) = tpl.spec.registration.iter().find_map(|r| {
+            r.custom_signer
+                .as_ref()
+                .filter(|c| c.signer_name == signer)
+                .map(|c| c.signing_ca.clone())
+        }) else {
+            return Ok(Action::Done);
+        };
+        let ns =
+            ca.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(DEFAULT_SIGNING_NAMESPACE);
+        let Some(secrets) = self.registry.scheme.lookup("", "v1", "secrets") else {
+            return Ok(Action::Done);
+        };
+        let Some(secret) = self.registry.cached(secrets, ns, &ca.name) else {
+            tracing::info!(csr = %name, secret = %format!("{ns}/{}", ca.name), "the signing CA's Secret is missing");
+            return Ok(Action::Done);
+        };
+        let secret = secret.value();
+        let field = |k: &str| {
+            secret["data"][k]
+                .as_str()
+                .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+                .and_then(|b| String::from_utf8(b).ok())
+                .unwrap_or_default()
+        };
+        let not_after = crate::machinery::clock::now() + CUSTOM_SIGNER_VALIDITY;
+        let signed =
+            request_pem(csr).map_err(crate::auth::pki::SignError::Request).and_then(|pem| {
+                crate::auth::pki::sign_with_ca(
+                    &field("tls.crt"),
+                    &field("tls.key"),
+                    &pem,
+                    not_after,
+                )
+            });
+        let cert = match signed {
+            Ok(cert) => cert,
+            Err(e) => {
+                tracing::warn!(csr = %name, error = %e, "custom signer failed");
+                return Ok(Action::Done);
+            }
+        };
+        let body = serde_json::json!({
+            "metadata": {"resourceVersion": object::meta_str(csr, "resourceVersion")},
+            "status": {"certificate": base64::engine::general_purpose::STANDARD.encode(cert)},
+        });
+        let sub = csrs.subresource("status");
+        let patch = crate::store::registry::Patch::Merge(body);
+        self.registry.patch(csrs, "", name, &patch, sub, &Self::opts()).await?;
         Ok(Action::Done)
     }
 }
@@ -83,16 +167,24 @@ pub(super) fn check(csr: &Value, cluster: &str, mca: &ManagedClusterAddOn) -> Re
         return Err("the add-on is being removed".into());
     }
     let signer = csr.pointer("/spec/signerName").and_then(Value::as_str).unwrap_or("");
-    if signer != KUBE_APISERVER_CLIENT_SIGNER_NAME {
-        return Err(format!("signer {signer:?} is not {KUBE_APISERVER_CLIENT_SIGNER_NAME}"));
-    }
-    let subject = mca
-        .status
-        .iter()
-        .flat_map(|s| &s.registrations)
-        .filter(|r| r.type_ == REGISTRATION_TYPE_KUBE_CLIENT)
-        .find_map(|r| r.kube_client.as_ref()?.subject.clone())
-        .ok_or("the add-on has no KubeClient registration")?;
+    let registrations = mca.status.iter().flat_map(|s| &s.registrations);
+    let (want_user, groups) = if signer == KUBE_APISERVER_CLIENT_SIGNER_NAME {
+        let s = registrations
+            .filter(|r| r.type_ == REGISTRATION_TYPE_KUBE_CLIENT)
+            .find_map(|r| r.kube_client.as_ref()?.subject.clone())
+            .ok_or("the add-on has no KubeClient registration")?;
+        (s.user, s.groups)
+    } else {
+        let s = registrations
+            .filter(|r| r.type_ == REGISTRATION_TYPE_CUSTOM_SIGNER)
+            .filter_map(|r| r.custom_signer.as_ref())
+            .find(|c| c.signer_name == signer)
+            .ok_or_else(|| format!("the add-on registers no signer {signer:?}"))?
+            .subject
+            .clone()
+            .ok_or("the add-on's custom signer has no subject")?;
+        (s.user, s.groups)
+    };
     let user = requester(csr);
     let agent = user
         .name
@@ -115,16 +207,16 @@ pub(super) fn check(csr: &Value, cluster: &str, mca: &ManagedClusterAddOn) -> Re
     let der = rustls::pki_types::pem::PemObject::from_pem_slice(pem.as_bytes())
         .map(|d: rustls::pki_types::CertificateSigningRequestDer<'_>| d.as_ref().to_vec())
         .map_err(|_| "spec.request is not a PEM CERTIFICATE REQUEST".to_owned())?;
-    let (cn, groups) = crate::auth::pki::request_subject(&der).map_err(|e| e.to_string())?;
-    if Some(&cn) != subject.user.as_ref() {
-        return Err(format!("CN {cn:?} is not the registration's user {:?}", subject.user));
+    let (cn, groups_of_request) =
+        crate::auth::pki::request_subject(&der).map_err(|e| e.to_string())?;
+    if Some(&cn) != want_user.as_ref() {
+        return Err(format!("CN {cn:?} is not the registration's user {want_user:?}"));
     }
-    let want: BTreeSet<&String> = subject.groups.iter().collect();
-    let have: BTreeSet<&String> = groups.iter().collect();
-    if want != have || groups.len() != have.len() {
+    let want: BTreeSet<&String> = groups.iter().collect();
+    let have: BTreeSet<&String> = groups_of_request.iter().collect();
+    if want != have || groups_of_request.len() != have.len() {
         return Err(format!(
-            "organizations {groups:?} are not the registration's groups {:?}",
-            subject.groups
+            "organizations {groups_of_request:?} are not the registration's groups {groups:?}"
         ));
     }
     Ok(())

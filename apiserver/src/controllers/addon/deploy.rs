@@ -186,7 +186,7 @@ impl AddonManager {
     }
 
     /// The AddOnTemplate the add-on's desired configs name (with a spec hash), if any.
-    fn desired_template(&self, mca: &ManagedClusterAddOn) -> Option<AddOnTemplate> {
+    pub(super) fn desired_template(&self, mca: &ManagedClusterAddOn) -> Option<AddOnTemplate> {
         let desired = status_desired(mca);
         let hash = desired.get(&(ADDON_GROUP.to_owned(), TEMPLATES.to_owned()))?;
         if hash.spec_hash.as_deref().unwrap_or("").is_empty() {
