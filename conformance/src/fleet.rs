@@ -27,10 +27,20 @@ impl Fleet {
     /// A memory hub with registration on and the clusters `names` joined, each agent run with
     /// `agent_args` besides the join flags; returns once every cluster's namespace exists.
     pub async fn start(names: &[&str], agent_args: &[&str]) -> anyhow::Result<Fleet> {
+        Fleet::start_with(names, agent_args, |_| {}).await
+    }
+
+    /// [`Fleet::start`] with the hub's config changed by `configure` first.
+    pub async fn start_with(
+        names: &[&str],
+        agent_args: &[&str],
+        configure: impl FnOnce(&mut ocm_apiserver::serve::server::ServeConfig),
+    ) -> anyhow::Result<Fleet> {
         let (id, secret) = ("fleet1", "0123456789abcdef");
         let hub = TestHub::start_with(Backend::Memory, |c| {
             c.registration.enabled = true;
             c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];
+            configure(c);
         })
         .await?;
         let http = hub.http()?;

@@ -70,6 +70,11 @@ async fn greeting(c: &TestHub) -> anyhow::Result<Option<String>> {
 async fn identity(c: &TestHub, dir: &std::path::Path) -> anyhow::Result<Kubectl> {
     let secret =
         get(c, SECRET).await?.ok_or_else(|| anyhow::anyhow!("no hub kubeconfig Secret"))?;
+    identity_in(&secret, dir)
+}
+
+/// kubectl with the identity of a hub kubeconfig Secret, its files written to `dir`.
+fn identity_in(secret: &Value, dir: &std::path::Path) -> anyhow::Result<Kubectl> {
     for key in ["kubeconfig", "tls.crt", "tls.key"] {
         let b = base64::engine::general_purpose::STANDARD
             .decode(secret["data"][key].as_str().unwrap_or(""))?;
@@ -442,6 +447,54 @@ async fn a_custom_signer_registration_is_signed_by_its_ca() -> anyhow::Result<()
     assert!(
         secret["data"].get("kubeconfig").is_none(),
         "a custom signer's Secret has no kubeconfig"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_addon_identity_is_rotated_before_it_runs_out() -> anyhow::Result<()> {
+    let args = ["--work-resync-seconds", "1", "--addon-resync-seconds", "1"];
+    // Certificates of 20 s: the agent renews at a fifth left, its own and its add-ons'.
+    let fleet = Fleet::start_with(&["c1"], &args, |c| {
+        c.registration.signing_duration = Duration::from_secs(20);
+    })
+    .await?;
+    let http = fleet.hub.http()?;
+    let template = json!({"metadata": {"name": "rotated-1"}, "spec": {"addonName": "rotated",
+        "agentSpec": {"workload": {"manifests": []}},
+        "registration": [{"type": "KubeClient"}]}});
+    create(
+        &fleet.hub,
+        &http,
+        "/apis/addon.open-cluster-management.io/v1alpha1/addontemplates",
+        template,
+    )
+    .await?;
+    let cma = json!({"metadata": {"name": "rotated"}, "spec": {"defaultConfigs": [
+        {"group": "addon.open-cluster-management.io", "resource": "addontemplates", "name": "rotated-1"}]}});
+    create(&fleet.hub, &http, &format!("{MCAS}/clustermanagementaddons"), cma).await?;
+    create(
+        &fleet.hub,
+        &http,
+        &format!("{MCAS}/namespaces/c1/managedclusteraddons"),
+        json!({"metadata": {"name": "rotated"}, "spec": {}}),
+    )
+    .await?;
+    let path = format!("/api/v1/namespaces/{AGENT_NS}/secrets/rotated-hub-kubeconfig");
+    let c1 = &fleet.clusters["c1"];
+    let first =
+        eventually("the add-on's identity on c1", WAIT, || async { get(c1, &path).await }).await?;
+    let first = first["data"]["tls.crt"].clone();
+    let second = eventually("a renewed identity", WAIT, || async {
+        Ok(get(c1, &path).await?.filter(|s| s["data"]["tls.crt"] != first))
+    })
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let renewed = identity_in(&second, dir.path())?;
+    let who = renewed.ok(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]).await?;
+    assert_eq!(
+        who.trim(),
+        "system:open-cluster-management:cluster:c1:addon:rotated:agent:rotated-agent"
     );
     Ok(())
 }
