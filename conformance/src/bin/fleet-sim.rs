@@ -20,6 +20,9 @@
 //!   work agent, a Placement over them; ManifestWorkReplicaSet rollouts (`All`, a rollback,
 //!   `Progressive`) timed from the set's create or change to the works and the set's status
 //!   saying it is done, and the hub's RSS per replicated work (`fleet_sim/mwrs.rs`).
+//! - `addons`: the same fleet; a template add-on installed on every cluster by a `Placements`
+//!   strategy, timed until every add-on is Available, and the hub's RSS per installed add-on
+//!   (`fleet_sim/addons.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -38,6 +41,10 @@ use ocm_agent::state::DataDir;
 use ocm_conformance::hub;
 use serde_json::Value;
 
+#[path = "fleet_sim/addons.rs"]
+mod addons;
+#[path = "fleet_sim/fleet.rs"]
+mod fleet;
 #[path = "fleet_sim/mwrs.rs"]
 mod mwrs;
 #[path = "fleet_sim/tracker.rs"]
@@ -53,7 +60,8 @@ struct Args {
     agents: usize,
     /// `join` (time until all are Available), `renew` (join, then lease renewals), `works`
     /// (join, subscribe over gRPC, then ManifestWork delivery), `fanout` (join, subscribe,
-    /// then one big work to every cluster) or `mwrs` (ManifestWorkReplicaSet rollouts).
+    /// then one big work to every cluster), `mwrs` (ManifestWorkReplicaSet rollouts) or
+    /// `addons` (a template add-on installed across the fleet).
     #[arg(long, default_value = "join")]
     mode: String,
     /// Seconds between one agent's renewals (renew mode).
@@ -335,7 +343,7 @@ fn open_files_needed(args: &Args) -> u64 {
         // A wave of running agents, then every agent's one renewal connection.
         "renew" => (3 * args.wave.min(args.agents) as u64).max(agents),
         // A wave of running agents, and every agent's work stream.
-        "mwrs" => 3 * args.wave.min(args.agents) as u64 + agents,
+        "mwrs" | "addons" => 3 * args.wave.min(args.agents) as u64 + agents,
         _ => 3 * agents,
     };
     peak + 2048
@@ -497,7 +505,7 @@ async fn main() -> anyhow::Result<()> {
             );
             println!("HTTP/1 connections parked at the end of the window: {parked}");
         }
-        "works" | "fanout" | "mwrs" => {
+        "works" | "fanout" | "mwrs" | "addons" => {
             let mut dirs = Vec::new();
             for start in (0..args.agents).step_by(args.wave.max(1)) {
                 let end = (start + args.wave).min(args.agents);
@@ -507,11 +515,13 @@ async fn main() -> anyhow::Result<()> {
                 works::run(&hub, &client, &ca, &dirs, pid).await?;
             } else if args.mode == "mwrs" {
                 mwrs::run(&hub, &client, &ca, &dirs, pid, args.wave, &args.scenarios).await?;
+            } else if args.mode == "addons" {
+                addons::run(&hub, &client, &ca, &dirs, pid, args.wave).await?;
             } else {
                 works::fanout(&hub, &client, &ca, &dirs, pid, args.work_kib).await?;
             }
         }
-        other => anyhow::bail!("--mode {other:?}: join, renew, works, fanout or mwrs"),
+        other => anyhow::bail!("--mode {other:?}: join, renew, works, fanout, mwrs or addons"),
     }
     scrape(&client, args.agents).await?;
     Ok(())
