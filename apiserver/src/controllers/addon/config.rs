@@ -38,6 +38,8 @@ use crate::machinery::clock;
 use crate::machinery::error::ApiError;
 use crate::store::cache::CachedObject;
 
+/// The spec hashes of the configs one run has looked up.
+type Hashes = std::collections::HashMap<[String; 4], ConfigSpecHash>;
 /// A config kind: (group, resource).
 pub(super) type ConfigKind = (String, String);
 /// Desired configs by kind.
@@ -60,7 +62,9 @@ fn watches(m: &Arc<AddonManager>, runtime: &Runtime) -> Vec<Watch> {
     let by_name = |o: &CachedObject| vec![o.namespace_name().1.to_owned()];
     let mut watches = vec![
         Watch::new(&k.cmas, by_name),
-        Watch::new(&k.mcas, by_name).debounced(std::time::Duration::from_millis(100)),
+        Watch::new(&k.mcas, by_name)
+            .on_changes(|a, b| rollout_facts(&a.value()) != rollout_facts(&b.value()))
+            .debounced(std::time::Duration::from_millis(200)),
         install::placement_watch(m, &k.placements).on_presence(),
         install::decision_watch(m, &k.decisions),
     ];
@@ -103,7 +107,8 @@ impl AddonManager {
             .filter(|c| c.name != RESERVED_NO_DEFAULT_CONFIG_NAME)
             .cloned()
             .collect();
-        let nodes = self.nodes(name, &cma, &defaults);
+        let mut hashes = Hashes::new();
+        let nodes = self.nodes(name, &cma, &defaults, &mut hashes);
         let now = clock::timestamp();
         let mut recheck = None;
         let mut progressions = Vec::new();
@@ -114,7 +119,7 @@ impl AddonManager {
             if let Some((ns, pname)) = &node.placement {
                 let old = cma.status.iter().flat_map(|s| &s.install_progressions);
                 let old = old.into_iter().find(|p| p.namespace == *ns && p.name == *pname);
-                let desired = self.desired(&defaults, &node.configs, &[]);
+                let desired = self.desired(&mut hashes, &defaults, &node.configs, &[]);
                 progressions.push(progression(ns, pname, node, desired, old, &to_apply));
             }
         }
@@ -124,7 +129,10 @@ impl AddonManager {
                 .map(|c| DefaultConfigReference {
                     group: c.group.clone(),
                     resource: c.resource.clone(),
-                    desired_config: Some(self.hashed(c)),
+                    desired_config: self
+                        .desired(&mut hashes, std::slice::from_ref(c), &[], &[])
+                        .into_values()
+                        .next(),
                 })
                 .collect(),
             install_progressions: progressions,
@@ -140,6 +148,7 @@ impl AddonManager {
         name: &str,
         cma: &ClusterManagementAddOn,
         defaults: &[AddOnConfig],
+        hashes: &mut Hashes,
     ) -> Vec<Node> {
         let placements = cma.spec.install_strategy.iter().flat_map(|s| &s.placements);
         let mut nodes: Vec<Node> = Vec::new();
@@ -170,23 +179,31 @@ impl AddonManager {
             }
             let Some(mca) = self.read_mca(ns, n).map(|(_, m)| m) else { continue };
             let i = owner.get(ns).copied().unwrap_or(rest);
-            let desired = self.desired(defaults, &nodes[i].configs, &mca.spec.configs);
+            let desired = self.desired(hashes, defaults, &nodes[i].configs, &mca.spec.configs);
             nodes[i].addons.push((mca, desired));
         }
         nodes
     }
 
     /// The desired configs of one add-on: defaults, overridden by the placement's, overridden
-    /// by its own, each kind once.
+    /// by its own, each kind once (each config hashed once per run).
     fn desired(
         &self,
+        hashes: &mut Hashes,
         defaults: &[AddOnConfig],
         placement: &[AddOnConfig],
         own: &[AddOnConfig],
     ) -> Desired {
         let mut out = Desired::new();
         for c in defaults.iter().chain(placement).chain(own) {
-            out.insert(kind_of(c), self.hashed(c));
+            let key = [
+                c.group.clone().unwrap_or_default(),
+                c.resource.clone(),
+                c.namespace.clone().unwrap_or_default(),
+                c.name.clone(),
+            ];
+            let hashed = hashes.entry(key).or_insert_with(|| self.hashed(c)).clone();
+            out.insert(kind_of(c), hashed);
         }
         out
     }
@@ -326,6 +343,21 @@ impl AddonManager {
         }
         self.store_mca_status(&mca).await
     }
+}
+
+/// What of an add-on its configuration reads: its own configs, its deletion, the configs its
+/// status holds and its `Progressing` condition.
+fn rollout_facts(mca: &serde_json::Value) -> [Option<serde_json::Value>; 4] {
+    let progressing = mca
+        .pointer("/status/conditions")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_PROGRESSING).cloned());
+    [
+        mca.pointer("/spec/configs").cloned(),
+        mca.pointer("/metadata/deletionTimestamp").cloned(),
+        mca.pointer("/status/configReferences").cloned(),
+        progressing,
+    ]
 }
 
 /// A config's kind key.

@@ -65,7 +65,12 @@ pub(super) fn start(m: &Arc<AddonManager>, runtime: &Runtime) {
     };
     let watches = vec![
         Watch::new(&k.mcas, own),
-        Watch::new(&k.cmas, of_addon),
+        // The add-on's spec (its configs) and annotations (lifecycle), not its status.
+        Watch::new(&k.cmas, of_addon).on_changes(|a, b| {
+            let (a, b) = (a.value(), b.value());
+            a.get("spec") != b.get("spec")
+                || a.pointer("/metadata/annotations") != b.pointer("/metadata/annotations")
+        }),
         Watch::new(&k.works, of_work).not_on_creation(),
         Watch::new(&k.clusters, of_cluster).on_changes(|a, b| {
             super::health::cluster_condition(&a.value())
