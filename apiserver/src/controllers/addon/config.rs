@@ -61,7 +61,7 @@ fn watches(m: &Arc<AddonManager>, runtime: &Runtime) -> Vec<Watch> {
     let k = &m.kinds;
     let by_name = |o: &CachedObject| vec![o.namespace_name().1.to_owned()];
     let mut watches = vec![
-        Watch::new(&k.cmas, by_name),
+        super::cma_watch(&k.cmas, by_name),
         Watch::new(&k.mcas, by_name)
             .on_changes(|a, b| rollout_facts(&a.value()) != rollout_facts(&b.value()))
             .debounced(std::time::Duration::from_millis(200)),

@@ -65,12 +65,7 @@ pub(super) fn start(m: &Arc<AddonManager>, runtime: &Runtime) {
     };
     let watches = vec![
         Watch::new(&k.mcas, own),
-        // The add-on's spec (its configs) and annotations (lifecycle), not its status.
-        Watch::new(&k.cmas, of_addon).on_changes(|a, b| {
-            let (a, b) = (a.value(), b.value());
-            a.get("spec") != b.get("spec")
-                || a.pointer("/metadata/annotations") != b.pointer("/metadata/annotations")
-        }),
+        super::cma_watch(&k.cmas, of_addon),
         Watch::new(&k.works, of_work).not_on_creation(),
         Watch::new(&k.clusters, of_cluster).on_changes(|a, b| {
             super::health::cluster_condition(&a.value())

@@ -46,7 +46,7 @@ fn watches(m: &Arc<AddonManager>, runtime: &Runtime) -> Vec<Watch> {
         move |_: &CachedObject| m.addons_placing(|_| true)
     };
     let mut watches = vec![
-        Watch::new(&k.cmas, by_name),
+        super::cma_watch(&k.cmas, by_name),
         Watch::new(&k.mcas, by_name).on_presence(),
         placement_watch(m, &k.placements).on_presence(),
         decision_watch(m, &k.decisions),

@@ -119,6 +119,20 @@ impl AddonManager {
     }
 }
 
+/// A watch of ClusterManagementAddOns woken by their spec, annotations and deletion, never
+/// by their status (which the manager writes itself).
+fn cma_watch(
+    rt: &Arc<ResourceType>,
+    map: impl Fn(&crate::store::cache::CachedObject) -> Vec<String> + Send + Sync + 'static,
+) -> crate::controllers::runtime::Watch {
+    crate::controllers::runtime::Watch::new(rt, map).on_changes(|a, b| {
+        let (a, b) = (a.value(), b.value());
+        ["/spec", "/metadata/annotations", "/metadata/deletionTimestamp"]
+            .iter()
+            .any(|p| a.pointer(p) != b.pointer(p))
+    })
+}
+
 /// An add-on object from the cache, converted to v1beta1 (the shape the controllers read).
 fn read<T: serde::de::DeserializeOwned>(
     registry: &Registry,
