@@ -46,10 +46,14 @@ async fn api_versions_lists_every_served_group_version() -> anyhow::Result<()> {
         "cluster.open-cluster-management.io/v1beta2",
         "work.open-cluster-management.io/v1",
         "addon.open-cluster-management.io/v1alpha1",
+        "authentication.open-cluster-management.io/v1beta1",
         "coordination.k8s.io/v1",
     ] {
         ensure!(printed.contains(&gv), "{gv} missing: {out}");
     }
+    // ManagedServiceAccount's deprecated v1alpha1 is in its CRD but has no conversion here.
+    let unserved = "authentication.open-cluster-management.io/v1alpha1";
+    ensure!(!printed.contains(&unserved), "{unserved} listed: {out}");
     Ok(())
 }
 
@@ -104,6 +108,18 @@ async fn api_resources_by_group_and_scope() -> anyhow::Result<()> {
     );
     let row = names.iter().position(|n| *n == "placements").context("placements")?;
     ensure!(t.cell(row, "NAMESPACED")? == "true" && t.cell(row, "KIND")? == "Placement");
+
+    // ManagedServiceAccount, namespaced (in the cluster namespace), at its storage version.
+    let group = "authentication.open-cluster-management.io";
+    let t = Printed::parse(&k.ok(&["api-resources", "-o", "wide", "--api-group", group]).await?)?;
+    ensure!(t.names() == ["managedserviceaccounts"], "{t:?}");
+    ensure!(t.cell(0, "APIVERSION")? == format!("{group}/v1beta1"), "{t:?}");
+    ensure!(t.cell(0, "NAMESPACED")? == "true", "{t:?}");
+    ensure!(t.cell(0, "KIND")? == "ManagedServiceAccount" && t.cell(0, "SHORTNAMES")?.is_empty());
+    ensure!(
+        t.cell(0, "VERBS")? == "create,delete,deletecollection,get,list,patch,update,watch",
+        "{t:?}"
+    );
 
     // Cluster-scoped resources of every group, and only those.
     let t = Printed::parse(&k.ok(&["api-resources", "--namespaced=false"]).await?)?;
@@ -202,6 +218,14 @@ async fn explain_walks_nested_fields() -> anyhow::Result<()> {
         &schema["properties"]["spec"]["properties"]["workload"]["properties"]["manifests"];
     let description = manifests["description"].as_str().context("manifests description")?;
     ensure!(squash(&out).contains(&squash(description)), "{out}\nvs {description}");
+    let out = k.ok(&["explain", "managedserviceaccount.spec.rotation"]).await?;
+    ensure!(out.contains("GROUP:      authentication.open-cluster-management.io"), "{out}");
+    ensure!(
+        out.contains("KIND:       ManagedServiceAccount") && out.contains("VERSION:    v1beta1")
+    );
+    for line in ["  enabled\t<boolean>", "  validity\t<string>"] {
+        ensure!(out.lines().any(|l| l == line), "no {line:?} in\n{out}");
+    }
     // A field that does not exist.
     let r = k.run(&["explain", "managedcluster.spec.nosuchfield"]).await?;
     ensure!(r.code == 1 && r.stderr.contains("field \"nosuchfield\" does not exist"), "{r:?}");

@@ -1,4 +1,4 @@
-//! The OCM CustomResourceDefinitions: the fourteen CRD manifests embedded from `proto/crds/`,
+//! The OCM CustomResourceDefinitions: the fifteen CRD manifests embedded from `proto/crds/`,
 //! parsed once into the names, versions, printer columns and structural schemas the API server
 //! serves custom resources with.
 
@@ -33,6 +33,9 @@ const CRD_SOURCES: &[&str] = &[
     include_str!("../crds/0000_03_clusters.open-cluster-management.io_placementdecisions.crd.yaml"),
     include_str!(
         "../crds/0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml"
+    ),
+    include_str!(
+        "../crds/authentication.open-cluster-management.io_managedserviceaccounts.crd.yaml"
     ),
 ];
 
@@ -399,16 +402,16 @@ mod tests {
 
     #[test]
     fn all_embedded_crds_parse() {
-        assert_eq!(CRD_SOURCES.len(), 14);
+        assert_eq!(CRD_SOURCES.len(), 15);
         for source in CRD_SOURCES {
             let crd = Crd::from_yaml(source).unwrap();
             assert_eq!(crd.versions.iter().filter(|v| v.storage).count(), 1, "{}", crd.name());
         }
-        assert_eq!(ocm_crds().len(), 14);
+        assert_eq!(ocm_crds().len(), 15);
         let mut names: Vec<String> = ocm_crds().iter().map(Crd::name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 15);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 const CLUSTER: &str = "cluster.open-cluster-management.io";
 const WORK: &str = "work.open-cluster-management.io";
 const ADDON: &str = "addon.open-cluster-management.io";
+const AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 
 fn crd(group: &str, plural: &str) -> &'static Crd {
     crd::find(group, plural).unwrap_or_else(|| panic!("no CRD {plural}.{group}"))
@@ -158,9 +159,9 @@ fn placement() -> Value {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn all_fourteen_crds_are_embedded_with_one_storage_version_each() {
+fn all_fifteen_crds_are_embedded_with_one_storage_version_each() {
     let crds = crd::ocm_crds();
-    assert_eq!(crds.len(), 14);
+    assert_eq!(crds.len(), 15);
     for c in crds {
         let storage = c.storage_version();
         assert!(storage.storage && storage.served, "{}", c.name());
@@ -193,6 +194,7 @@ fn every_crd_has_the_scope_and_versions_its_yaml_declares() {
         ("addontemplates", ADDON, false, "v1alpha1", &["v1alpha1"]),
         ("placementdecisions", CLUSTER, true, "v1beta1", &["v1beta1"]),
         ("addonplacementscores", CLUSTER, true, "v1alpha1", &["v1alpha1"]),
+        ("managedserviceaccounts", AUTHENTICATION, true, "v1beta1", &["v1alpha1", "v1beta1"]),
     ];
     for &(plural, group, namespaced, storage, served) in expected {
         let c = crd(group, plural);
@@ -561,6 +563,25 @@ fn managed_cluster_set_selector_type_defaults_top_down() {
 }
 
 #[test]
+fn managed_service_account_defaults_rotation_and_requires_a_positive_ttl() {
+    let msa = storage_schema(AUTHENTICATION, "managedserviceaccounts");
+    let mut obj = json!({"metadata": {"name": "reader", "namespace": "cluster1"},
+        "spec": {"rotation": {}}});
+    msa.apply_defaults(&mut obj);
+    assert_eq!(obj["spec"], json!({"rotation": {"enabled": true, "validity": "8640h0m0s"}}));
+    assert!(msa.validate(&obj).is_empty());
+    // `rotation` is required and has no default of its own; the TTL's minimum is exclusive.
+    let obj = json!({"spec": {"ttlSecondsAfterCreation": 0}});
+    assert_eq!(
+        rendered(&msa.validate(&obj)),
+        [
+            "spec.rotation: Required value",
+            "spec.ttlSecondsAfterCreation: Invalid value: 0: spec.ttlSecondsAfterCreation in body should be greater than 0",
+        ]
+    );
+}
+
+#[test]
 fn defaults_reach_into_array_items() {
     let pl = storage_schema(CLUSTER, "placements");
     let mut obj = placement();
@@ -813,5 +834,5 @@ fn golden_objects_validate_and_prune_to_themselves() {
         assert_eq!(rendered(&schema.validate(&pruned)), Vec::<String>::new(), "{name} defaulted");
         checked += 1;
     }
-    assert!(checked >= 14, "only {checked} golden objects matched a CRD");
+    assert!(checked >= 15, "only {checked} golden objects matched a CRD");
 }

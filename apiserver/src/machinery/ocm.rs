@@ -527,6 +527,32 @@ fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
 mod tests {
     use super::*;
 
+    /// The hub serves ManagedServiceAccount at its storage version only (the deprecated v1alpha1
+    /// has no conversion), with status as a subresource; a managed cluster does not serve it.
+    #[test]
+    fn managed_service_accounts_are_served_by_the_hub_only() {
+        use crate::machinery::scheme::Profile;
+        let msa =
+            |profile| ocm_types(profile).into_iter().find(|rt| rt.kind == "ManagedServiceAccount");
+        let rt = msa(Profile::Hub).expect("the hub serves ManagedServiceAccount");
+        assert_eq!(rt.group, ocm_proto::api::authentication::GROUP);
+        assert_eq!(
+            (rt.plural.as_str(), rt.singular.as_str()),
+            ("managedserviceaccounts", "managedserviceaccount")
+        );
+        assert_eq!(rt.versions, ["v1beta1"]);
+        assert_eq!(rt.storage_version, "v1beta1");
+        assert!(rt.namespaced && rt.has_status());
+        // The CRD's defaults apply on write.
+        let mut obj = serde_json::json!({"spec": {"rotation": {}}});
+        rt.strategy.default(&mut obj);
+        assert_eq!(
+            obj["spec"]["rotation"],
+            serde_json::json!({"enabled": true, "validity": "8640h0m0s"})
+        );
+        assert!(msa(Profile::Cluster).is_none());
+    }
+
     /// The limit holds to the byte: manifests serializing to exactly 500 KiB pass, one byte more
     /// (an escaped quote counts two) fails.
     #[test]

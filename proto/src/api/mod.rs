@@ -1,9 +1,10 @@
-//! Typed OCM hub API objects (every kind at every version the copied CRDs serve) and the
-//! [`Resource`] trait that names them.
+//! Typed OCM hub API objects (every kind at every version the hub serves from the copied CRDs)
+//! and the [`Resource`] trait that names them.
 //!
 //! Layout: [`cluster`] (`cluster.open-cluster-management.io`), [`work`]
 //! (`work.open-cluster-management.io`), [`addon`] (`addon.open-cluster-management.io`, with the
-//! v1alpha1 <-> v1beta1 conversions) and [`meta`] (the pieces every kind shares: the
+//! v1alpha1 <-> v1beta1 conversions), [`authentication`]
+//! (`authentication.open-cluster-management.io`) and [`meta`] (the pieces every kind shares: the
 //! `apiVersion`/`kind` tags, [`ObjectList`], condition status values, serde helpers). Each
 //! group module holds one submodule per version (`cluster::v1`, `cluster::v1beta1`, ...) and the
 //! group's well-known labels, annotations and finalizers as `pub const`s; condition types and
@@ -66,6 +67,7 @@ macro_rules! resource {
 }
 
 pub mod addon;
+pub mod authentication;
 pub mod cluster;
 pub mod meta;
 pub mod work;
@@ -134,6 +136,7 @@ pub fn json_schema(api_version: &str, kind: &str) -> Option<SchemaFn> {
         of::<addon::v1beta1::ClusterManagementAddOn>(),
         of::<addon::v1beta1::ManagedClusterAddOn>(),
         of::<addon::v1beta1::AddOnDeploymentConfig>(),
+        of::<authentication::v1beta1::ManagedServiceAccount>(),
     ]
     .into_iter()
     .find(|(a, k, _)| *a == api_version && *k == kind)
