@@ -21,17 +21,17 @@ use kube::api::{
 use ocm_proto::api::meta::{CONDITION_TRUE, Condition, condition, set_condition};
 use serde_json::{Value, json};
 
+use ocm_proto::api::authentication::v1beta1::{
+    CONDITION_SECRET_CREATED, CONDITION_TOKEN_REPORTED, DEFAULT_VALIDITY, REASON_SECRET_CREATED,
+    REASON_TOKEN_REPORTED,
+};
+use ocm_proto::api::authentication::{GROUP, LABEL_IS_MANAGED_SERVICE_ACCOUNT as LABEL};
+
 use crate::cluster::{Cluster, Strategy};
 use crate::error::AgentError;
 
 /// The add-on's name.
 pub const ADDON: &str = "managed-serviceaccount";
-/// The group of ManagedServiceAccounts.
-const GROUP: &str = "authentication.open-cluster-management.io";
-/// The label of the ServiceAccounts and Secrets it makes.
-const LABEL: &str = "authentication.open-cluster-management.io/is-managed-serviceaccount";
-/// A token's validity unless the object says (OCM's default, 360 days).
-const DEFAULT_VALIDITY: &str = "8640h0m0s";
 
 /// One round's inputs.
 pub struct ManagedServiceAccounts<'a> {
@@ -177,8 +177,18 @@ impl ManagedServiceAccounts<'_> {
             serde_json::from_value(msa["status"]["conditions"].clone()).unwrap_or_default();
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         for c in [
-            condition("SecretCreated", CONDITION_TRUE, "SecretCreated", "Secret created"),
-            condition("TokenReported", CONDITION_TRUE, "TokenReported", "Token refreshed"),
+            condition(
+                CONDITION_SECRET_CREATED,
+                CONDITION_TRUE,
+                REASON_SECRET_CREATED,
+                "Secret created",
+            ),
+            condition(
+                CONDITION_TOKEN_REPORTED,
+                CONDITION_TRUE,
+                REASON_TOKEN_REPORTED,
+                "Token refreshed",
+            ),
         ] {
             set_condition(&mut conditions, c, now.clone());
         }

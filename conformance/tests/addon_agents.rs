@@ -498,3 +498,79 @@ async fn the_addon_identity_is_rotated_before_it_runs_out() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// kubectl against a stand-in with a bearer token and the CA of a managed service account's
+/// Secret, its kubeconfig written to `dir`.
+fn with_token(c: &TestHub, secret: &Value, dir: &std::path::Path) -> anyhow::Result<Kubectl> {
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": c.url, "certificate-authority-data": secret["data"]["ca.crt"]}}],
+        "users": [{"name": "u", "user": {"token": String::from_utf8(base64::engine::general_purpose::STANDARD.decode(secret["data"]["token"].as_str().unwrap_or(""))?)?}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    });
+    std::fs::write(dir.join("kubeconfig"), kubeconfig.to_string())?;
+    Kubectl::with_kubeconfig(dir.join("kubeconfig"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_managed_service_account_token_works_and_is_rotated() -> anyhow::Result<()> {
+    if kubectl::skip("the whole test") {
+        return Ok(());
+    }
+    let args = ["--work-resync-seconds", "1", "--addon-resync-seconds", "1"];
+    let fleet = Fleet::start(&["c1"], &args).await?;
+    let http = fleet.hub.http()?;
+    let k = Kubectl::new(&fleet.hub)?;
+    let msa_file =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/addons/managed-serviceaccount.yaml");
+    k.ok(&["apply", "-f", msa_file]).await?;
+    let install = json!({"metadata": {"name": "managed-serviceaccount"}, "spec": {}});
+    create(&fleet.hub, &http, &format!("{MCAS}/namespaces/c1/managedclusteraddons"), install)
+        .await?;
+    let msas = "/apis/authentication.open-cluster-management.io/v1beta1/namespaces/c1/managedserviceaccounts";
+    let msa = json!({"metadata": {"name": "reader"}, "spec": {"rotation": {"validity": "24h"}}});
+    create(&fleet.hub, &http, msas, msa).await?;
+
+    let secret_path = "/api/v1/namespaces/c1/secrets/reader";
+    let first = eventually("the token's Secret on the hub", WAIT, || async {
+        Ok(fleet.get(secret_path).await?.filter(|s| s["data"]["token"].is_string()))
+    })
+    .await?;
+    let reported = eventually("the account's status", WAIT, || async {
+        Ok(fleet
+            .get(&format!("{msas}/reader"))
+            .await?
+            .filter(|m| m["status"]["tokenSecretRef"]["name"] == "reader"))
+    })
+    .await?;
+    assert!(reported["status"]["expirationTimestamp"].is_string(), "{reported}");
+    assert_eq!(first["metadata"]["ownerReferences"][0]["kind"], "ManagedServiceAccount");
+    let c1 = &fleet.clusters["c1"];
+    let dir = tempfile::tempdir()?;
+    let old = with_token(c1, &first, dir.path())?;
+    let who = old.ok(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]).await?;
+    assert_eq!(who.trim(), format!("system:serviceaccount:{AGENT_NS}:reader"));
+
+    // The account's ServiceAccount recreated on the cluster: the old token no longer
+    // authenticates there, so the agent issues and projects a new one.
+    let sa = format!("/api/v1/namespaces/{AGENT_NS}/serviceaccounts/reader");
+    ocm_conformance::kubectl::delete(c1, &c1.http()?, &sa).await?;
+    let second = eventually("a new token", WAIT, || async {
+        Ok(fleet.get(secret_path).await?.filter(|s| s["data"]["token"] != first["data"]["token"]))
+    })
+    .await?;
+    let dir2 = tempfile::tempdir()?;
+    let new = with_token(c1, &second, dir2.path())?;
+    new.ok(&["auth", "whoami"]).await?;
+    assert_ne!(old.run(&["auth", "whoami"]).await?.code, 0, "the old token must be refused");
+
+    // The account's removal takes its ServiceAccount from the cluster and its Secret from the hub.
+    ocm_conformance::kubectl::delete(&fleet.hub, &http, &format!("{msas}/reader")).await?;
+    eventually("the account gone everywhere", WAIT, || async {
+        let gone = get(c1, &sa).await?.is_none() && fleet.get(secret_path).await?.is_none();
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    Ok(())
+}

@@ -513,6 +513,42 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
                     .columns(table::lease_columns()),
             ),
         ),
+        // RBAC: the hub's authorization, and a managed cluster's (add-ons' bindings).
+        rbac_row(
+            "Role",
+            "roles",
+            true,
+            Arc::new(Typed::<rbac::v1::Role>::new("Role", None).path_segment_names()),
+        ),
+        rbac_row(
+            "RoleBinding",
+            "rolebindings",
+            true,
+            Arc::new(
+                Typed::<rbac::v1::RoleBinding>::new("RoleBinding", Some(check_binding))
+                    .columns(table::binding_columns())
+                    .path_segment_names(),
+            ),
+        ),
+        rbac_row(
+            "ClusterRole",
+            "clusterroles",
+            false,
+            Arc::new(Typed::<rbac::v1::ClusterRole>::new("ClusterRole", None).path_segment_names()),
+        ),
+        rbac_row(
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            Arc::new(
+                Typed::<rbac::v1::ClusterRoleBinding>::new(
+                    "ClusterRoleBinding",
+                    Some(check_binding),
+                )
+                .columns(table::binding_columns())
+                .path_segment_names(),
+            ),
+        ),
     ];
     match profile {
         Profile::Hub => rows.extend([
@@ -560,43 +596,6 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             .sub(STATUS)
             .sub(Subresource::part("approval", &["status.conditions"]))
             .fields(&["spec.signerName"]),
-            rbac_row(
-                "Role",
-                "roles",
-                true,
-                Arc::new(Typed::<rbac::v1::Role>::new("Role", None).path_segment_names()),
-            ),
-            rbac_row(
-                "RoleBinding",
-                "rolebindings",
-                true,
-                Arc::new(
-                    Typed::<rbac::v1::RoleBinding>::new("RoleBinding", Some(check_binding))
-                        .columns(table::binding_columns())
-                        .path_segment_names(),
-                ),
-            ),
-            rbac_row(
-                "ClusterRole",
-                "clusterroles",
-                false,
-                Arc::new(
-                    Typed::<rbac::v1::ClusterRole>::new("ClusterRole", None).path_segment_names(),
-                ),
-            ),
-            rbac_row(
-                "ClusterRoleBinding",
-                "clusterrolebindings",
-                false,
-                Arc::new(
-                    Typed::<rbac::v1::ClusterRoleBinding>::new(
-                        "ClusterRoleBinding",
-                        Some(check_binding),
-                    )
-                    .columns(table::binding_columns())
-                    .path_segment_names(),
-                ),
-            ),
         ]),
         Profile::Cluster => {
             use k8s_openapi::api::{apps, batch};
