@@ -90,11 +90,11 @@ pub(super) async fn run(
     let rss2 = hub_usage(pid)?.1;
     let s = |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
     println!(
-        "| clusters | all ManagedClusterAddOns exist | all deploy works exist | all Available | hub CPU s | hub RSS before MiB | after MiB | per add-on KiB |"
+        "| clusters | all ManagedClusterAddOns exist | all deploy works exist | all Available | hub CPU s | hub RSS before MiB | after MiB | per add-on KiB | settled MiB | settled per add-on KiB |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     println!(
-        "| {n} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.1} |",
+        "| {n} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} |",
         s(exist),
         s(deployed),
         s(available),
