@@ -66,7 +66,7 @@ fn watches(m: &Arc<AddonManager>, runtime: &Runtime) -> Vec<Watch> {
             .on_changes(|a, b| rollout_facts(&a.value()) != rollout_facts(&b.value()))
             .debounced(std::time::Duration::from_millis(200)),
         install::placement_watch(m, &k.placements).on_presence(),
-        install::decision_watch(m, &k.decisions),
+        install::decision_watch(m, &k.decisions).debounced(std::time::Duration::from_millis(200)),
     ];
     for rt in [&k.configs, &k.templates] {
         let every = {
@@ -245,11 +245,12 @@ impl AddonManager {
             }))
         });
         let Some(groups) = groups else { return (BTreeSet::new(), None) };
+        let membership = groups.membership();
         let existing: Vec<ClusterStatus> = statuses
             .iter()
             .filter(|s| s.1 != Status::ToApply)
             .filter_map(|(c, s, at)| {
-                let group = groups.group_of(c)?.clone();
+                let group = (*membership.get(c.as_str())?).clone();
                 Some(ClusterStatus::new(c.clone(), group, *s, *at))
             })
             .collect();

@@ -80,8 +80,14 @@ impl Groups {
     }
 
     /// The group a cluster of [`Groups::clusters`] belongs to (the lowest index if several).
+    /// One lookup builds the whole map: for many clusters, use [`Groups::membership`].
     pub fn group_of(&self, cluster: &str) -> Option<&GroupKey> {
-        self.besides(&[]).clusters().get(cluster).copied()
+        self.membership().get(cluster).copied()
+    }
+
+    /// Every cluster of [`Groups::clusters`] with the group it belongs to.
+    pub fn membership(&self) -> BTreeMap<&str, &GroupKey> {
+        self.besides(&[]).clusters()
     }
 
     /// The groups the picks name that exist (sdk-go's `ExistingClusterGroups`).
