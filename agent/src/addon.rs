@@ -263,7 +263,7 @@ impl Addons<'_> {
         })??;
         reg::check_certificate(&cert, &key, &id.user)?;
         let secret = self.secret(addon, ns, id, &cert, &key);
-        ensure_namespace(self.cluster, ns).await?;
+        crate::cluster::ensure_namespace(self.cluster, ns).await?;
         self.cluster.apply(&secret, None, &Strategy::Update).await?;
         tracing::info!(addon, namespace = ns, secret = %id.secret, csr = %csr, "add-on credentials written");
         Ok(())
@@ -314,13 +314,6 @@ impl Addons<'_> {
         }
         Ok(())
     }
-}
-
-/// Creates the add-on's namespace on the cluster when nothing made it yet (an add-on whose
-/// manifests hold no Namespace).
-pub async fn ensure_namespace(cluster: &dyn Cluster, ns: &str) -> Result<(), AgentError> {
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-    cluster.apply(&namespace, None, &Strategy::CreateOnly).await.map(drop)
 }
 
 /// One registration's identity: its signer, subject and the Secret that holds it.

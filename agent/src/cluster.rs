@@ -142,6 +142,14 @@ pub trait Cluster: Send + Sync + 'static {
     }
 }
 
+/// Creates namespace `ns` on the cluster unless it exists (an add-on's, when nothing of the
+/// add-on's own made it).
+pub async fn ensure_namespace(cluster: &dyn Cluster, ns: &str) -> Result<(), AgentError> {
+    let namespace =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    cluster.apply(&namespace, None, &Strategy::CreateOnly).await.map(drop)
+}
+
 /// A real Kubernetes API.
 #[derive(Clone)]
 pub struct KubeCluster {

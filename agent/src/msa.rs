@@ -80,7 +80,7 @@ impl ManagedServiceAccounts<'_> {
         let name = msa["metadata"]["name"].as_str().unwrap_or_default();
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": name, "namespace": self.namespace, "labels": {LABEL: "true"}}});
-        crate::addon::ensure_namespace(self.cluster, self.namespace).await?;
+        crate::cluster::ensure_namespace(self.cluster, self.namespace).await?;
         self.cluster.apply(&sa, None, &Strategy::Update).await?;
         self.made.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.to_owned());
         let secrets: Api<k8s_openapi::api::core::v1::Secret> =
