@@ -189,10 +189,15 @@ async fn a_template_addon_across_a_placement() -> anyhow::Result<()> {
     .await?;
     let new = Some("v2".to_owned());
     let deadline = tokio::time::Instant::now() + WAIT;
+    // With `maxConcurrency: 1`, c2 waits until c1's work is applied and available at its new
+    // generation (about a resync): some poll must see c1 alone on the new config. `All` would
+    // move both within one poll.
+    let mut c1_alone = false;
     loop {
-        let (g1, g2) =
-            (greeting(&fleet.clusters["c1"]).await?, greeting(&fleet.clusters["c2"]).await?);
+        let g1 = greeting(&fleet.clusters["c1"]).await?;
+        let g2 = greeting(&fleet.clusters["c2"]).await?;
         assert!(!(g2 == new && g1 != new), "c2 took the new config before c1");
+        c1_alone |= g1 == new && g2 != new;
         if g1 == new && g2 == new {
             break;
         }
@@ -200,8 +205,9 @@ async fn a_template_addon_across_a_placement() -> anyhow::Result<()> {
             tokio::time::Instant::now() < deadline,
             "the config never reached both clusters"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(c1_alone, "c1 and c2 took the new config at once: not one cluster at a time");
     let cma = fleet.get(&format!("{MCAS}/clustermanagementaddons/hello")).await?.expect("cma");
     assert_eq!(cma["status"]["installProgressions"][0]["name"], "hello", "{cma}");
     assert!(
