@@ -25,7 +25,8 @@ use serde_json::Value;
 
 use super::{AddonManager, WORKERS};
 use crate::controllers::registration::csr::{
-    approve_request, condition_types, request_pem, requester,
+    approve_request, check_client_usages, condition_types, request_pem, request_subject_of,
+    requester,
 };
 use crate::controllers::runtime::{Action, Runtime, Watch};
 use crate::machinery::error::ApiError;
@@ -197,18 +198,8 @@ pub(super) fn check(csr: &Value, cluster: &str, mca: &ManagedClusterAddOn) -> Re
     if agent.is_empty() || agent.contains(':') || !user.groups.contains(&agent_group(cluster)) {
         return Err(format!("requester {:?} is not an agent of cluster {cluster:?}", user.name));
     }
-    let usages: BTreeSet<String> =
-        object::strings(csr.pointer("/spec/usages")).into_iter().collect();
-    let allowed = ["client auth", "digital signature", "key encipherment"];
-    if !usages.contains("client auth") || usages.iter().any(|u| !allowed.contains(&u.as_str())) {
-        return Err(format!("usages {usages:?} are not client auth"));
-    }
-    let pem = request_pem(csr)?;
-    let der = rustls::pki_types::pem::PemObject::from_pem_slice(pem.as_bytes())
-        .map(|d: rustls::pki_types::CertificateSigningRequestDer<'_>| d.as_ref().to_vec())
-        .map_err(|_| "spec.request is not a PEM CERTIFICATE REQUEST".to_owned())?;
-    let (cn, groups_of_request) =
-        crate::auth::pki::request_subject(&der).map_err(|e| e.to_string())?;
+    check_client_usages(csr)?;
+    let (cn, groups_of_request) = request_subject_of(csr)?;
     if Some(&cn) != want_user.as_ref() {
         return Err(format!("CN {cn:?} is not the registration's user {want_user:?}"));
     }

@@ -51,21 +51,8 @@ pub fn check_agent_request(csr: &Value) -> Result<CsrCheck, String> {
     if signer != KUBE_APISERVER_CLIENT {
         return Err(format!("signer {signer:?} is not {KUBE_APISERVER_CLIENT}"));
     }
-    let usages = object::strings(csr.pointer("/spec/usages"));
-    if !usages.iter().any(|u| u == "client auth")
-        || usages.iter().any(|u| {
-            !matches!(u.as_str(), "client auth" | "digital signature" | "key encipherment")
-        })
-    {
-        return Err(format!(
-            "usages {usages:?} are not client auth (with digital signature, key encipherment)"
-        ));
-    }
-    let pem = request_pem(csr)?;
-    let der = rustls::pki_types::pem::PemObject::from_pem_slice(pem.as_bytes())
-        .map(|d: rustls::pki_types::CertificateSigningRequestDer<'_>| d.as_ref().to_vec())
-        .map_err(|_| "spec.request is not a PEM CERTIFICATE REQUEST".to_owned())?;
-    let (cn, groups) = crate::auth::pki::request_subject(&der).map_err(|e| e.to_string())?;
+    check_client_usages(csr)?;
+    let (cn, groups) = request_subject_of(csr)?;
     let own_group = crate::auth::cluster_rbac::agent_group(cluster);
     let others: Vec<&String> = groups.iter().filter(|g| *g != MANAGED_CLUSTERS_GROUP).collect();
     if others != [&own_group] {
@@ -84,6 +71,31 @@ pub fn check_agent_request(csr: &Value) -> Result<CsrCheck, String> {
         return Err(format!("CN {cn:?} has an invalid agent name {agent:?}"));
     }
     Ok(CsrCheck { cluster: cluster.to_owned(), agent: agent.to_owned(), common_name: cn })
+}
+
+/// Checks a CSR asks for client authentication only (with digital signature and key
+/// encipherment).
+pub fn check_client_usages(csr: &Value) -> Result<(), String> {
+    let usages = object::strings(csr.pointer("/spec/usages"));
+    if !usages.iter().any(|u| u == "client auth")
+        || usages.iter().any(|u| {
+            !matches!(u.as_str(), "client auth" | "digital signature" | "key encipherment")
+        })
+    {
+        return Err(format!(
+            "usages {usages:?} are not client auth (with digital signature, key encipherment)"
+        ));
+    }
+    Ok(())
+}
+
+/// The subject a CSR's request names: its CN and its Os.
+pub fn request_subject_of(csr: &Value) -> Result<(String, Vec<String>), String> {
+    let pem = request_pem(csr)?;
+    let der = rustls::pki_types::pem::PemObject::from_pem_slice(pem.as_bytes())
+        .map(|d: rustls::pki_types::CertificateSigningRequestDer<'_>| d.as_ref().to_vec())
+        .map_err(|_| "spec.request is not a PEM CERTIFICATE REQUEST".to_owned())?;
+    crate::auth::pki::request_subject(&der).map_err(|e| e.to_string())
 }
 
 /// The PEM of a CSR's `spec.request`.
