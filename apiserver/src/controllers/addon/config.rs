@@ -368,12 +368,17 @@ pub(super) fn kind_of(c: &AddOnConfig) -> ConfigKind {
 
 /// The desired configs an add-on's status holds.
 pub(super) fn status_desired(mca: &ManagedClusterAddOn) -> Desired {
-    let refs = mca.status.iter().flat_map(|s| &s.config_references);
-    refs.filter_map(|r| {
-        let d = r.desired_config.clone()?;
-        Some(((r.group.clone().unwrap_or_default(), r.resource.clone()), d))
-    })
-    .collect()
+    mca.status.as_ref().map(|s| desired_of(&s.config_references)).unwrap_or_default()
+}
+
+/// The desired configs of config references.
+pub(super) fn desired_of(refs: &[ConfigReference]) -> Desired {
+    refs.iter()
+        .filter_map(|r| {
+            let d = r.desired_config.clone()?;
+            Some(((r.group.clone().unwrap_or_default(), r.resource.clone()), d))
+        })
+        .collect()
 }
 
 /// Where an add-on stands against `desired` (ocm-wave2.md §2.7) and since when.

@@ -366,15 +366,19 @@ pub(super) fn default_subject(cluster: &str, addon: &str) -> (String, Vec<String
 
 /// The config-spec-hash annotation: `<resource>[.<group>]/<namespace>/<name>` → spec hash.
 fn config_spec_hashes(mca: &ManagedClusterAddOn) -> String {
-    let map: BTreeMap<String, String> = status_desired(mca)
+    serde_json::to_string(&spec_hash_map(status_desired(mca))).unwrap_or_default()
+}
+
+/// Desired configs as the config-spec-hash annotation keys them.
+fn spec_hash_map(desired: super::config::Desired) -> BTreeMap<String, String> {
+    desired
         .into_iter()
         .map(|((group, resource), d)| {
             let kind = if group.is_empty() { resource } else { format!("{resource}.{group}") };
             let key = format!("{kind}/{}/{}", d.namespace.unwrap_or_default(), d.name);
             (key, d.spec_hash.unwrap_or_default())
         })
-        .collect();
-    serde_json::to_string(&map).unwrap_or_default()
+        .collect()
 }
 
 /// Manifests packed in order into works of at most [`WORK_BYTES`] (one work at least).
@@ -471,23 +475,7 @@ pub(super) fn identifier(m: &Value) -> Value {
 /// desired config copied to `lastAppliedConfig`, once every work renders the desired configs
 /// and is applied and available at its generation.
 fn progress(status: &mut beta::ManagedClusterAddOnStatus, works: &[Arc<Value>], now: Time) {
-    let desired: BTreeMap<String, String> = status
-        .config_references
-        .iter()
-        .filter_map(|r| {
-            let d = r.desired_config.as_ref()?;
-            let group = r.group.clone().unwrap_or_default();
-            let kind = if group.is_empty() {
-                r.resource.clone()
-            } else {
-                format!("{}.{group}", r.resource)
-            };
-            Some((
-                format!("{kind}/{}/{}", d.namespace.clone().unwrap_or_default(), d.name),
-                d.spec_hash.clone().unwrap_or_default(),
-            ))
-        })
-        .collect();
+    let desired = spec_hash_map(super::config::desired_of(&status.config_references));
     let matches = |w: &Value| {
         let a = w.pointer("/metadata/annotations").and_then(|a| a.get(ANNOTATION_CONFIG_SPEC_HASH));
         let map: BTreeMap<String, String> = a
