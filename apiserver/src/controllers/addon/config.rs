@@ -114,7 +114,7 @@ impl AddonManager {
         let mut progressions = Vec::new();
         for node in &nodes {
             let (to_apply, next) = self.plan(node, now);
-            recheck = earliest(recheck, next);
+            recheck = rollout::earliest(recheck, next);
             self.write_desired(node, &to_apply).await?;
             if let Some((ns, pname)) = &node.placement {
                 let old = cma.status.iter().flat_map(|s| &s.install_progressions);
@@ -452,15 +452,5 @@ fn progression(
         name: name.to_owned(),
         config_references,
         conditions,
-    }
-}
-
-fn earliest(
-    a: Option<std::time::Duration>,
-    b: Option<std::time::Duration>,
-) -> Option<std::time::Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }

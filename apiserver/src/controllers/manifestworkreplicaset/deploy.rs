@@ -341,7 +341,7 @@ impl PlacementRun<'_> {
             crate::machinery::clock::timestamp(),
         )
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        outcome.recheck = min_some(outcome.recheck, plan.recheck_after);
+        outcome.recheck = rollout::earliest(outcome.recheck, plan.recheck_after);
         let failures =
             statuses.iter().filter(|s| s.status == Status::Failed).count() + plan.timed_out.len();
         let breached = plan.max_failure_breach
@@ -599,13 +599,6 @@ fn count(po: &mut PlacementOutcome, w: &WorkFacts) {
     po.progressing += i64::from(w.progressing);
     po.degraded += i64::from(w.degraded);
     po.succeeded += i64::from(w.status == Status::Succeeded);
-}
-
-fn min_some(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 #[cfg(test)]

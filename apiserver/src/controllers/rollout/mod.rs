@@ -184,6 +184,14 @@ pub fn plan(
     }
 }
 
+/// The nearer of two recheck delays (a plan's `recheck_after` folded over several plans).
+pub fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The failures `strategy` tolerates over `total` clusters (its type's `maxFailures`, read as
 /// [`plan`] reads it: a value above `total` tolerates every failure).
 pub fn max_failures(strategy: &RolloutStrategy, total: usize) -> Result<usize, RolloutError> {
