@@ -116,12 +116,7 @@ impl Addons<'_> {
         let name = format!("{}-hub-kubeconfig", crate::msa::ADDON);
         let probe = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}});
         let Some(secret) = self.cluster.get(&probe).await? else { return Ok(()) };
-        let field = |k: &str| {
-            secret["data"][k]
-                .as_str()
-                .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
-                .and_then(|b| String::from_utf8(b).ok())
-        };
+        let field = |k: &str| ocm_proto::api::meta::secret_data(&secret, k);
         let (Some(cert), Some(key)) = (field("tls.crt"), field("tls.key")) else { return Ok(()) };
         let hub = crate::hub::with_certificate(self.hub_url, self.ca_pem, &cert, &key)?;
         let accounts = crate::msa::ManagedServiceAccounts {
@@ -353,12 +348,7 @@ impl Identity {
 /// Whether a hub kubeconfig Secret holds a certificate for `user` with more than a fifth of its
 /// lifetime left.
 fn current(secret: &Value, user: &str) -> bool {
-    let field = |k: &str| {
-        secret["data"][k]
-            .as_str()
-            .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
-            .and_then(|b| String::from_utf8(b).ok())
-    };
+    let field = |k: &str| ocm_proto::api::meta::secret_data(secret, k);
     let (Some(cert), Some(key)) = (field("tls.crt"), field("tls.key")) else { return false };
     let Ok((nb, na)) = reg::check_certificate(&cert, &key, user) else { return false };
     na - (na - nb) / 5 > crate::clock::unix_now()

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use base64::Engine as _;
 use http::HeaderMap;
 use serde_json::{Value, json};
 use sha2::Digest as _;
@@ -185,13 +184,7 @@ impl Authenticator {
         if str_at(obj, "/type") != BOOTSTRAP_SECRET_TYPE {
             return Err(format!("secret {name} is not a bootstrap token"));
         }
-        let field = |key: &str| -> String {
-            obj.pointer(&format!("/data/{key}"))
-                .and_then(Value::as_str)
-                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-                .and_then(|b| String::from_utf8(b).ok())
-                .unwrap_or_default()
-        };
+        let field = |key: &str| ocm_proto::api::meta::secret_data(obj, key).unwrap_or_default();
         // Compared as digests, so the time taken says nothing about the stored secret.
         let digest = |s: &str| sha2::Sha256::digest(s.as_bytes());
         if digest(&field("token-secret")) != digest(secret) {

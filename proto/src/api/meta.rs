@@ -234,6 +234,13 @@ pub(crate) fn bytes_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"type": "string", "format": "byte"})
 }
 
+/// A Secret's `data[key]` (base64 on the wire) as text, if it is there and UTF-8.
+pub fn secret_data(secret: &serde_json::Value, key: &str) -> Option<String> {
+    let field = secret.get("data")?.get(key)?.clone();
+    let bytes: ByteString = serde_json::from_value(field).ok()?;
+    String::from_utf8(bytes.0).ok()
+}
+
 /// The condition of `type_` in a list, if any.
 pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)

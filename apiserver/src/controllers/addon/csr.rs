@@ -127,13 +127,7 @@ impl AddonManager {
             return Ok(Action::Done);
         };
         let secret = secret.value();
-        let field = |k: &str| {
-            secret["data"][k]
-                .as_str()
-                .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
-                .and_then(|b| String::from_utf8(b).ok())
-                .unwrap_or_default()
-        };
+        let field = |k: &str| ocm_proto::api::meta::secret_data(&secret, k).unwrap_or_default();
         let not_after = crate::machinery::clock::now() + CUSTOM_SIGNER_VALIDITY;
         let signed =
             request_pem(csr).map_err(crate::auth::pki::SignError::Request).and_then(|pem| {
