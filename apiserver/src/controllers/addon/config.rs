@@ -82,6 +82,9 @@ fn watches(m: &Arc<AddonManager>, runtime: &Runtime) -> Vec<Watch> {
 /// One placement's node of the rollout graph: its strategy and the add-ons it decides.
 struct Node {
     placement: Option<(String, String)>,
+    /// The placement's decision groups, read once per run (`None`: no such placement, or the
+    /// node of the add-ons no placement decides).
+    decided: Option<Vec<(crate::controllers::rollout::GroupKey, Vec<String>)>>,
     strategy: RolloutStrategy,
     configs: Vec<AddOnConfig>,
     addons: Vec<(ManagedClusterAddOn, Desired)>,
@@ -155,19 +158,22 @@ impl AddonManager {
         let mut owner: BTreeMap<String, usize> = BTreeMap::new();
         for p in placements {
             let i = nodes.len();
+            let decided = self.decided(&p.namespace, &p.name).map(|d| d.groups);
+            for cluster in decided.iter().flatten().flat_map(|(_, cs)| cs) {
+                owner.insert(cluster.clone(), i);
+            }
             nodes.push(Node {
                 placement: Some((p.namespace.clone(), p.name.clone())),
+                decided,
                 strategy: p.rollout_strategy.clone().unwrap_or_default(),
                 configs: p.configs.clone(),
                 addons: Vec::new(),
             });
-            for cluster in self.decided(&p.namespace, &p.name).iter().flat_map(|d| d.clusters()) {
-                owner.insert(cluster.clone(), i);
-            }
         }
         let rest = nodes.len();
         nodes.push(Node {
             placement: None,
+            decided: None,
             strategy: RolloutStrategy::default(),
             configs: Vec::new(),
             addons: Vec::new(),
@@ -234,14 +240,15 @@ impl AddonManager {
                 (mca.metadata.namespace.clone().unwrap_or_default(), status, at)
             })
             .collect();
-        let Some((ns, name)) = &node.placement else {
+        let Some((_, name)) = &node.placement else {
             let all = statuses.iter().filter(|s| s.1 == Status::ToApply).map(|s| s.0.clone());
             return (all.collect(), None);
         };
         let have: BTreeSet<&str> = statuses.iter().map(|s| s.0.as_str()).collect();
-        let groups = self.decided(ns, name).map(|d| {
-            Groups::new(d.groups.into_iter().map(|(g, cs)| {
-                (g, cs.into_iter().filter(|c| have.contains(c.as_str())).collect::<Vec<_>>())
+        let groups = node.decided.as_ref().map(|d| {
+            Groups::new(d.iter().map(|(g, cs)| {
+                let installed = cs.iter().filter(|c| have.contains(c.as_str())).cloned();
+                (g.clone(), installed.collect::<Vec<_>>())
             }))
         });
         let Some(groups) = groups else { return (BTreeSet::new(), None) };
