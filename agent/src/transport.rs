@@ -15,8 +15,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use kube::runtime::watcher;
 use ocm_proto::api::meta::{CONDITION_TRUE, condition};
 use ocm_proto::api::work::v1::{
-    DeleteOption, ManifestConfigOption, ManifestWork, ManifestWorkExecutor, ManifestWorkSpec,
-    ManifestWorkStatus, ManifestsTemplate,
+    ManifestWork, ManifestWorkSpec, ManifestWorkStatus, ManifestsTemplate,
 };
 use ocm_proto::api::work::{
     FINALIZER_MANIFEST_WORK_CLEANUP as FINALIZER, GROUP, LABEL_CLOUDEVENTS_ORIGINAL_SOURCE,
@@ -24,10 +23,10 @@ use ocm_proto::api::work::{
 use ocm_proto::cloudevents::v1::CloudEvent;
 use ocm_proto::cloudevents::{
     Action, Attr, EventType, HEARTBEAT, HeldVersion, SpecResync, StatusResync, Subresource,
-    data_type, ext, status_hash_of_json,
+    data_type, ext,
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
+use ocm_proto::payload::{ManifestBundle, ManifestBundleStatus, status_hash};
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::backoff::Backoff;
@@ -141,8 +140,7 @@ impl Link {
         status: &ManifestWorkStatus,
     ) -> Result<(), AgentError> {
         let uid = work.metadata.uid.clone().unwrap_or_default();
-        let json = serde_json::to_vec(status).unwrap_or_default();
-        let hash = status_hash_of_json(&json);
+        let hash = status_hash(status);
         if self.acked.lock().unwrap_or_else(PoisonError::into_inner).get(&uid) == Some(&hash) {
             return Ok(());
         }
@@ -153,7 +151,8 @@ impl Link {
         let t =
             EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Status, Action::UpdateRequest)
                 .map_err(|e| AgentError::Invalid(e.to_string()))?;
-        let mut event = CloudEvent::new(uuid::Uuid::new_v4().to_string(), self.source.clone(), &t);
+        let mut event =
+            CloudEvent::ocm(self.source.clone(), &t, &self.cluster, crate::clock::offset_now());
         let meta = serde_json::to_string(&work.metadata).unwrap_or_default();
         let original = work
             .metadata
@@ -164,7 +163,6 @@ impl Link {
             .unwrap_or_default();
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         event
-            .set(ext::CLUSTER_NAME, Attr::CeString(self.cluster.clone()))
             .set(ext::RESOURCE_ID, Attr::CeString(uid.clone()))
             .set(
                 ext::RESOURCE_VERSION,
@@ -176,7 +174,7 @@ impl Link {
             .set(ext::SEQUENCE_ID, Attr::CeString(sequence.to_string()))
             .set(ext::STATUS_HASH, Attr::CeString(hash.clone()))
             .set(ext::METADATA, Attr::CeString(meta))
-            .set_json(json);
+            .set_json(serde_json::to_vec(&ManifestBundleStatus::of(status)).unwrap_or_default());
         grpc::publish(&client, event).await?;
         self.acked.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, hash);
         Ok(())
@@ -342,26 +340,15 @@ pub struct GrpcSource {
     pub healthiness: Duration,
 }
 
-/// OCM's ManifestBundle: a work's spec on the wire.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Bundle {
-    #[serde(default)]
-    manifests: Vec<Value>,
-    delete_option: Option<DeleteOption>,
-    #[serde(default)]
-    manifest_configs: Vec<ManifestConfigOption>,
-    executer: Option<ManifestWorkExecutor>,
-}
-
 /// The work a spec event describes (ocm.md §8.4), or the uid of a work being deleted.
 pub fn work_of(event: &CloudEvent, cluster: &str) -> Result<Incoming, String> {
     let uid = event.string(ext::RESOURCE_ID).ok_or("the event has no resourceid")?.to_owned();
     if event.get(ext::DELETION_TIMESTAMP).is_some() {
         return Ok(Incoming::Deleting(uid));
     }
-    let bundle: Bundle = serde_json::from_slice(event.bytes().ok_or("the event has no data")?)
-        .map_err(|e| format!("the manifest bundle does not parse: {e}"))?;
+    let bundle: ManifestBundle =
+        serde_json::from_slice(event.bytes().ok_or("the event has no data")?)
+            .map_err(|e| format!("the manifest bundle does not parse: {e}"))?;
     let mut work = ManifestWork::default();
     if let Some(meta) = event.string(ext::METADATA) {
         work.metadata = serde_json::from_str(meta)
@@ -444,9 +431,9 @@ async fn follow(
         .collect();
     let t = EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Spec, Action::ResyncRequest)
         .map_err(|e| AgentError::Invalid(e.to_string()))?;
-    let mut ask = CloudEvent::new(uuid::Uuid::new_v4().to_string(), link.source.clone(), &t);
-    ask.set(ext::CLUSTER_NAME, Attr::CeString(source.cluster.clone()))
-        .set_json(serde_json::to_vec(&SpecResync { resource_versions }).unwrap_or_default());
+    let mut ask =
+        CloudEvent::ocm(link.source.clone(), &t, &source.cluster, crate::clock::offset_now());
+    ask.set_json(serde_json::to_vec(&SpecResync { resource_versions }).unwrap_or_default());
     grpc::publish(&client, ask).await?;
     tracing::info!(cluster = %source.cluster, "work stream connected");
     loop {

@@ -308,6 +308,11 @@ struct ServeArgs {
     #[arg(long, default_value_t = 10,
           value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=3600))]
     grpc_heartbeat_seconds: u64,
+    /// Whether the gRPC server's `grpc_server_ce_*` metrics carry OCM's per-cluster `consumer`
+    /// label (false: one series per data type, method and code, for fleets where a series per
+    /// cluster is unwanted).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    grpc_metrics_per_cluster: bool,
     /// Storage backend.
     #[arg(long, value_enum, default_value = "sled")]
     storage: StorageArg,
@@ -460,6 +465,7 @@ fn main() -> ExitCode {
     config.advertise_address = args.advertise_address;
     config.tls_sans = args.tls_san;
     config.grpc_heartbeat = std::time::Duration::from_secs(args.grpc_heartbeat_seconds);
+    config.grpc_metrics_per_cluster = args.grpc_metrics_per_cluster;
     config.storage = storage;
     config.sled_cache_bytes = args.sled_cache_mb << 20;
     config.max_requests_inflight = args.max_requests_inflight;

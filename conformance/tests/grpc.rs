@@ -14,7 +14,8 @@ use ocm_conformance::kubectl::{create, delete, merge_patch};
 use ocm_conformance::prom;
 use ocm_proto::api::work::v1::ManifestWorkStatus;
 use ocm_proto::cloudevents::v1::CloudEvent;
-use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext, status_hash};
+use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext};
+use ocm_proto::payload::status_hash;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -347,23 +348,32 @@ async fn a_denied_clusters_streams_end() -> anyhow::Result<()> {
         tokio::time::timeout(WAIT, stream_b.message()).await??.context("b's stream ended")?;
     ensure!(beat.r#type == HEARTBEAT, "{beat:?}");
 
-    // /metrics tells it under OCM's gRPC names (without its per-cluster label), promtool-clean.
+    // /metrics tells it under OCM's gRPC names and labels (the cluster as `consumer`),
+    // promtool-clean.
     let (code, body) = hub.call(&hub.http()?, Method::GET, "/metrics", None, &[]).await?;
     ensure!(code == 200, "GET /metrics: {code} {body}");
     let text = body.as_str().context("the exposition")?;
     prom::check_metrics_unless_skipped(text).await?;
     let samples = prom::samples(text)?;
-    let bundles = [("data_type", data_type::MANIFEST_BUNDLES), ("method", "Subscribe")];
-    let ended = |code: &'static str| {
-        let with = [bundles[0], bundles[1], ("grpc_code", code)];
-        prom::sum(&samples, "grpc_server_ce_processed_total", &with)
+    let bundles = |consumer| {
+        [
+            ("consumer", consumer),
+            ("data_type", data_type::MANIFEST_BUNDLES),
+            ("method", "Subscribe"),
+        ]
     };
-    ensure!(ended("PermissionDenied") == 2.0, "a's stream and its second try: {text}");
-    ensure!(prom::value(&samples, "grpc_server_ce_called_total", &bundles)? == 3.0);
-    // b's stream is open; its status resync request and heartbeats were sent.
-    let open = [("data_type", data_type::MANIFEST_BUNDLES)];
-    ensure!(prom::value(&samples, "ocm_grpc_subscriptions", &open)? == 1.0);
-    ensure!(prom::value(&samples, "grpc_server_ce_msg_sent_total", &bundles)? >= 3.0);
+    let [a_consumer, a_type, a_method] = bundles("a");
+    let denied = [a_consumer, a_type, a_method, ("grpc_code", "PermissionDenied")];
+    let ended = prom::sum(&samples, "grpc_server_ce_processed_total", &denied);
+    ensure!(ended == 2.0, "a's stream and its second try: {text}");
+    ensure!(prom::value(&samples, "grpc_server_ce_called_total", &bundles("a"))? == 2.0);
+    ensure!(prom::value(&samples, "grpc_server_ce_called_total", &bundles("b"))? == 1.0);
+    // b's stream is open; its status resync request and a heartbeat at least were sent.
+    let open = [("consumer", "b"), ("data_type", data_type::MANIFEST_BUNDLES)];
+    ensure!(prom::value(&samples, "grpc_server_ce_subscribers", &open)? == 1.0);
+    let open_a = [("consumer", "a"), ("data_type", data_type::MANIFEST_BUNDLES)];
+    ensure!(prom::value(&samples, "grpc_server_ce_subscribers", &open_a)? == 0.0);
+    ensure!(prom::value(&samples, "grpc_server_ce_msg_sent_total", &bundles("b"))? >= 2.0);
     Ok(())
 }
 

@@ -77,6 +77,23 @@ impl v1::CloudEvent {
         }
     }
 
+    /// An event as OCM's clients make every event (ocm-wave2.md §6.3): [`CloudEvent::new`]'s
+    /// with a random UUIDv4 id, `time` = `at`, and the `clustername` and `originalsource`
+    /// extensions, the latter empty until a sender names the event's original source.
+    pub fn ocm(
+        source: impl Into<String>,
+        t: &EventType,
+        cluster: &str,
+        at: time::OffsetDateTime,
+    ) -> v1::CloudEvent {
+        let mut event = v1::CloudEvent::new(uuid::Uuid::new_v4().to_string(), source, t);
+        event
+            .set(ext::TIME, Attr::CeTimestamp(timestamp(at)))
+            .set(ext::CLUSTER_NAME, Attr::CeString(cluster.to_owned()))
+            .set(ext::ORIGINAL_SOURCE, Attr::CeString(String::new()));
+        event
+    }
+
     /// Sets attribute `name` (stored as `ce-<name>`).
     pub fn set(&mut self, name: &str, value: Attr) -> &mut v1::CloudEvent {
         let value = v1::CloudEventAttributeValue { attr: Some(value) };
@@ -124,15 +141,9 @@ impl v1::CloudEvent {
     }
 }
 
-/// OCM's `statushash`: the lowercase hex SHA-256 of a status's JSON.
-pub fn status_hash(status: &impl serde::Serialize) -> String {
-    status_hash_of_json(&serde_json::to_vec(status).unwrap_or_default())
-}
-
-/// [`status_hash`] of a status already serialized (so a sender serializes it once).
-pub fn status_hash_of_json(json: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(json).iter().map(|b| format!("{b:02x}")).collect()
+/// `t` as a protobuf timestamp (the `ce_timestamp` of an attribute).
+pub fn timestamp(t: time::OffsetDateTime) -> prost_types::Timestamp {
+    prost_types::Timestamp { seconds: t.unix_timestamp(), nanos: t.nanosecond() as i32 }
 }
 
 /// A spec resync request's data (ocm.md §8.5): what the agent holds, at which version.

@@ -119,9 +119,9 @@ pub struct Metrics {
     pub scrape: std::sync::Mutex<()>,
 }
 
-/// The gRPC CloudEvents server's families: OCM sdk-go's (`server/grpc/metrics`) names, labels
-/// and buckets, except its `cluster` label (at 10,000 clusters, one series per cluster, data
-/// type, method and code would outweigh the agents' own state), plus the open subscriptions.
+/// The gRPC CloudEvents server's families under OCM sdk-go's (`server/grpc/metrics`) names,
+/// labels and buckets: per `consumer` (the cluster), data type and method, unless the per-cluster
+/// label is turned off (`consumer` is then absent: one series per data type, method and code).
 struct GrpcFamilies {
     called: IntCounterVec,
     processed: IntCounterVec,
@@ -129,6 +129,64 @@ struct GrpcFamilies {
     received: IntCounterVec,
     sent: IntCounterVec,
     subscribers: IntGaugeVec,
+    /// Whether the families carry the `consumer` label.
+    consumer: bool,
+}
+
+impl GrpcFamilies {
+    /// The families in `r`, with or without the `consumer` label.
+    fn new(r: &prometheus::Registry, consumer: bool) -> GrpcFamilies {
+        let with = |rest: &[&'static str]| -> Vec<&'static str> {
+            consumer.then_some("consumer").into_iter().chain(rest.iter().copied()).collect()
+        };
+        let call = with(&["data_type", "method"]);
+        let call_and_code = with(&["data_type", "method", "grpc_code"]);
+        GrpcFamilies {
+            called: counter(
+                r,
+                "grpc_server_ce_called_total",
+                "[ALPHA] Total number of RPC requests for cloudevents called on the grpc server.",
+                &call,
+            ),
+            processed: counter(
+                r,
+                "grpc_server_ce_processed_total",
+                "[ALPHA] Total number of RPC requests for cloudevents processed on the server, regardless of success or failure.",
+                &call_and_code,
+            ),
+            duration: histogram(
+                r,
+                "grpc_server_ce_processing_duration_seconds",
+                "[ALPHA] Histogram of the duration of RPC requests for cloudevents processed on the server.",
+                &call_and_code,
+                prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets"),
+            ),
+            received: counter(
+                r,
+                "grpc_server_ce_msg_received_total",
+                "[ALPHA] Total number of messages for cloudevents received on the gRPC server.",
+                &call,
+            ),
+            sent: counter(
+                r,
+                "grpc_server_ce_msg_sent_total",
+                "[ALPHA] Total number of messages for cloudevents sent by the gRPC server.",
+                &call,
+            ),
+            subscribers: gauge(
+                r,
+                "grpc_server_ce_subscribers",
+                "[ALPHA] Number of current subscribers for cloudevents on the gRPC server.",
+                &with(&["data_type"]),
+            ),
+            consumer,
+        }
+    }
+
+    /// `rest` after the consumer, when the families carry it.
+    fn values<'a>(&self, consumer: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+        self.consumer.then_some(consumer).into_iter().chain(rest.iter().copied()).collect()
+    }
 }
 
 /// The families computed at scrape time.
@@ -185,7 +243,7 @@ fn histogram(
 
 impl Metrics {
     /// The metrics of a hub serving `types`.
-    pub fn new(types: &[Arc<ResourceType>], profile: Profile) -> Metrics {
+    pub fn new(types: &[Arc<ResourceType>], profile: Profile, grpc_consumer: bool) -> Metrics {
         let r = prometheus::Registry::new();
         let mut request_and_code = REQUEST_LABELS.to_vec();
         request_and_code.push("code");
@@ -266,47 +324,7 @@ impl Metrics {
         for result in ["issued", "failed"] {
             csr_signings.with_label_values(&[result]);
         }
-        let call = ["data_type", "method"];
-        let call_and_code = ["data_type", "method", "grpc_code"];
-        let grpc = GrpcFamilies {
-            called: counter(
-                &r,
-                "grpc_server_ce_called_total",
-                "[ALPHA] Total number of RPC requests for cloudevents called on the grpc server.",
-                &call,
-            ),
-            processed: counter(
-                &r,
-                "grpc_server_ce_processed_total",
-                "[ALPHA] Total number of RPC requests for cloudevents processed on the server, regardless of success or failure.",
-                &call_and_code,
-            ),
-            duration: histogram(
-                &r,
-                "grpc_server_ce_processing_duration_seconds",
-                "[ALPHA] Histogram of the duration of RPC requests for cloudevents processed on the server (Publish).",
-                &call_and_code,
-                prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets"),
-            ),
-            received: counter(
-                &r,
-                "grpc_server_ce_msg_received_total",
-                "[ALPHA] Total number of messages for cloudevents received on the gRPC server.",
-                &call,
-            ),
-            sent: counter(
-                &r,
-                "grpc_server_ce_msg_sent_total",
-                "[ALPHA] Total number of messages for cloudevents sent by the gRPC server.",
-                &call,
-            ),
-            subscribers: gauge(
-                &r,
-                "ocm_grpc_subscriptions",
-                "Open CloudEvents subscriptions (Subscribe streams) by data type.",
-                &["data_type"],
-            ),
-        };
+        let grpc = GrpcFamilies::new(&r, grpc_consumer);
         let group_resource = ["group", "resource"];
         let scraped = Scraped {
             inflight: gauge(
@@ -482,23 +500,28 @@ impl Metrics {
     }
 
     /// A gRPC call began: `method` (`Publish`, `Subscribe`) for `data_type` (a served data type,
-    /// or `unknown`), its request received. The returned guard counts what it sends and
-    /// records how it ended.
-    pub fn grpc_call(&self, data_type: &'static str, method: &'static str) -> GrpcCall {
+    /// or `unknown`) from `consumer` (the cluster, or `unknown`), its request received. The
+    /// returned guard counts what it sends and records how it ended.
+    pub fn grpc_call(
+        &self,
+        consumer: &str,
+        data_type: &'static str,
+        method: &'static str,
+    ) -> GrpcCall {
         let g = &self.grpc;
-        g.called.with_label_values(&[data_type, method]).inc();
-        g.received.with_label_values(&[data_type, method]).inc();
+        let call = g.values(consumer, &[data_type, method]);
+        g.called.with_label_values(&call).inc();
+        g.received.with_label_values(&call).inc();
         let subscribed = (method == "Subscribe").then(|| {
-            let open = g.subscribers.with_label_values(&[data_type]);
+            let open = g.subscribers.with_label_values(&g.values(consumer, &[data_type]));
             open.inc();
             open
         });
         GrpcCall {
             processed: g.processed.clone(),
             duration: g.duration.clone(),
-            data_type,
-            method,
-            sent: g.sent.with_label_values(&[data_type, method]),
+            labels: call.iter().map(|v| (*v).to_owned()).collect(),
+            sent: g.sent.with_label_values(&call),
             subscribed,
             started: Instant::now(),
             ended: std::sync::atomic::AtomicBool::new(false),
@@ -560,8 +583,8 @@ impl Drop for LongRunning {
 pub struct GrpcCall {
     processed: IntCounterVec,
     duration: HistogramVec,
-    data_type: &'static str,
-    method: &'static str,
+    /// The call's labels before `grpc_code`.
+    labels: Vec<String>,
     sent: prometheus::IntCounter,
     subscribed: Option<prometheus::IntGauge>,
     started: Instant,
@@ -574,20 +597,20 @@ impl GrpcCall {
         self.sent.inc();
     }
 
-    /// The call ended with `code` (only the first end counts). A Publish's duration is recorded
-    /// (as OCM does; a stream's lifetime says nothing about the server).
+    /// The call ended with `code` (only the first end counts): counted and timed (a Subscribe
+    /// from its request to its stream's end, as OCM's interceptor times it), and a
+    /// subscriber gone.
     pub fn end(&self, code: tonic::Code) {
         if self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return;
         }
-        let values = [self.data_type, self.method, grpc_code(code)];
+        let mut values: Vec<&str> = self.labels.iter().map(String::as_str).collect();
+        values.push(grpc_code(code));
         self.processed.with_label_values(&values).inc();
-        match &self.subscribed {
-            Some(open) => open.dec(),
-            None => {
-                let elapsed = self.started.elapsed().as_secs_f64();
-                self.duration.with_label_values(&values).observe(elapsed);
-            }
+        let elapsed = self.started.elapsed().as_secs_f64();
+        self.duration.with_label_values(&values).observe(elapsed);
+        if let Some(open) = &self.subscribed {
+            open.dec();
         }
     }
 }
@@ -665,7 +688,7 @@ mod tests {
     /// silently): a request, a watch begun and ended, watch events, a storage call.
     #[test]
     fn every_family_records_with_its_labels() {
-        let m = Arc::new(Metrics::new(&[], Profile::Hub));
+        let m = Arc::new(Metrics::new(&[], Profile::Hub, true));
         let labels = RequestLabels {
             verb: "LIST".into(),
             group: "cluster.open-cluster-management.io".into(),
@@ -702,22 +725,24 @@ mod tests {
         assert_eq!(gathered(&m, "ocm_csr_approvals_total").len(), 2);
     }
 
-    /// A gRPC call's families: a Publish ends with its code and duration; a Subscribe counts
-    /// what it sends and its open stream, and ends as `Canceled` when dropped unended.
+    /// A gRPC call's families: a Publish and a Subscribe end with their code and duration; a
+    /// Subscribe counts what it sends and its open stream, and ends as `Canceled` when dropped
+    /// unended. Every series names its consumer.
     #[test]
     fn grpc_calls_record_their_end() {
-        let m = Metrics::new(&[], Profile::Hub);
-        m.grpc_call("io.open-cluster-management.works.v1alpha1.manifestbundles", "Publish")
-            .end(tonic::Code::PermissionDenied);
-        let sub =
-            m.grpc_call("io.open-cluster-management.works.v1alpha1.manifestbundles", "Subscribe");
+        const WORKS: &str = "io.open-cluster-management.works.v1alpha1.manifestbundles";
+        let m = Metrics::new(&[], Profile::Hub, true);
+        m.grpc_call("c1", WORKS, "Publish").end(tonic::Code::PermissionDenied);
+        let sub = m.grpc_call("c2", WORKS, "Subscribe");
         sub.sent();
         sub.sent();
-        assert_eq!(gathered(&m, "ocm_grpc_subscriptions")[0].get_gauge().get_value(), 1.0);
+        let open =
+            |m: &Metrics| gathered(m, "grpc_server_ce_subscribers")[0].get_gauge().get_value();
+        assert_eq!(open(&m), 1.0);
         drop(sub);
-        assert_eq!(gathered(&m, "ocm_grpc_subscriptions")[0].get_gauge().get_value(), 0.0);
-        let codes = |name: &str| -> Vec<(String, String, u64)> {
-            gathered(&m, name)
+        assert_eq!(open(&m), 0.0);
+        let series = |m: &Metrics, name: &str| -> Vec<(String, String, String, u64)> {
+            let mut out: Vec<_> = gathered(m, name)
                 .iter()
                 .map(|s| {
                     let label = |n: &str| {
@@ -729,27 +754,38 @@ mod tests {
                         s.get_counter().get_value() as u64
                     };
                     (
+                        label("consumer").unwrap_or_else(|| "-".into()),
                         label("method").unwrap_or_default(),
                         label("grpc_code").unwrap_or_default(),
                         count,
                     )
                 })
-                .collect()
+                .collect();
+            out.sort();
+            out
         };
-        let mut processed = codes("grpc_server_ce_processed_total");
-        processed.sort();
+        let ended = vec![
+            ("c1".into(), "Publish".into(), "PermissionDenied".into(), 1),
+            ("c2".into(), "Subscribe".into(), "Canceled".into(), 1),
+        ];
+        assert_eq!(series(&m, "grpc_server_ce_processed_total"), ended);
+        assert_eq!(series(&m, "grpc_server_ce_processing_duration_seconds"), ended);
+        let sent = series(&m, "grpc_server_ce_msg_sent_total");
+        // A refused Publish sent no reply.
         assert_eq!(
-            processed,
+            sent,
             [
-                ("Publish".into(), "PermissionDenied".into(), 1),
-                ("Subscribe".into(), "Canceled".into(), 1)
+                ("c1".into(), "Publish".into(), String::new(), 0),
+                ("c2".into(), "Subscribe".into(), String::new(), 2)
             ]
         );
+        // Without the per-cluster label: the same calls, no `consumer` anywhere.
+        let m = Metrics::new(&[], Profile::Hub, false);
+        m.grpc_call("c1", WORKS, "Publish").end(tonic::Code::Ok);
+        m.grpc_call("c2", WORKS, "Publish").end(tonic::Code::Ok);
         assert_eq!(
-            codes("grpc_server_ce_processing_duration_seconds"),
-            [("Publish".into(), "PermissionDenied".into(), 1)]
+            series(&m, "grpc_server_ce_processed_total"),
+            [("-".into(), "Publish".into(), "OK".into(), 2)]
         );
-        let sent = codes("grpc_server_ce_msg_sent_total");
-        assert_eq!(sent.iter().find(|s| s.0 == "Subscribe").map(|s| s.2), Some(2));
     }
 }

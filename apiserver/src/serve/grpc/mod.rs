@@ -22,9 +22,9 @@ use ocm_proto::cloudevents::v1::cloud_event_service_server::{
 };
 use ocm_proto::cloudevents::v1::{CloudEvent, PublishRequest, SubscriptionRequest};
 use ocm_proto::cloudevents::{
-    Action, Attr, EventType, HeldStatus, HeldVersion, SpecResync, StatusResync, Subresource, ext,
-    status_hash,
+    Action, EventType, HeldStatus, HeldVersion, SpecResync, StatusResync, Subresource, ext,
 };
+use ocm_proto::payload::{ManifestBundleStatus, status_hash};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
@@ -60,15 +60,6 @@ pub struct Grpc {
     broker: Arc<Broker>,
     /// The hub's background tasks, which resync answers join (ended with the hub).
     background: Background,
-}
-
-/// The status an agent reports for a work (OCM's `ManifestBundleStatus`; its spec echo is
-/// ignored).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BundleStatus {
-    #[serde(flatten)]
-    status: ManifestWorkStatus,
 }
 
 /// A handler's failure as OCM's server reports it: `FailedPrecondition` carrying the
@@ -231,10 +222,12 @@ impl Grpc {
             i64::from(event.integer(ext::RESOURCE_VERSION).ok_or_else(|| {
                 Status::invalid_argument("the event has no integer resourceversion")
             })?);
-        let body: BundleStatus = serde_json::from_slice(event.bytes().unwrap_or(b"{}"))
+        // OCM's `ManifestBundleStatus` (its spec echo ignored), or the object shape of earlier
+        // agents.
+        let body: ManifestBundleStatus = serde_json::from_slice(event.bytes().unwrap_or(b"{}"))
             .map_err(|e| Status::invalid_argument(format!("the status does not parse: {e}")))?;
-        let deleted = body
-            .status
+        let reported_status = body.into_work_status();
+        let deleted = reported_status
             .conditions
             .iter()
             .any(|c| c.type_ == "Deleted" && c.status == CONDITION_TRUE);
@@ -293,7 +286,8 @@ impl Grpc {
         // The agent re-reports on every reconnect and resync: an unchanged status is not sent
         // through the registry (which would parse, merge and compare the whole work to find
         // that out).
-        let status = (stored != body.status).then(|| Patch::Merge(json!({"status": body.status})));
+        let status =
+            (stored != reported_status).then(|| Patch::Merge(json!({"status": reported_status})));
         let finalizer = add_finalizer.then(|| finalizer_patch(true));
         // The first report adds the finalizer and writes the status as one revision (a work's
         // every write stores, caches and compares all of its manifests).
@@ -365,6 +359,17 @@ impl Grpc {
     /// The served data type `name` names, as a bounded metrics label (`unknown` otherwise).
     fn data_type_label(&self, name: &str) -> &'static str {
         self.routes.get(name).map_or("unknown", |r| r.data_type)
+    }
+
+    /// The cluster a call names, as a bounded metrics label: a registered ManagedCluster's name,
+    /// `unknown` otherwise (so callers cannot mint series).
+    fn consumer_label<'a>(&self, cluster: Option<&'a str>) -> &'a str {
+        let registered = |name: &&str| {
+            self.routes
+                .get(ocm_proto::cloudevents::data_type::MANAGED_CLUSTERS)
+                .is_some_and(|r| self.state.registry.cached(&r.rt, "", name).is_some())
+        };
+        cluster.filter(|c| !c.is_empty()).filter(registered).unwrap_or("unknown")
     }
 
     /// Publish, measured by its caller.
@@ -450,10 +455,11 @@ impl Grpc {
                     HeldStatus { resource_id: o.uid.to_string(), status_hash: status_hash(&status) }
                 })
                 .collect();
-            let mut ask =
-                routes::new_event(&route.event_type(Subresource::Status, Action::ResyncRequest));
-            ask.set(ext::CLUSTER_NAME, Attr::CeString(cluster.to_owned()))
-                .set_json(serde_json::to_vec(&StatusResync { status_hashes }).unwrap_or_default());
+            let mut ask = routes::new_event(
+                &route.event_type(Subresource::Status, Action::ResyncRequest),
+                cluster,
+            );
+            ask.set_json(serde_json::to_vec(&StatusResync { status_hashes }).unwrap_or_default());
             self.broker.deliver(cluster, route.data_type, &ask, Some(sub.id()));
         }
         let id = uuid::Uuid::new_v4().to_string();
@@ -500,13 +506,12 @@ impl Grpc {
 #[tonic::async_trait]
 impl CloudEventService for Grpc {
     async fn publish(&self, req: Request<PublishRequest>) -> Result<Response<()>, Status> {
-        let data_type = req
-            .get_ref()
-            .event
-            .as_ref()
+        let event = req.get_ref().event.as_ref();
+        let data_type = event
             .and_then(|e| EventType::parse(&e.r#type).ok())
             .map_or("unknown", |t| self.data_type_label(&t.data_type()));
-        let call = self.state.metrics.grpc_call(data_type, "Publish");
+        let consumer = self.consumer_label(event.and_then(|e| e.string(ext::CLUSTER_NAME)));
+        let call = self.state.metrics.grpc_call(consumer, data_type, "Publish");
         let result = self.publish_event(req).await;
         match &result {
             Ok(()) => {
@@ -525,7 +530,8 @@ impl CloudEventService for Grpc {
         req: Request<SubscriptionRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let data_type = self.data_type_label(&req.get_ref().data_type);
-        let call = Arc::new(self.state.metrics.grpc_call(data_type, "Subscribe"));
+        let consumer = self.consumer_label(Some(&req.get_ref().cluster_name));
+        let call = Arc::new(self.state.metrics.grpc_call(consumer, data_type, "Subscribe"));
         let result = self.subscribe_measured(req, Arc::clone(&call)).await;
         if let Err(status) = &result {
             call.end(status.code());

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use ocm_proto::cloudevents::v1::CloudEvent;
-use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ext};
+use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ext, timestamp};
 use serde_json::{Value, json};
 
 use crate::auth::cluster_rbac::CLUSTER_NAME_LABEL;
@@ -199,10 +199,8 @@ impl Route {
         action: Action,
         deleted: bool,
     ) -> Result<CloudEvent, ApiError> {
-        let mut event = new_event(&self.spec_type(action));
-        event
-            .set(ext::CLUSTER_NAME, Attr::CeString(cluster.to_owned()))
-            .set(ext::RESOURCE_ID, Attr::CeString(object::uid(obj).to_owned()));
+        let mut event = new_event(&self.spec_type(action), cluster);
+        event.set(ext::RESOURCE_ID, Attr::CeString(object::uid(obj).to_owned()));
         let version = self.version_of(obj);
         if self.bundles {
             event.set(
@@ -214,7 +212,8 @@ impl Route {
                 m.remove("managedFields");
             }
             event.set(ext::METADATA, Attr::CeString(meta.to_string()));
-        } else {
+        } else if version != 0 {
+            // A string for every other kind, omitted when empty (OCM's generic codec).
             event.set(ext::RESOURCE_VERSION, Attr::CeString(version.to_string()));
         }
         let deletion = obj.pointer("/metadata/deletionTimestamp").and_then(Value::as_str);
@@ -256,29 +255,25 @@ impl Route {
 
     /// The deletion of an object the agent holds and the hub does not.
     pub fn encode_gone(&self, id: &str, cluster: &str, action: Action) -> CloudEvent {
-        let mut event = new_event(&self.spec_type(action));
+        let mut event = new_event(&self.spec_type(action), cluster);
         event
-            .set(ext::CLUSTER_NAME, Attr::CeString(cluster.to_owned()))
             .set(ext::RESOURCE_ID, Attr::CeString(id.to_owned()))
             .set(ext::DELETION_TIMESTAMP, Attr::CeTimestamp(now()));
         event
     }
 }
 
-/// A new event from the hub: a random id, source `kube`, now.
-pub fn new_event(t: &EventType) -> CloudEvent {
-    let mut event = CloudEvent::new(uuid::Uuid::new_v4().to_string(), SOURCE, t);
-    event.set(ext::TIME, Attr::CeTimestamp(now()));
-    event
+/// A new event from the hub about `cluster`: source `kube`, now, no original source (OCM's
+/// hub sends it empty).
+pub fn new_event(t: &EventType, cluster: &str) -> CloudEvent {
+    CloudEvent::ocm(SOURCE, t, cluster, crate::machinery::clock::now())
 }
 
 /// Now, as a protobuf timestamp.
-pub fn now() -> prost_types::Timestamp {
-    let t = crate::machinery::clock::now();
-    prost_types::Timestamp { seconds: t.unix_timestamp(), nanos: t.nanosecond() as i32 }
+fn now() -> prost_types::Timestamp {
+    timestamp(crate::machinery::clock::now())
 }
 
 fn parse_time(s: &str) -> Option<prost_types::Timestamp> {
-    let t = object::parse_rfc3339(s)?;
-    Some(prost_types::Timestamp { seconds: t.unix_timestamp(), nanos: t.nanosecond() as i32 })
+    object::parse_rfc3339(s).map(timestamp)
 }

@@ -56,6 +56,9 @@ pub struct ServeConfig {
     pub grpc_listen: Option<SocketAddr>,
     /// How often every gRPC subscriber gets a heartbeat.
     pub grpc_heartbeat: Duration,
+    /// Whether the gRPC server's `grpc_server_ce_*` metrics carry OCM's per-cluster `consumer`
+    /// label.
+    pub grpc_metrics_per_cluster: bool,
     /// The store.
     pub storage: StorageChoice,
     /// sled's page cache, in bytes (`--sled-cache-mb`). Reads are served by the watch cache,
@@ -120,6 +123,7 @@ impl ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             grpc_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8090))),
             grpc_heartbeat: crate::serve::grpc::DEFAULT_HEARTBEAT,
+            grpc_metrics_per_cluster: true,
             storage: StorageChoice::Sled,
             sled_cache_bytes: DEFAULT_SLED_CACHE_MB << 20,
             profile: Profile::Hub,

@@ -48,7 +48,8 @@ pub(super) async fn open_registry(
     background: &Background,
 ) -> Result<Core, ServeError> {
     let scheme = Arc::new(Scheme::new(config.profile));
-    let metrics = Arc::new(Metrics::new(scheme.types(), config.profile));
+    let metrics =
+        Arc::new(Metrics::new(scheme.types(), config.profile, config.grpc_metrics_per_cluster));
     let storage = open_storage(config).await?.observed(metrics.storage_observer());
     let registry = Registry::new(storage, scheme, config.cache, background).await?;
     ensure_namespaces(&registry).await?;

@@ -112,11 +112,11 @@ async fn subscribe(
     Ok(())
 }
 
-/// Open Subscribe streams on the hub (`ocm_grpc_subscriptions`, every data type).
+/// Open Subscribe streams on the hub (`grpc_server_ce_subscribers`, every cluster and data type).
 async fn subscriptions(client: &kube::Client) -> anyhow::Result<f64> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
     let samples = ocm_conformance::prom::samples(&client.request_text(req).await?)?;
-    Ok(samples.iter().filter(|s| s.name == "ocm_grpc_subscriptions").map(|s| s.value).sum())
+    Ok(samples.iter().filter(|s| s.name == "grpc_server_ce_subscribers").map(|s| s.value).sum())
 }
 
 /// Polls `done` every 100 ms until it is true, for up to [`WITHIN`].

@@ -467,7 +467,6 @@ pub mod v1beta1;
 /// `kind`, `metadata` and `status` (keys sorted at every level; `<`, `>`, `&`, U+2028 and U+2029
 /// escaped as Go escapes them).
 pub fn spec_hash(config: &serde_json::Value) -> String {
-    use sha2::Digest as _;
     let fields: serde_json::Map<String, serde_json::Value> = config
         .as_object()
         .into_iter()
@@ -475,38 +474,7 @@ pub fn spec_hash(config: &serde_json::Value) -> String {
         .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let json = go_json(&serde_json::Value::Object(fields));
-    sha2::Sha256::digest(json.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// JSON as Go's `encoding/json` writes a `map[string]interface{}`: keys sorted, HTML-safe.
-pub fn go_json(value: &serde_json::Value) -> String {
-    fn sorted(v: &serde_json::Value) -> serde_json::Value {
-        match v {
-            serde_json::Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                serde_json::Value::Object(
-                    keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect(),
-                )
-            }
-            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    let text = serde_json::to_string(&sorted(value)).unwrap_or_default();
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::gojson::go_json_sha256(&serde_json::Value::Object(fields))
 }
 
 // ---- conversions ----------------------------------------------------------------------------
@@ -785,6 +753,7 @@ impl From<v1beta1::AddOnDeploymentConfig> for v1alpha1::AddOnDeploymentConfig {
 #[cfg(test)]
 mod spec_hash_tests {
     use super::*;
+    use crate::gojson::go_json;
     use serde_json::json;
 
     #[test]
