@@ -148,33 +148,8 @@ impl Link {
             url: "the gRPC server".into(),
             detail: "not connected".into(),
         })?;
-        let t =
-            EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Status, Action::UpdateRequest)
-                .map_err(|e| AgentError::Invalid(e.to_string()))?;
-        let mut event =
-            CloudEvent::ocm(self.source.clone(), &t, &self.cluster, crate::clock::offset_now());
-        let meta = serde_json::to_string(&work.metadata).unwrap_or_default();
-        let original = work
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_CLOUDEVENTS_ORIGINAL_SOURCE))
-            .cloned()
-            .unwrap_or_default();
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
-        event
-            .set(ext::RESOURCE_ID, Attr::CeString(uid.clone()))
-            .set(
-                ext::RESOURCE_VERSION,
-                Attr::CeInteger(
-                    i32::try_from(work.metadata.generation.unwrap_or(0)).unwrap_or(i32::MAX),
-                ),
-            )
-            .set(ext::ORIGINAL_SOURCE, Attr::CeString(original))
-            .set(ext::SEQUENCE_ID, Attr::CeString(sequence.to_string()))
-            .set(ext::STATUS_HASH, Attr::CeString(hash.clone()))
-            .set(ext::METADATA, Attr::CeString(meta))
-            .set_json(serde_json::to_vec(&ManifestBundleStatus::of(status)).unwrap_or_default());
+        let event = status_event(&self.source, &self.cluster, work, status, &hash, sequence)?;
         grpc::publish(&client, event).await?;
         self.acked.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, hash);
         Ok(())
@@ -338,6 +313,41 @@ pub struct GrpcSource {
     pub cluster: String,
     /// Resubscribe when nothing (not even a heartbeat) arrived for this long.
     pub healthiness: Duration,
+}
+
+/// The event reporting `status` of `work` from agent `source` of `cluster` (OCM's
+/// `manifestbundles.status.update_request`, ocm-wave2.md §6.3): the work's uid, generation,
+/// original source and metadata, a `sequenceid`, the status hash `hash`, and the status as
+/// OCM's `ManifestBundleStatus`.
+pub fn status_event(
+    source: &str,
+    cluster: &str,
+    work: &ManifestWork,
+    status: &ManifestWorkStatus,
+    hash: &str,
+    sequence: u64,
+) -> Result<CloudEvent, AgentError> {
+    let t = EventType::new(data_type::MANIFEST_BUNDLES, Subresource::Status, Action::UpdateRequest)
+        .map_err(|e| AgentError::Invalid(e.to_string()))?;
+    let mut event = CloudEvent::ocm(source, &t, cluster, crate::clock::offset_now());
+    let meta = serde_json::to_string(&work.metadata).unwrap_or_default();
+    let original = work
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_CLOUDEVENTS_ORIGINAL_SOURCE))
+        .cloned()
+        .unwrap_or_default();
+    let generation = work.metadata.generation.unwrap_or(0);
+    event
+        .set(ext::RESOURCE_ID, Attr::CeString(work.metadata.uid.clone().unwrap_or_default()))
+        .set(ext::RESOURCE_VERSION, Attr::CeInteger(i32::try_from(generation).unwrap_or(i32::MAX)))
+        .set(ext::ORIGINAL_SOURCE, Attr::CeString(original))
+        .set(ext::SEQUENCE_ID, Attr::CeString(sequence.to_string()))
+        .set(ext::STATUS_HASH, Attr::CeString(hash.to_owned()))
+        .set(ext::METADATA, Attr::CeString(meta))
+        .set_json(serde_json::to_vec(&ManifestBundleStatus::of(status)).unwrap_or_default());
+    Ok(event)
 }
 
 /// The work a spec event describes (ocm.md §8.4), or the uid of a work being deleted.

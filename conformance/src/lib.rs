@@ -18,6 +18,7 @@
 //! benchmark is the `storage-bench` binary.
 
 pub mod backends;
+pub mod cloudevents;
 pub mod data;
 pub mod etcd;
 pub mod fidelity;

@@ -8,18 +8,17 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use ocm_agent::grpc::{self, Client, Endpoint};
+use ocm_agent::grpc;
+use ocm_conformance::cloudevents::{WAIT, accepted, agent, endpoint, event, next, refused};
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use ocm_conformance::kubectl::{create, delete, merge_patch};
 use ocm_conformance::prom;
 use ocm_proto::api::work::v1::ManifestWorkStatus;
 use ocm_proto::cloudevents::v1::CloudEvent;
-use ocm_proto::cloudevents::{Attr, EventType, HEARTBEAT, data_type, ext};
+use ocm_proto::cloudevents::{Attr, HEARTBEAT, data_type, ext};
 use ocm_proto::payload::status_hash;
 use reqwest::Method;
 use serde_json::{Value, json};
-
-const WAIT: Duration = Duration::from_secs(30);
 
 async fn hub() -> anyhow::Result<TestHub> {
     TestHub::start_with(Backend::Memory, |c| {
@@ -27,63 +26,6 @@ async fn hub() -> anyhow::Result<TestHub> {
         c.grpc_heartbeat = Duration::from_millis(300);
     })
     .await
-}
-
-/// Accepts clusters `names` (their namespaces and agent RBAC made by the hub).
-async fn accepted(hub: &TestHub, names: &[&str]) -> anyhow::Result<()> {
-    let http = hub.http()?;
-    for name in names {
-        let mc = json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
-            "metadata": {"name": name}, "spec": {"hubAcceptsClient": true}});
-        create(hub, &http, "/apis/cluster.open-cluster-management.io/v1/managedclusters", mc)
-            .await?;
-        let lease =
-            format!("/apis/coordination.k8s.io/v1/namespaces/{name}/leases/managed-cluster-lease");
-        eventually(&format!("{name} accepted"), WAIT, || async {
-            let (code, _) = hub.call(&http, Method::GET, &lease, None, &[]).await?;
-            Ok((code == 200).then_some(()))
-        })
-        .await?;
-    }
-    Ok(())
-}
-
-/// A connected client for cluster `cluster`'s agent (its certificate as the hub issues it).
-async fn agent(hub: &TestHub, cluster: &str) -> anyhow::Result<Client> {
-    let user = format!("system:open-cluster-management:{cluster}:agent1");
-    let group = format!("system:open-cluster-management:{cluster}");
-    let (crt, key) = hub.certificate_for(&user, Some(&group))?;
-    Ok(endpoint(hub)?.connect(&crt, &key).await?)
-}
-
-fn endpoint(hub: &TestHub) -> anyhow::Result<Endpoint> {
-    Ok(Endpoint {
-        url: hub.grpc_url.clone().context("the hub serves no gRPC")?,
-        ca_pem: std::fs::read_to_string(hub.path().join("pki/ca.crt"))?,
-    })
-}
-
-fn event(t: &str, cluster: &str) -> anyhow::Result<CloudEvent> {
-    let mut e = CloudEvent::new("id-1", "agent1", &EventType::parse(t)?);
-    e.set(ext::CLUSTER_NAME, Attr::CeString(cluster.into()));
-    Ok(e)
-}
-
-/// The next event that is not a heartbeat.
-async fn next(stream: &mut tonic::Streaming<CloudEvent>) -> anyhow::Result<CloudEvent> {
-    loop {
-        let e = tokio::time::timeout(WAIT, stream.message())
-            .await
-            .context("no event in time")??
-            .context("the stream ended")?;
-        if e.r#type != HEARTBEAT {
-            return Ok(e);
-        }
-    }
-}
-
-fn refused(r: Result<impl std::fmt::Debug, ocm_agent::error::AgentError>, code: &str) -> bool {
-    matches!(r, Err(ocm_agent::error::AgentError::GrpcRefused { code: c, .. }) if c == code)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
