@@ -83,6 +83,9 @@ struct Args {
     /// The hub binary (default: the release build next to this one).
     #[arg(long)]
     hub: Option<PathBuf>,
+    /// The hub's `--grpc-metrics-per-cluster` (the works mode prints the gRPC series it makes).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    grpc_metrics_per_cluster: bool,
     /// Where the simulated agents keep their data dirs (default: /dev/shm where it exists,
     /// else the temporary dir). Each real agent writes and fsyncs its files on its own cluster's
     /// disk, not on the hub's: on the hub's disk, 1,000 agents' file writes would take CPU
@@ -152,11 +155,12 @@ fn hub_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(p)
 }
 
-async fn start_hub(bin: &Path, agents: usize) -> anyhow::Result<Hub> {
+async fn start_hub(bin: &Path, agents: usize, per_cluster: bool) -> anyhow::Result<Hub> {
     let dir = tempfile::tempdir()?;
     let child = std::process::Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
         .args(["--storage", "sled"])
+        .arg(format!("--grpc-metrics-per-cluster={per_cluster}"))
         .arg("--data-dir")
         .arg(dir.path())
         .arg(format!("--auto-approve-identities=system:bootstrap:{TOKEN_ID}"))
@@ -358,7 +362,7 @@ async fn main() -> anyhow::Result<()> {
     // closing scrape sees the fleet connected, and the hub is stopped with it (declared
     // before `hub`, so dropped after it).
     let mut connected: Vec<kube::Client> = Vec::new();
-    let hub = start_hub(&bin, args.agents).await?;
+    let hub = start_hub(&bin, args.agents, args.grpc_metrics_per_cluster).await?;
     let client = admin(&hub).await?;
     let token = create_token(&client).await?;
     let ca = std::fs::read_to_string(hub.dir.path().join("pki/ca.crt"))?;
@@ -865,6 +869,18 @@ mod works {
             rss1.saturating_sub(rss0) as f64 / dirs.len() as f64,
             rss2 as f64 / 1024.0
         );
+        grpc_series(client, dirs.len()).await
+    }
+
+    /// Prints how many `grpc_server_ce_*` series the hub exports now, in all and per cluster.
+    async fn grpc_series(client: &kube::Client, clusters: usize) -> anyhow::Result<()> {
+        let req = http::Request::get("/metrics").body(Vec::new())?;
+        let samples = ocm_conformance::prom::samples(&client.request_text(req).await?)?;
+        let series = samples.iter().filter(|s| s.name.starts_with("grpc_server_ce_")).count();
+        println!();
+        println!("| agents | grpc_server_ce_* series | per cluster |");
+        println!("|---:|---:|---:|");
+        println!("| {clusters} | {series} | {:.1} |", series as f64 / clusters as f64);
         Ok(())
     }
 
