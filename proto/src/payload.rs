@@ -270,4 +270,17 @@ mod tests {
             assert_eq!(status_hash(&status), want, "{}", go_json(&go_status(&status)));
         }
     }
+
+    /// Go keeps a condition's time to the second (metav1.Time is RFC 3339 in seconds), so a
+    /// stored time with a fraction hashes as its second.
+    #[test]
+    fn condition_times_are_hashed_to_the_second() {
+        let at = |t: &str| -> ManifestWorkStatus {
+            serde_json::from_value(json!({"conditions": [{"type": "Applied", "status": "True",
+                "lastTransitionTime": t, "reason": "r", "message": "m"}]}))
+            .unwrap()
+        };
+        let hashed = crate::gojson::go_json(&go_status(&at("2026-11-27T10:00:00.123456Z")));
+        assert!(hashed.contains(r#""lastTransitionTime":"2026-11-27T10:00:00Z""#), "{hashed}");
+    }
 }
