@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod intern;
+pub mod known_fields;
 pub mod merge;
 pub mod metrics;
 pub mod object;

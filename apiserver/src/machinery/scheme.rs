@@ -721,13 +721,20 @@ fn check_binding(obj: &Value) -> Vec<FieldError> {
 /// the namespace; deletion turns the phase `Terminating`.
 struct NamespaceStrategy;
 
+/// The typed rules Namespaces share with every core kind (decoding, known fields, schema).
+static NAMESPACE: Typed<core::v1::Namespace> = Typed::new("Namespace", None);
+
 impl Strategy for NamespaceStrategy {
     fn tracks_generation(&self) -> bool {
         false
     }
 
+    fn prune(&self, obj: &mut Value) -> Vec<String> {
+        NAMESPACE.prune(obj)
+    }
+
     fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
-        Typed::<core::v1::Namespace>::new("Namespace", None).openapi_schema(version)
+        NAMESPACE.openapi_schema(version)
     }
 
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
@@ -735,7 +742,7 @@ impl Strategy for NamespaceStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
-        Typed::<core::v1::Namespace>::new("Namespace", None).validate(obj)
+        NAMESPACE.validate(obj)
     }
 
     fn prepare_create(&self, obj: &mut Value) {
