@@ -5,6 +5,7 @@
 pub mod background;
 pub mod backoff;
 pub mod clock;
+pub mod core_validation;
 pub mod discovery;
 pub mod error;
 pub mod events;

@@ -79,6 +79,7 @@ impl Query {
         Ok(WriteOptions {
             dry_run,
             field_validation,
+            duplicate_fields: Vec::new(),
             field_manager,
             force: false,
             api_version: target.rt.api_version(&target.version),
