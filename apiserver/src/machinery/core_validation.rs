@@ -200,7 +200,9 @@ fn check_csr_request(request: Option<&str>) -> Result<(), FieldError> {
     use x509_parser::prelude::FromDer;
     let bytes = match request {
         None => None,
-        Some(b64) => Some(base64::engine::general_purpose::STANDARD.decode(b64).unwrap_or_default()),
+        Some(b64) => {
+            Some(base64::engine::general_purpose::STANDARD.decode(b64).unwrap_or_default())
+        }
     };
     let fail = |why: &str| {
         let shown = go_bytes(bytes.as_deref());
@@ -234,8 +236,7 @@ fn usage_errors(usages: Option<&Value>, errs: &mut Vec<FieldError>) {
     if list.is_empty() {
         errs.push(FieldError::required("spec.usages", ""));
     }
-    let supported =
-        CSR_USAGES.iter().map(|u| format!("{u:?}")).collect::<Vec<_>>().join(", ");
+    let supported = CSR_USAGES.iter().map(|u| format!("{u:?}")).collect::<Vec<_>>().join(", ");
     for (i, usage) in list.iter().enumerate() {
         let field = format!("spec.usages[{i}]");
         if !CSR_USAGES.contains(usage) {
@@ -337,8 +338,9 @@ mod tests {
                 "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined",
             ]
         );
-        assert!(lease(&json!({"spec": {"leaseDurationSeconds": 60, "holderIdentity": "x"}}))
-            .is_empty());
+        assert!(
+            lease(&json!({"spec": {"leaseDurationSeconds": 60, "holderIdentity": "x"}})).is_empty()
+        );
     }
 
     #[test]

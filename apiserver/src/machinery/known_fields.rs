@@ -77,7 +77,8 @@ impl KnownFields {
         if properties.is_none() && values.is_none() {
             return;
         }
-        let child = |key: &str| if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+        let child =
+            |key: &str| if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
         map.retain(|key, value| {
             match properties.and_then(|p| p.get(key)).or(values) {
                 Some(s) => self.prune_node(s, value, &child(key), unknown),

@@ -51,9 +51,9 @@ async fn read_bytes(req: Request) -> Result<Bytes, ApiError> {
     let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
     match limited.collect().await {
         Ok(b) => Ok(b.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(format!(
-            "the request body is over {MAX_BODY_BYTES} bytes"
-        ))),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::too_large(format!("the request body is over {MAX_BODY_BYTES} bytes")))
+        }
         Err(e) => Err(ApiError::bad_request(format!("reading the body: {e}"))),
     }
 }
