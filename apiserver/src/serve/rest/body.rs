@@ -278,14 +278,16 @@ pub(super) fn negotiate(
 
 pub(super) fn list_response(
     target: &Target,
-    items: Vec<Arc<CachedObject>>,
-    rev: u64,
-    cont: Option<String>,
+    page: crate::store::registry::ListPage,
     out: Output,
 ) -> Result<Response, ApiError> {
-    let mut meta = json!({"resourceVersion": rev.to_string()});
-    if let Some(c) = cont {
+    let items = page.items;
+    let mut meta = json!({"resourceVersion": page.rev.to_string()});
+    if let Some(c) = page.continue_token {
         meta["continue"] = Value::String(c);
+    }
+    if let Some(n) = page.remaining {
+        meta["remainingItemCount"] = json!(n);
     }
     match out {
         Output::Json => {}

@@ -137,7 +137,7 @@ async fn list(
         return Err(ApiError::invalid_options("ListOptions", &[err]));
     }
     let page = state.registry.list(&target.rt, &target.namespace, &lq).await?;
-    list_response(target, page.items, page.rev, page.continue_token, out)
+    list_response(target, page, out)
 }
 
 async fn get(
