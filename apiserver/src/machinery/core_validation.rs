@@ -176,9 +176,7 @@ pub fn csr(obj: &Value) -> Vec<FieldError> {
     let spec = obj.get("spec");
     let mut errs = Vec::new();
     let request = spec.and_then(|s| s.get("request")).and_then(Value::as_str);
-    if let Err(why) = check_csr_request(request) {
-        errs.push(why);
-    }
+    errs.extend(csr_request_error(request));
     usage_errors(spec.and_then(|s| s.get("usages")), &mut errs);
     let signer = spec.and_then(|s| s.get("signerName")).and_then(Value::as_str).unwrap_or("");
     signer_name_errors(signer, &mut errs);
@@ -196,14 +194,10 @@ pub fn csr(obj: &Value) -> Vec<FieldError> {
 /// kube's `ParseCSR`: the first PEM block must be a `CERTIFICATE REQUEST` holding a PKCS#10
 /// request. The value is shown as Go prints the bytes (`[]byte{0x6e, 0x6f}`), which is no JSON
 /// value, so it is written into the detail after kube's phrase.
-fn check_csr_request(request: Option<&str>) -> Result<(), FieldError> {
+fn csr_request_error(request: Option<&str>) -> Option<FieldError> {
     use x509_parser::prelude::FromDer;
-    let bytes = match request {
-        None => None,
-        Some(b64) => {
-            Some(base64::engine::general_purpose::STANDARD.decode(b64).unwrap_or_default())
-        }
-    };
+    let bytes = request
+        .map(|b64| base64::engine::general_purpose::STANDARD.decode(b64).unwrap_or_default());
     let fail = |why: &str| {
         let shown = go_bytes(bytes.as_deref());
         FieldError::new(FieldErrorKind::Invalid, "spec.request", None, format!("{shown}: {why}"))
@@ -212,11 +206,11 @@ fn check_csr_request(request: Option<&str>) -> Result<(), FieldError> {
         .as_deref()
         .and_then(|b| x509_parser::pem::parse_x509_pem(b).ok())
         .map(|(_, pem)| pem)
-        .filter(|pem| pem.label == "CERTIFICATE REQUEST")
-        .ok_or_else(|| fail("PEM block type must be CERTIFICATE REQUEST"))?;
+        .filter(|pem| pem.label == "CERTIFICATE REQUEST");
+    let Some(pem) = pem else { return Some(fail("PEM block type must be CERTIFICATE REQUEST")) };
     x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
-        .map(drop)
-        .map_err(|_| fail("the PEM block is not a PKCS#10 certificate request"))
+        .err()
+        .map(|_| fail("the PEM block is not a PKCS#10 certificate request"))
 }
 
 /// Go's `%#v` of a byte slice: `[]byte(nil)` when absent, else `[]byte{0x2d, 0x2d}`.
