@@ -34,6 +34,7 @@ macro_rules! storage_suite {
             guaranteed_update_checks_preconditions,
             list_prefix_does_not_leak_into_siblings,
             list_pages_share_one_snapshot,
+            list_pages_count_the_keys_that_follow,
             list_start_after_a_kept_key,
             list_at_past_revision,
             list_future_revision_is_refused,
@@ -357,6 +358,28 @@ pub async fn list_pages_share_one_snapshot(s: &Storage) {
     let exact = s.list("/p/", &ListOptions { limit: 25, ..all() }).await.unwrap();
     assert_eq!(exact.items.len(), 25);
     assert_eq!(exact.continue_token, None);
+}
+
+/// Each page says how many keys of its prefix follow it in its snapshot (kube's
+/// `remainingItemCount`), whatever is written after the first page; the last page says 0.
+pub async fn list_pages_count_the_keys_that_follow(s: &Storage) {
+    for i in 0..25 {
+        s.create(&format!("/p/{i:02}"), "v").await.unwrap();
+    }
+    s.create("/p0/sibling", "v").await.unwrap();
+    let page = |token| ListOptions { limit: 10, continue_token: token, ..all() };
+    let first = s.list("/p/", &page(None)).await.unwrap();
+    assert_eq!(first.remaining, 15);
+    s.create("/p/15a", "new").await.unwrap();
+    s.delete("/p/20", &Preconditions::default()).await.unwrap();
+    s.delete("/p/05", &Preconditions::default()).await.unwrap();
+    let second = s.list("/p/", &page(first.continue_token)).await.unwrap();
+    assert_eq!(second.remaining, 5, "counted in the first page's snapshot");
+    let last = s.list("/p/", &page(second.continue_token)).await.unwrap();
+    assert_eq!((last.items.len(), last.remaining, last.continue_token), (5, 0, None));
+    let now = s.list("/p/", &page(None)).await.unwrap();
+    assert_eq!(now.remaining, 14, "24 keys now, 10 on the page");
+    assert_eq!(s.list("/p/", &all()).await.unwrap().remaining, 0);
 }
 
 /// `start_after` resumes a list after a key the caller kept, at a revision it pinned; a key

@@ -2104,21 +2104,25 @@ async fn body_size_limits(b: Backend) -> anyhow::Result<()> {
     let r = api.post(&cms("default"), &huge).await?;
     r.failure(413, "RequestEntityTooLarge")?;
     ensure!(r.message().starts_with("Request entity too large: "), "{}", r.raw);
-    // Over 1.5 MiB but under 3 MiB: the object is too large to store.
-    let mut big = cm("big");
-    big["data"] = json!({"k": "x".repeat(2 * 1024 * 1024)});
-    let r = api.post(&cms("default"), &big).await?;
+    // Over 1.5 MiB but under 3 MiB: the object is too large to store (a Role: ConfigMaps and
+    // Secrets refuse more than 1 MiB of data in validation, before the store).
+    let roles = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles";
+    let role = |name: &str, resource_name: String| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": name},
+               "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                          "resourceNames": [resource_name]}]})
+    };
+    let r = api.post(roles, &role("big", "x".repeat(2 * 1024 * 1024))).await?;
     r.failure(413, "RequestEntityTooLarge")?;
     ensure!(r.message().starts_with("Request entity too large: "), "{}", r.raw);
     // An update growing an object past the limit.
-    let small = api.create(&cms("default"), &cm("small")).await?;
+    let small = api.create(roles, &role("small", "s".into())).await?;
     let mut grown = small.clone();
-    grown["data"] = json!({"k": "y".repeat(2 * 1024 * 1024)});
-    api.put(&format!("{}/small", cms("default")), &grown)
-        .await?
-        .failure(413, "RequestEntityTooLarge")?;
-    ensure!(api.names(&cms("default")).await? == strs(&["small"]));
-    let now = api.get(&format!("{}/small", cms("default"))).await?.ok(200)?;
+    grown["rules"][0]["resourceNames"] = json!(["y".repeat(2 * 1024 * 1024)]);
+    api.put(&format!("{roles}/small"), &grown).await?.failure(413, "RequestEntityTooLarge")?;
+    ensure!(api.names(roles).await? == strs(&["small"]));
+    let now = api.get(&format!("{roles}/small")).await?.ok(200)?;
     ensure!(now == small, "a refused update changed the object");
     Ok(())
 }

@@ -125,6 +125,9 @@ pub(crate) struct BackendPage {
     pub(crate) revision: Revision,
     /// More items follow the last one returned.
     pub(crate) more: bool,
+    /// How many keys of the range follow the last one returned, at `revision` (0 unless
+    /// `more`).
+    pub(crate) remaining: u64,
 }
 
 /// The primitive operations a backend implements. Arguments arrive validated (keys, prefixes,
@@ -283,7 +286,8 @@ impl Storage {
             }
             _ => None,
         };
-        Ok(ListPage { items: page.items, revision: page.revision, continue_token })
+        let remaining = if continue_token.is_some() { page.remaining } else { 0 };
+        Ok(ListPage { items: page.items, revision: page.revision, continue_token, remaining })
     }
 
     /// Replaces the value of `key` if its `mod_revision` is still `expected`.

@@ -103,6 +103,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn get(&self, key: &str) -> Result<Option<Record>>;
     /// The records with keys in `[start, end)`, ascending, at most `limit` of them.
     fn scan(&self, start: &str, end: &str, limit: usize) -> Result<Vec<(String, Record)>>;
+    /// How many records have keys in `[start, end)`.
+    fn count(&self, start: &str, end: &str) -> Result<u64>;
     /// The kept events with revisions in `[from, to]`, ascending (one revision's in key order).
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>>;
     /// Stores the changes, records and events, in one atomic batch: all of them or none.
@@ -501,6 +503,11 @@ impl<B: Backend> Core<B> {
         };
         let end = crate::key::prefix_end(req.prefix);
         let rolled = self.rollback(&gate, at, &start, &end)?;
+        // Which rolled-back keys existed in the snapshot, for counting what follows a page.
+        let existed: Vec<(String, bool)> = match req.limit {
+            0 => Vec::new(),
+            _ => rolled.iter().map(|(k, v)| (k.clone(), v.is_some())).collect(),
+        };
         // Rolled-back keys can hide at most `rolled.len()` current records, so this many current
         // records are enough to find `limit + 1` items of the snapshot.
         let want = if req.limit == 0 { usize::MAX } else { req.limit + 1 };
@@ -538,7 +545,26 @@ impl<B: Backend> Core<B> {
         }
         let more = req.limit != 0 && items.len() > req.limit;
         items.truncate(if req.limit == 0 { items.len() } else { req.limit });
-        Ok(BackendPage { items, revision: Revision(at), more })
+        let remaining = match items.last() {
+            Some(last) if more => self.count_at(&format!("{}\0", last.key), &end, &existed)?,
+            _ => 0,
+        };
+        Ok(BackendPage { items, revision: Revision(at), more, remaining })
+    }
+
+    /// How many keys in `[from, end)` the snapshot holds: the current records, less the
+    /// rolled-back keys that exist now, plus those that existed in the snapshot.
+    fn count_at(&self, from: &str, end: &str, existed: &[(String, bool)]) -> Result<u64> {
+        let mut count = self.backend.count(from, end)?;
+        for (key, was) in existed.iter().filter(|(k, _)| k.as_str() >= from) {
+            let is = self.backend.get(key)?.is_some();
+            match (*was, is) {
+                (true, false) => count += 1,
+                (false, true) => count = count.saturating_sub(1),
+                _ => {}
+            }
+        }
+        Ok(count)
     }
 
     fn watch(self: &Arc<Self>, prefix: &str, from: Revision) -> Result<CommitStream> {

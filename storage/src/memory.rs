@@ -50,6 +50,14 @@ impl Backend for Memory {
         Ok(range.take(limit).map(|(k, r)| (k.clone(), r.clone())).collect())
     }
 
+    fn count(&self, start: &str, end: &str) -> Result<u64> {
+        let state = self.state();
+        let range = state
+            .records
+            .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Excluded(end)));
+        Ok(range.count() as u64)
+    }
+
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
         let state = self.state();
         let skip = from.saturating_sub(state.first) as usize;

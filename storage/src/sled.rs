@@ -445,6 +445,15 @@ impl Backend for Sled {
         Ok(out)
     }
 
+    fn count(&self, start: &str, end: &str) -> Result<u64> {
+        let mut count = 0;
+        for entry in self.db.range(data_key(start)..data_key(end)) {
+            entry.map_err(|e| sled_error("scan", e))?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
     fn history(&self, from: u64, to: u64) -> Result<Vec<Arc<WatchEvent>>> {
         let mut events = Vec::with_capacity((to - from + 1).min(4096) as usize);
         for entry in self.db.range(history_range(from, to)) {

@@ -159,6 +159,9 @@ pub struct ListPage {
     pub revision: Revision,
     /// Present when more items follow: pass it back to get the next page.
     pub continue_token: Option<String>,
+    /// How many keys under the prefix follow this page in the same snapshot (0 on the last
+    /// page): kube's `remainingItemCount`.
+    pub remaining: u64,
 }
 
 /// Conditions a delete (or a guaranteed update) requires of the stored key.

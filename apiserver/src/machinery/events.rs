@@ -39,9 +39,17 @@ fn rename(obj: Value, api_version: &str, to_core: bool) -> Value {
 #[derive(Debug, Default)]
 pub struct EventsV1;
 
+/// The core Event the view is stored as: its decoding and known fields (the view's fields are
+/// core fields renamed, so an unknown field keeps its name in either).
+static CORE_EVENT: Typed<core::v1::Event> = Typed::new("Event", None);
+
 impl Strategy for EventsV1 {
     fn tracks_generation(&self) -> bool {
         false
+    }
+
+    fn prune(&self, obj: &mut Value) -> Vec<String> {
+        CORE_EVENT.prune(obj)
     }
 
     fn openapi_schema(&self, version: &str) -> Option<crate::machinery::strategy::OpenApiSchema> {
@@ -49,7 +57,7 @@ impl Strategy for EventsV1 {
     }
 
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
-        let mut errs = Typed::<core::v1::Event>::new("Event", None).validate(obj)?;
+        let mut errs = CORE_EVENT.validate(obj)?;
         // The events API requires what the core API leaves optional (names as the client sent them).
         for (events, core) in [
             ("reportingController", "reportingComponent"),

@@ -5,10 +5,12 @@
 pub mod background;
 pub mod backoff;
 pub mod clock;
+pub mod core_validation;
 pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod intern;
+pub mod known_fields;
 pub mod merge;
 pub mod metrics;
 pub mod object;

@@ -9,6 +9,7 @@ use k8s_openapi::api::{certificates, coordination, core, rbac};
 use ocm_proto::validation::FieldError;
 use serde_json::{Value, json};
 
+use crate::machinery::core_validation;
 use crate::machinery::error::ApiError;
 use crate::machinery::merge::shape::{self, Shape};
 use crate::machinery::object;
@@ -445,7 +446,7 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "secrets",
             true,
             Arc::new(
-                Typed::<core::v1::Secret>::new("Secret", None)
+                Typed::<core::v1::Secret>::new("Secret", Some(core_validation::secret))
                     .columns(table::secret_columns())
                     .defaults(default_secret),
             ),
@@ -458,7 +459,7 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "configmaps",
             true,
             Arc::new(
-                Typed::<core::v1::ConfigMap>::new("ConfigMap", None)
+                Typed::<core::v1::ConfigMap>::new("ConfigMap", Some(core_validation::config_map))
                     .columns(table::config_map_columns()),
             ),
         )
@@ -509,7 +510,7 @@ fn core_types(profile: Profile) -> Vec<ResourceType> {
             "leases",
             true,
             Arc::new(
-                Typed::<coordination::v1::Lease>::new("Lease", None)
+                Typed::<coordination::v1::Lease>::new("Lease", Some(core_validation::lease))
                     .columns(table::lease_columns()),
             ),
         ),
@@ -721,13 +722,20 @@ fn check_binding(obj: &Value) -> Vec<FieldError> {
 /// the namespace; deletion turns the phase `Terminating`.
 struct NamespaceStrategy;
 
+/// The typed rules Namespaces share with every core kind (decoding, known fields, schema).
+static NAMESPACE: Typed<core::v1::Namespace> = Typed::new("Namespace", None);
+
 impl Strategy for NamespaceStrategy {
     fn tracks_generation(&self) -> bool {
         false
     }
 
+    fn prune(&self, obj: &mut Value) -> Vec<String> {
+        NAMESPACE.prune(obj)
+    }
+
     fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
-        Typed::<core::v1::Namespace>::new("Namespace", None).openapi_schema(version)
+        NAMESPACE.openapi_schema(version)
     }
 
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
@@ -735,7 +743,7 @@ impl Strategy for NamespaceStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
-        Typed::<core::v1::Namespace>::new("Namespace", None).validate(obj)
+        NAMESPACE.validate(obj)
     }
 
     fn prepare_create(&self, obj: &mut Value) {
@@ -766,18 +774,25 @@ impl Strategy for NamespaceStrategy {
     }
 }
 
-/// CertificateSigningRequests: a new request has no status; `spec.request` and
-/// `spec.signerName` are required.
+/// CertificateSigningRequests: a new request has no status and passes kube's spec checks
+/// (`core_validation::csr`); the spec never changes after creation.
 struct CsrStrategy;
+
+/// The typed rules CSRs share with every core kind (decoding, known fields, schema).
+static CSR: Typed<certificates::v1::CertificateSigningRequest> =
+    Typed::new("CertificateSigningRequest", None);
 
 impl Strategy for CsrStrategy {
     fn tracks_generation(&self) -> bool {
         false
     }
 
+    fn prune(&self, obj: &mut Value) -> Vec<String> {
+        CSR.prune(obj)
+    }
+
     fn openapi_schema(&self, version: &str) -> Option<OpenApiSchema> {
-        Typed::<certificates::v1::CertificateSigningRequest>::new("CertificateSigningRequest", None)
-            .openapi_schema(version)
+        CSR.openapi_schema(version)
     }
 
     fn columns(&self, _version: &str) -> Arc<[table::Column]> {
@@ -785,13 +800,14 @@ impl Strategy for CsrStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Result<Vec<FieldError>, ApiError> {
-        let mut errs = Typed::<certificates::v1::CertificateSigningRequest>::new(
-            "CertificateSigningRequest",
-            None,
-        )
-        .validate(obj)?;
-        errs.extend(require(obj, &["spec.request", "spec.signerName"]));
+        let mut errs = CSR.validate(obj)?;
+        errs.extend(core_validation::csr(obj));
         Ok(errs)
+    }
+
+    /// The spec is the stored one (`admit` keeps it), checked when it was created.
+    fn validate_update(&self, obj: &Value, _old: &Value) -> Result<Vec<FieldError>, ApiError> {
+        CSR.validate(obj)
     }
 
     fn prepare_create(&self, obj: &mut Value) {

@@ -4,7 +4,7 @@
 //! schemaless workload kinds.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ocm_proto::api::SchemaFn;
 use ocm_proto::validation::FieldError;
@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::machinery::error::ApiError;
+use crate::machinery::known_fields::KnownFields;
 use crate::machinery::table::Column;
 
 /// How names of a kind are checked.
@@ -161,20 +162,29 @@ pub fn set_api_version(obj: &mut Value, api_version: &str) {
 }
 
 /// A kind stored as it comes: only metadata is checked (the cluster profile's workload kinds).
-/// It may still publish its upstream type's schema, for `kubectl explain`.
+/// It may still publish its upstream type's schema, for `kubectl explain`; fields that schema
+/// does not declare are then unknown (pruned, and reported for `fieldValidation`).
 #[derive(Default)]
 pub struct Schemaless {
     published: Option<SchemaFn>,
+    known: OnceLock<KnownFields>,
 }
 
 impl Schemaless {
     /// Stored as it comes, published as `T` describes it.
     pub fn published_as<T: JsonSchema>() -> Schemaless {
-        Schemaless { published: Some(T::json_schema) }
+        Schemaless { published: Some(T::json_schema), known: OnceLock::new() }
     }
 }
 
 impl Strategy for Schemaless {
+    fn prune(&self, obj: &mut Value) -> Vec<String> {
+        match self.published {
+            Some(schema) => self.known.get_or_init(|| KnownFields::of(schema)).prune(obj),
+            None => Vec::new(),
+        }
+    }
+
     fn openapi_schema(&self, _version: &str) -> Option<OpenApiSchema> {
         self.published.map(OpenApiSchema::Derived)
     }
@@ -191,18 +201,20 @@ pub struct Typed<T> {
     defaults: Option<fn(&mut Value)>,
     name_rule: NameRule,
     columns: Option<Arc<[Column]>>,
+    known: OnceLock<KnownFields>,
     _t: PhantomData<fn() -> T>,
 }
 
 impl<T> Typed<T> {
     /// A typed strategy for `kind` with optional extra checks.
-    pub fn new(kind: &'static str, check: Option<Check>) -> Typed<T> {
+    pub const fn new(kind: &'static str, check: Option<Check>) -> Typed<T> {
         Typed {
             kind,
             check,
             defaults: None,
             name_rule: NameRule::Subdomain,
             columns: None,
+            known: OnceLock::new(),
             _t: PhantomData,
         }
     }
@@ -235,6 +247,10 @@ impl<T> Typed<T> {
 impl<T: DeserializeOwned + JsonSchema> Strategy for Typed<T> {
     fn tracks_generation(&self) -> bool {
         false
+    }
+
+    fn prune(&self, obj: &mut Value) -> Vec<String> {
+        self.known.get_or_init(|| KnownFields::of(T::json_schema)).prune(obj)
     }
 
     fn default(&self, obj: &mut Value) {

@@ -332,6 +332,7 @@ impl Store for Etcd {
                     items: Vec::new(),
                     revision: Revision::ZERO,
                     more: false,
+                    remaining: 0,
                 });
             }
             Some(Revision(r)) => match i64::try_from(r) {
@@ -357,7 +358,10 @@ impl Store for Etcd {
         };
         let items =
             response.kvs.into_iter().map(|kv| self.to_kv(kv)).collect::<Result<Vec<_>>>()?;
-        Ok(BackendPage { items, revision, more: response.more })
+        // etcd counts every key of the range from `start`, whatever the limit.
+        let counted = u64::try_from(response.count).unwrap_or(0);
+        let remaining = counted.saturating_sub(items.len() as u64);
+        Ok(BackendPage { items, revision, more: response.more, remaining })
     }
 
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue> {

@@ -29,17 +29,33 @@ pub(super) fn accepts(headers: &HeaderMap) -> Vec<(String, HashMap<String, Strin
 /// Reads the body under the limit and decodes JSON (or YAML).
 pub(super) async fn read_body(req: Request) -> Result<Value, ApiError> {
     let content_type = media_type(req.headers());
-    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
-    let bytes = match limited.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(ApiError::too_large(format!(
-                "the request body is over {MAX_BODY_BYTES} bytes"
-            )));
-        }
-        Err(e) => return Err(ApiError::bad_request(format!("reading the body: {e}"))),
-    };
+    let bytes = read_bytes(req).await?;
     decode(&content_type, &bytes)
+}
+
+/// Reads the body under the limit and decodes it, noting the paths of the fields a JSON body
+/// repeats (for `fieldValidation`; other encodings note none).
+pub(super) async fn read_body_noting_duplicates(
+    req: Request,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let content_type = media_type(req.headers());
+    let bytes = read_bytes(req).await?;
+    match content_type.as_str() {
+        "" | "application/json" => super::duplicates::parse(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}"))),
+        _ => Ok((decode(&content_type, &bytes)?, Vec::new())),
+    }
+}
+
+async fn read_bytes(req: Request) -> Result<Bytes, ApiError> {
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
+    match limited.collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::too_large(format!("the request body is over {MAX_BODY_BYTES} bytes")))
+        }
+        Err(e) => Err(ApiError::bad_request(format!("reading the body: {e}"))),
+    }
 }
 
 pub(super) async fn read_optional_body(req: Request) -> Result<Option<Value>, ApiError> {
@@ -262,14 +278,16 @@ pub(super) fn negotiate(
 
 pub(super) fn list_response(
     target: &Target,
-    items: Vec<Arc<CachedObject>>,
-    rev: u64,
-    cont: Option<String>,
+    page: crate::store::registry::ListPage,
     out: Output,
 ) -> Result<Response, ApiError> {
-    let mut meta = json!({"resourceVersion": rev.to_string()});
-    if let Some(c) = cont {
+    let items = page.items;
+    let mut meta = json!({"resourceVersion": page.rev.to_string()});
+    if let Some(c) = page.continue_token {
         meta["continue"] = Value::String(c);
+    }
+    if let Some(n) = page.remaining {
+        meta["remainingItemCount"] = json!(n);
     }
     match out {
         Output::Json => {}

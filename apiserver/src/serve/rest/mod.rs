@@ -4,6 +4,7 @@
 
 mod body;
 mod documents;
+mod duplicates;
 mod encoding;
 mod request;
 mod resource;

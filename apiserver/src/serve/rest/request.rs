@@ -79,6 +79,7 @@ impl Query {
         Ok(WriteOptions {
             dry_run,
             field_validation,
+            duplicate_fields: Vec::new(),
             field_manager,
             force: false,
             api_version: target.rt.api_version(&target.version),
@@ -240,52 +241,96 @@ pub(super) fn list_query_selectors_only(target: &Target, q: &Query) -> Result<Li
     list_query(target, &only)
 }
 
+/// A delete's options, from its `DeleteOptions` body and its query (a field the body does not
+/// set is read from the query), parsed and checked as kube-apiserver does: a body of the wrong
+/// types or a query value that is no number is a 400, bad combinations a 422 of
+/// `DeleteOptions`.
 pub(super) fn delete_options(q: &Query, body: Option<Value>) -> Result<DeleteOptions, ApiError> {
-    let body = body.unwrap_or(Value::Null);
-    let pick = |k: &str| {
-        body.get(k)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or_else(|| q.get(k).map(str::to_owned))
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions as Wire;
+    let body: Wire = match body {
+        Some(b) => serde_json::from_value(b).map_err(|e| {
+            ApiError::bad_request(format!("the DeleteOptions body cannot be decoded: {e}"))
+        })?,
+        None => Wire::default(),
     };
-    let mut opts = DeleteOptions {
-        uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_owned),
-        resource_version: body
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        propagation: pick("propagationPolicy"),
-        dry_run: false,
-    };
-    if opts.propagation.is_none() {
-        let orphan = body.get("orphanDependents").and_then(Value::as_bool).or(
-            match q.get("orphanDependents") {
-                Some("true") => Some(true),
-                Some("false") => Some(false),
-                _ => None,
-            },
-        );
-        if orphan == Some(true) {
-            opts.propagation = Some("Orphan".into());
+    // The grace period is checked but not kept: no kind here is deleted gracefully, so every
+    // delete is immediate (kube also takes negative periods, as one second).
+    if body.grace_period_seconds.is_none() {
+        if let Some(text) = q.get("gracePeriodSeconds") {
+            parse_int64(text)?;
         }
     }
-    if let Some(p) = &opts.propagation {
-        if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
-            let err = FieldError::new(
-                ocm_proto::validation::FieldErrorKind::NotSupported,
-                "propagationPolicy",
-                Some(Value::String(p.clone())),
-                r#"supported values: "Foreground", "Background", "Orphan""#,
-            );
-            return Err(ApiError::invalid_options("DeleteOptions", &[err]));
-        }
-    }
-    let dry = match body.get("dryRun").and_then(Value::as_array) {
-        Some(list) => list.first().and_then(Value::as_str).map(str::to_owned),
-        None => q.get("dryRun").map(str::to_owned),
+    // kube's query conversion: only "0" and "false" (any case) are false.
+    let orphan = body.orphan_dependents.or_else(|| {
+        q.get("orphanDependents").map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
+    });
+    let propagation =
+        body.propagation_policy.or_else(|| q.get("propagationPolicy").map(str::to_owned));
+    let dry = match body.dry_run {
+        Some(list) => list,
+        None => q
+            .get("dryRun")
+            .filter(|d| !d.is_empty())
+            .map(|d| vec![d.to_owned()])
+            .unwrap_or_default(),
     };
-    opts.dry_run = dry_run(dry.as_deref())?;
-    Ok(opts)
+    let errs = delete_option_errors(orphan, propagation.as_deref(), &dry);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_options("DeleteOptions", &errs));
+    }
+    let preconditions = body.preconditions.unwrap_or_default();
+    Ok(DeleteOptions {
+        uid: preconditions.uid,
+        resource_version: preconditions.resource_version,
+        propagation: propagation.or_else(|| (orphan == Some(true)).then(|| "Orphan".to_owned())),
+        dry_run: !dry.is_empty(),
+    })
+}
+
+/// Go's `strconv.ParseInt(text, 10, 64)`, with its error as kube's 400 message.
+fn parse_int64(text: &str) -> Result<i64, ApiError> {
+    text.parse::<i64>().map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        ApiError::bad_request(format!("strconv.ParseInt: parsing {text:?}: {why}"))
+    })
+}
+
+/// kube's `ValidateDeleteOptions`.
+fn delete_option_errors(
+    orphan: Option<bool>,
+    propagation: Option<&str>,
+    dry_run: &[String],
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let (Some(_), Some(p)) = (orphan, propagation) {
+        errs.push(FieldError::invalid(
+            "propagationPolicy",
+            p,
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if let Some(p) = propagation.filter(|p| !matches!(*p, "Orphan" | "Background" | "Foreground")) {
+        errs.push(FieldError::new(
+            ocm_proto::validation::FieldErrorKind::NotSupported,
+            "propagationPolicy",
+            Some(Value::String(p.to_owned())),
+            r#"supported values: "Foreground", "Background", "Orphan", "nil""#,
+        ));
+    }
+    for value in dry_run.iter().filter(|d| *d != "All") {
+        errs.push(FieldError::new(
+            ocm_proto::validation::FieldErrorKind::NotSupported,
+            "dryRun",
+            Some(Value::String(value.clone())),
+            r#"supported values: "All""#,
+        ));
+    }
+    errs
 }
 
 /// The authorization attributes of a request (Kubernetes' RequestInfo): resource requests under

@@ -137,7 +137,7 @@ async fn list(
         return Err(ApiError::invalid_options("ListOptions", &[err]));
     }
     let page = state.registry.list(&target.rt, &target.namespace, &lq).await?;
-    list_response(target, page.items, page.rev, page.continue_token, out)
+    list_response(target, page, out)
 }
 
 async fn get(
@@ -168,9 +168,20 @@ fn write_options(
     Ok(opts)
 }
 
-/// A body of the target's kind, converted to its storage version.
-async fn stored_body(target: &Target, req: Request) -> Result<Value, ApiError> {
-    let body = read_body(req).await?;
+/// A body of the target's kind, converted to its storage version; the fields it repeats are
+/// noted in `opts` unless `fieldValidation` ignores them.
+async fn stored_body(
+    target: &Target,
+    req: Request,
+    opts: &mut WriteOptions,
+) -> Result<Value, ApiError> {
+    let body = if opts.field_validation == FieldValidation::Ignore {
+        read_body(req).await?
+    } else {
+        let (body, duplicates) = read_body_noting_duplicates(req).await?;
+        opts.duplicate_fields = duplicates;
+        body
+    };
     check_type(target, &body)?;
     to_storage(target, body)
 }
@@ -183,8 +194,8 @@ async fn create(
     user: &Identity,
     out: Output,
 ) -> Result<Response, ApiError> {
-    let opts = write_options(state, target, &req, q, user)?;
-    let body = stored_body(target, req).await?;
+    let mut opts = write_options(state, target, &req, q, user)?;
+    let body = stored_body(target, req, &mut opts).await?;
     let written = state.registry.create(&target.rt, &target.namespace, body, &opts).await?;
     object_response(StatusCode::CREATED, target, written.object, &written.warnings, out)
 }
@@ -198,8 +209,8 @@ async fn update(
     user: &Identity,
     out: Output,
 ) -> Result<Response, ApiError> {
-    let opts = write_options(state, target, &req, q, user)?;
-    let body = stored_body(target, req).await?;
+    let mut opts = write_options(state, target, &req, q, user)?;
+    let body = stored_body(target, req, &mut opts).await?;
     let sub = subresource(target);
     let written = state
         .registry

@@ -202,23 +202,26 @@ impl Registry {
     }
 }
 
-/// The strategy's prune, with unknown fields refused, warned of or dropped as
-/// `fieldValidation` says.
+/// The strategy's prune, with unknown fields (and the fields the body repeats) refused,
+/// warned of or dropped as `fieldValidation` says, in kube's words: repeats first, each
+/// `duplicate field "<path>"`, then each `unknown field "<path>"`.
 fn prune(rt: &ResourceType, obj: &mut Value, opts: &WriteOptions) -> Result<Vec<String>, ApiError> {
     let unknown = rt.strategy.prune(obj);
-    if unknown.is_empty() {
+    let problems: Vec<String> = (opts.duplicate_fields.iter())
+        .map(|f| format!("duplicate field {f:?}"))
+        .chain(unknown.iter().map(|f| format!("unknown field {f:?}")))
+        .collect();
+    if problems.is_empty() {
         return Ok(Vec::new());
     }
     match opts.field_validation {
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "{kind} in version {v:?} cannot be handled as a {kind}: strict decoding error: {}",
-            unknown.iter().map(|f| format!("unknown field {f:?}")).collect::<Vec<_>>().join(", "),
+            problems.join(", "),
             kind = rt.kind,
             v = rt.storage_version,
         ))),
-        FieldValidation::Warn => {
-            Ok(unknown.iter().map(|f| format!("unknown field {f:?}")).collect())
-        }
+        FieldValidation::Warn => Ok(problems),
         FieldValidation::Ignore => Ok(Vec::new()),
     }
 }

@@ -52,6 +52,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `fieldValidation`.
     pub field_validation: FieldValidation,
+    /// The paths of the fields the request's body repeats (reported as `fieldValidation` says).
+    pub duplicate_fields: Vec<String>,
     /// The manager the written fields are recorded under (`fieldManager`, or the product
     /// name of the User-Agent); empty for the hub's own writes, recorded as `ocm-hub`.
     pub field_manager: String,

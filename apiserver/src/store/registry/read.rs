@@ -46,6 +46,9 @@ pub struct ListPage {
     pub rev: u64,
     /// Token for the next page.
     pub continue_token: Option<String>,
+    /// How many objects follow this page (`metadata.remainingItemCount`): known, as in
+    /// kube-apiserver, only for a list without selectors that has a next page.
+    pub remaining: Option<u64>,
 }
 
 impl Registry {
@@ -94,7 +97,7 @@ impl Registry {
         let cached = || {
             let (items, rev) = self.cache.list(&rt.prefix, scan.as_deref().unwrap_or(&prefix))?;
             let items = items.into_iter().filter(|o| matches(o)).collect();
-            Ok(ListPage { items, rev, continue_token: None })
+            Ok(ListPage { items, rev, continue_token: None, remaining: None })
         };
         if let Some(token) = &q.continue_token {
             let (rev, after) = decode_continue(token, &prefix)?;
@@ -171,11 +174,15 @@ impl Registry {
             }
             let rev = page.revision.get();
             if !more {
-                return Ok(ListPage { items, rev, continue_token: None });
+                return Ok(ListPage { items, rev, continue_token: None, remaining: None });
             }
             if q.limit > 0 && items.len() >= q.limit {
                 let token = after.as_deref().map(|a| encode_continue(rev, a));
-                return Ok(ListPage { items, rev, continue_token: token });
+                // Without selectors every key is an item, so the keys the store counts after
+                // this page are the objects that follow it.
+                let unfiltered = q.labels.is_none() && q.fields.is_none();
+                let remaining = unfiltered.then_some(page.remaining);
+                return Ok(ListPage { items, rev, continue_token: token, remaining });
             }
         }
     }
