@@ -68,7 +68,7 @@ pub fn visible_to(user: &UserInfo, api_group: &str, resource: &str, obj: &Value)
 pub fn agent_cluster(user: &UserInfo) -> Option<&str> {
     let cluster = user_cluster(&user.name)?;
     let group = agent_group(cluster);
-    user.groups.iter().any(|g| *g == group).then_some(cluster)
+    user.groups.contains(&group).then_some(cluster)
 }
 
 /// The cluster a user name `system:open-cluster-management:<cluster>:<agent>` names (one
