@@ -28,34 +28,31 @@ pub(super) fn accepts(headers: &HeaderMap) -> Vec<(String, HashMap<String, Strin
 
 /// Reads the body under the limit and decodes JSON (or YAML).
 pub(super) async fn read_body(req: Request) -> Result<Value, ApiError> {
-    let content_type = media_type(req.headers());
-    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
-    let bytes = match limited.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(ApiError::too_large(format!(
-                "the request body is over {MAX_BODY_BYTES} bytes"
-            )));
-        }
-        Err(e) => return Err(ApiError::bad_request(format!("reading the body: {e}"))),
-    };
+    let (content_type, bytes) = read_limited(req).await?;
     decode(&content_type, &bytes)
 }
 
+/// [`read_body`] for requests whose body may be absent (empty or only whitespace).
 pub(super) async fn read_optional_body(req: Request) -> Result<Option<Value>, ApiError> {
-    let content_type = media_type(req.headers());
-    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
-    let bytes = limited
-        .collect()
-        .await
-        .map_err(|_| {
-            ApiError::too_large(format!("the request body is over {MAX_BODY_BYTES} bytes"))
-        })?
-        .to_bytes();
+    let (content_type, bytes) = read_limited(req).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
     decode(&content_type, &bytes).map(Some)
+}
+
+/// The request's media type and body, read up to [`MAX_BODY_BYTES`]: over it a 413 (the rest
+/// is left to the connection, `serve::unread`), a body that breaks off a 400.
+async fn read_limited(req: Request) -> Result<(String, Bytes), ApiError> {
+    let content_type = media_type(req.headers());
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
+    match limited.collect().await {
+        Ok(b) => Ok((content_type, b.to_bytes())),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::too_large(format!("the request body is over {MAX_BODY_BYTES} bytes")))
+        }
+        Err(e) => Err(ApiError::bad_request(format!("reading the body: {e}"))),
+    }
 }
 
 pub(super) fn media_type(headers: &HeaderMap) -> String {
