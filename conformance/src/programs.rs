@@ -1,5 +1,5 @@
-//! Finding the real external programs the suites drive (etcd, kubectl): an override variable,
-//! else the `PATH`.
+//! Finding the real external programs the suites drive (etcd, kubectl, python3, curl): an
+//! override variable, else the `PATH`.
 
 use std::path::PathBuf;
 
@@ -60,4 +60,12 @@ pub fn check_flags(
         );
     }
     Ok(())
+}
+
+/// `name` on the `PATH` (or `$override_var`), or an error naming what to install: for tests
+/// that drive a real client (python3, curl) and fail, never skip, without it.
+pub fn required(name: &str, override_var: &str, install: &str) -> anyhow::Result<PathBuf> {
+    find(name, override_var).ok_or_else(|| {
+        anyhow::anyhow!("{name} is not on the PATH (nor in ${override_var}): install {install}")
+    })
 }

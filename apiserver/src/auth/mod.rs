@@ -1,6 +1,7 @@
 //! Who may do what: the PKI and TLS identity of connections, the authentication chain and the
 //! hub's tokens, RBAC and the authorizer that follows it, delegation to a kube-apiserver, the
-//! review kinds, the per-cluster agent RBAC and the in-flight limits.
+//! review kinds, the per-cluster agent RBAC, what an agent sees beyond RBAC (its own cluster's
+//! CSRs only) and the in-flight limits.
 
 pub mod access;
 pub mod authn;
@@ -13,3 +14,4 @@ pub mod pki;
 pub mod reviews;
 pub mod tls;
 pub mod tokens;
+pub mod visibility;

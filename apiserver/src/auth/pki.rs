@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
+    Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose, SanType,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -159,7 +159,7 @@ fn sign_request<K: rcgen::SigningKey>(
     let params = &mut request.params;
     params.distinguished_name = subject(&cn, &groups)?;
     params.subject_alt_names.clear();
-    params.is_ca = IsCa::ExplicitNoCa;
+    leaf(params);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     params.not_before = crate::machinery::clock::now() - Duration::minutes(5);
@@ -185,6 +185,28 @@ pub fn sign_with_ca(
     sign_request(&issuer, request_pem, not_after)
 }
 
+/// The Subject Key Identifier of `cert`, if it has one.
+fn subject_key_id(cert: &x509_parser::certificate::X509Certificate<'_>) -> Option<Vec<u8>> {
+    cert.extensions().iter().find_map(|ext| match ext.parsed_extension() {
+        x509_parser::extensions::ParsedExtension::SubjectKeyIdentifier(id) => Some(id.0.to_vec()),
+        _ => None,
+    })
+}
+
+/// Whether the first certificate in `pem` carries both a Subject and an Authority Key
+/// Identifier.
+fn has_key_ids(pem: &str) -> bool {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(pem.as_bytes()) else { return false };
+    let Ok(cert) = pem.parse_x509() else { return false };
+    let aki = cert.extensions().iter().any(|ext| {
+        matches!(
+            ext.parsed_extension(),
+            x509_parser::extensions::ParsedExtension::AuthorityKeyIdentifier(_)
+        )
+    });
+    aki && subject_key_id(&cert).is_some()
+}
+
 /// The hub's certificates, loaded or created under `DIR/pki`.
 pub struct Pki {
     dir: PathBuf,
@@ -193,6 +215,10 @@ pub struct Pki {
     ca_key: KeyPair,
     /// The end of the CA certificate's validity: nothing it signs outlives it.
     ca_not_after: OffsetDateTime,
+    /// The CA's key identifier, which every certificate it signs names as its Authority Key
+    /// Identifier: the CA certificate's Subject Key Identifier, or, for a CA certificate
+    /// without one, the identifier rcgen would give its key.
+    ca_key_id: Vec<u8>,
 }
 
 impl std::fmt::Debug for Pki {
@@ -245,12 +271,24 @@ fn validity(params: &mut CertificateParams, days: i64) {
     params.not_after = now + Duration::days(days);
 }
 
+/// Marks `params` as an end-entity certificate as current TLS stacks require (Python 3.13's
+/// default `VERIFY_X509_STRICT`, urllib3 2.3+): critical basicConstraints `CA:FALSE`, a Subject
+/// Key Identifier, and an Authority Key Identifier naming the issuer's SKI.
+fn leaf(params: &mut CertificateParams) {
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.use_authority_key_identifier_extension = true;
+}
+
+/// The CA's parameters: critical basicConstraints `CA:TRUE`, keyCertSign, a Subject Key
+/// Identifier (a truncated SHA-256 of its public key, rcgen's method) and, self-signed, an
+/// Authority Key Identifier equal to it.
 fn ca_params() -> CertificateParams {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, "ocm-hub-ca");
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.use_authority_key_identifier_extension = true;
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -283,7 +321,10 @@ impl Pki {
         // The key first: a reload that sees the new certificate sees its key.
         write_file(&pki.dir.join("serving.key"), &key, true)?;
         write_file(&pki.dir.join("serving.crt"), &crt, false)?;
-        if !pki.dir.join("admin.crt").exists() || !pki.dir.join("admin.key").exists() {
+        // An admin certificate issued before certificates carried key identifiers is issued
+        // again (the kubeconfig that embeds it is rewritten at every start).
+        let admin = fs::read_to_string(pki.dir.join("admin.crt")).ok();
+        if !admin.as_deref().is_some_and(has_key_ids) || !pki.dir.join("admin.key").exists() {
             let (crt, key) = pki.issue_client(ADMIN_USER, Some(ADMIN_GROUP), 365)?;
             write_file(&pki.dir.join("admin.key"), &key, true)?;
             write_file(&pki.dir.join("admin.crt"), &crt, false)?;
@@ -315,13 +356,17 @@ impl Pki {
             .map_err(|_| bad("not a PEM certificate"))?;
         let cert = pem.parse_x509().map_err(|_| bad("not an X.509 certificate"))?;
         let ca_not_after = cert.validity().not_after.to_datetime();
-        Ok(Pki { dir, ca_pem, ca_key, ca_not_after })
+        let ca_key_id =
+            subject_key_id(&cert).unwrap_or_else(|| ca_params().key_identifier(&ca_key));
+        Ok(Pki { dir, ca_pem, ca_key, ca_not_after, ca_key_id })
     }
 
-    /// The CA as an issuer: same subject and key as the stored CA certificate, which is all a
-    /// signature and its issuer name depend on.
+    /// The CA as an issuer: same subject, key and key identifier as the stored CA certificate,
+    /// which is all a signature, its issuer name and its Authority Key Identifier depend on.
     fn issuer(&self) -> Result<Issuer<'_, &KeyPair>, PkiError> {
-        Ok(Issuer::new(ca_params(), &self.ca_key))
+        let mut params = ca_params();
+        params.key_identifier_method = KeyIdMethod::PreSpecified(self.ca_key_id.clone());
+        Ok(Issuer::new(params, &self.ca_key))
     }
 
     fn issue_serving(&self, hosts: &[String]) -> Result<(String, String), PkiError> {
@@ -343,6 +388,7 @@ impl Pki {
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, "ocm-hub");
         params.distinguished_name = dn;
+        leaf(&mut params);
         params.key_usages =
             vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
@@ -398,6 +444,7 @@ impl Pki {
             dn.push(DnType::OrganizationName, g);
         }
         params.distinguished_name = dn;
+        leaf(&mut params);
         params.key_usages =
             vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
@@ -507,5 +554,140 @@ mod tests {
         let admin = crate::auth::tls::user_from_certificate(der.as_ref()).unwrap();
         assert!(admin.groups.iter().any(|g| g == ADMIN_GROUP));
         assert!(crate::auth::tls::user_from_certificate(b"not a certificate").is_none());
+    }
+
+    /// What a certificate says of keys and its role: (SKI, AKI key id, basicConstraints as
+    /// (critical, CA), keyCertSign, serverAuth, clientAuth, SAN count).
+    #[derive(Debug)]
+    struct Ids {
+        ski: Option<Vec<u8>>,
+        aki: Option<Vec<u8>>,
+        ca: Option<(bool, bool)>,
+        cert_sign: bool,
+        server: bool,
+        client: bool,
+        sans: usize,
+    }
+
+    fn ids(pem: &str) -> Ids {
+        use x509_parser::extensions::ParsedExtension as E;
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let mut out = Ids {
+            ski: subject_key_id(&cert),
+            aki: None,
+            ca: None,
+            cert_sign: false,
+            server: false,
+            client: false,
+            sans: 0,
+        };
+        for ext in cert.extensions() {
+            match ext.parsed_extension() {
+                E::AuthorityKeyIdentifier(a) => {
+                    out.aki = a.key_identifier.as_ref().map(|k| k.0.to_vec())
+                }
+                E::BasicConstraints(bc) => out.ca = Some((ext.critical, bc.ca)),
+                E::KeyUsage(ku) => out.cert_sign = ku.key_cert_sign(),
+                E::ExtendedKeyUsage(eku) => {
+                    (out.server, out.client) = (eku.server_auth, eku.client_auth)
+                }
+                E::SubjectAlternativeName(san) => out.sans = san.general_names.len(),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// A leaf `issuer_ski` issued: its own SKI, an AKI naming the issuer, critical `CA:FALSE`.
+    fn assert_leaf(what: &str, leaf: &Ids, issuer_ski: &[u8]) {
+        assert!(leaf.ski.as_ref().is_some_and(|k| !k.is_empty()), "{what}: {leaf:?}");
+        assert_eq!(leaf.aki.as_deref(), Some(issuer_ski), "{what}: AKI is the issuer's SKI");
+        assert_ne!(leaf.ski.as_deref(), Some(issuer_ski), "{what}: its own key");
+        assert_eq!(leaf.ca, Some((true, false)), "{what}: critical CA:FALSE");
+        assert!(!leaf.cert_sign, "{what}");
+    }
+
+    /// A request for `cn` in `o` (PEM).
+    fn request(cn: &str, o: &str) -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name = subject(cn, &[o]).unwrap();
+        params.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    #[test]
+    fn every_certificate_names_its_key_and_its_issuers() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::load_or_create(dir.path(), &["hub.example".into()]).unwrap();
+        let ca = ids(&pki.ca_pem);
+        let ca_ski = ca.ski.clone().expect("the CA has a SKI");
+        assert_eq!(ca.aki.as_ref(), Some(&ca_ski), "self-signed: AKI = SKI");
+        assert_eq!(ca.ca, Some((true, true)), "critical CA:TRUE");
+        assert!(ca.cert_sign);
+        let read = |name: &str| fs::read_to_string(pki.dir().join(name)).unwrap();
+        let serving = ids(&read("serving.crt"));
+        assert_leaf("serving", &serving, &ca_ski);
+        assert!(serving.server && !serving.client && serving.sans == 4, "{serving:?}");
+        let admin = ids(&read("admin.crt"));
+        assert_leaf("admin", &admin, &ca_ski);
+        assert!(admin.client && !admin.server, "{admin:?}");
+        let (issued, _) = pki.issue_client("alice", None, 1).unwrap();
+        assert_leaf("issued client", &ids(&issued), &ca_ski);
+        let not_after = crate::machinery::clock::now() + Duration::days(1);
+        let signed = pki
+            .sign_client_request(&request("system:open-cluster-management:c1:a", "g"), not_after);
+        let signed = ids(&signed.unwrap());
+        assert_leaf("signed request", &signed, &ca_ski);
+        assert!(signed.client && !signed.server, "{signed:?}");
+        // An add-on's custom signer: the AKI is that CA's SKI.
+        let other_key = KeyPair::generate().unwrap();
+        let mut other = ca_params();
+        other.distinguished_name = subject("custom-signer", &[]).unwrap();
+        let other = other.self_signed(&other_key).unwrap();
+        let custom =
+            sign_with_ca(&other.pem(), &other_key.serialize_pem(), &request("u", "g"), not_after);
+        let other_ski = ids(&other.pem()).ski.unwrap();
+        assert_leaf("custom signer", &ids(&custom.unwrap()), &other_ski);
+    }
+
+    /// A CA certificate without a Subject Key Identifier (an older data dir's, or a custom
+    /// signer's): what it signs names the identifier rcgen derives from its key, and an admin
+    /// certificate without key identifiers is issued again.
+    #[test]
+    fn a_ca_without_a_key_identifier_still_gets_authority_key_identifiers() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki_dir = dir.path().join("pki");
+        fs::create_dir_all(&pki_dir).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut old = ca_params();
+        old.is_ca = IsCa::NoCa;
+        old.use_authority_key_identifier_extension = false;
+        let old = old.self_signed(&key).unwrap();
+        assert!(ids(&old.pem()).ski.is_none());
+        write_file(&pki_dir.join("ca.crt"), &old.pem(), false).unwrap();
+        write_file(&pki_dir.join("ca.key"), &key.serialize_pem(), true).unwrap();
+        let mut bare = CertificateParams::default();
+        bare.distinguished_name = subject(ADMIN_USER, &[ADMIN_GROUP]).unwrap();
+        let bare_key = KeyPair::generate().unwrap();
+        let bare = bare.signed_by(&bare_key, &Issuer::new(ca_params(), &key)).unwrap();
+        assert!(!has_key_ids(&bare.pem()));
+        write_file(&pki_dir.join("admin.crt"), &bare.pem(), false).unwrap();
+        write_file(&pki_dir.join("admin.key"), &bare_key.serialize_pem(), true).unwrap();
+
+        let pki = Pki::load_or_create(dir.path(), &[]).unwrap();
+        let derived = ca_params().key_identifier(&key);
+        let serving = fs::read_to_string(pki.dir().join("serving.crt")).unwrap();
+        assert_leaf("serving", &ids(&serving), &derived);
+        let admin = fs::read_to_string(pki.dir().join("admin.crt")).unwrap();
+        assert!(has_key_ids(&admin), "the admin certificate is issued again");
+        assert_leaf("admin", &ids(&admin), &derived);
+        let custom = sign_with_ca(
+            &old.pem(),
+            &key.serialize_pem(),
+            &request("u", "g"),
+            crate::machinery::clock::now() + Duration::days(1),
+        );
+        assert_leaf("custom signer", &ids(&custom.unwrap()), &derived);
     }
 }

@@ -1,4 +1,5 @@
-//! Per-connection HTTP/1 handling: deadlines, and letting go of an idle connection's buffers.
+//! Per-connection HTTP/1 handling: deadlines, letting go of an idle connection's buffers, and
+//! the lingering close after an answer that left its request body unread.
 //!
 //! Deadlines: the request head must arrive within a short time of its
 //! first byte (slowloris), while a keep-alive connection may sit idle between requests for much
@@ -20,12 +21,17 @@
 //! and keeps only the TLS stream, waiting for the socket to become readable; then it serves the
 //! connection with a fresh hyper state. nginx does the same with its keep-alive connections
 //! (it frees their request buffers and waits on the socket).
+//!
+//! Closing: an answer that left its request body unread (`serve::unread`) carries
+//! `Connection: close`; [`serve_http1`] then sends the TLS close_notify and the TCP FIN and
+//! reads what the client still sends for a while before it lets go ([`Requests::linger`]), so
+//! the client is not reset before it reads the answer.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -58,6 +64,9 @@ pub struct Requests {
     in_flight: AtomicUsize,
     /// Reads that returned bytes (the parking check's sign of life).
     reads: AtomicU64,
+    /// An answer went out with `Connection: close` before its request body was read: the
+    /// connection ends with a lingering close.
+    linger: AtomicBool,
 }
 
 impl Requests {
@@ -67,6 +76,13 @@ impl Requests {
         self.started.fetch_add(1, Ordering::AcqRel);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(Arc::clone(self))
+    }
+
+    /// An answer left its request body unread and closes the connection (`serve::unread`):
+    /// the close lingers, reading what the client still sends, so the client reads the answer
+    /// instead of a reset.
+    pub fn linger(&self) {
+        self.linger.store(true, Ordering::Release);
     }
 
     fn idle(&self) -> bool {
@@ -324,8 +340,13 @@ where
         io = deadline.into_inner();
         svc = service;
         if !parking {
-            // The client closed, or asked to (`Connection: close`): end as hyper would.
+            // The client closed, or asked to (`Connection: close`), or an answer left its
+            // request body unread: end as hyper would, lingering in the last case.
             let _ = tokio::time::timeout(SHUTDOWN_WAIT, io.shutdown()).await;
+            if requests.linger.load(Ordering::Acquire) {
+                drop(read_buf);
+                linger(&mut io.inner).await;
+            }
             return Ok(());
         }
         if !read_buf.is_empty() {
@@ -358,6 +379,31 @@ where
         }
     }
 }
+
+/// The rest of a lingering close (after the TLS close_notify and the TCP FIN went out): reads
+/// and discards what the client still sends, until it closes, [`LINGER_BYTES`] were read or
+/// [`LINGER_WAIT`] passed. Closing a socket with unread bytes in it sends a TCP reset, and a
+/// client that writes its whole body before it reads would get the reset instead of the
+/// answer waiting for it; nginx's `lingering_close` and Go's `closeWriteAndWait` do the same.
+async fn linger<T: AsyncRead + Unpin>(io: &mut T) {
+    let _ = tokio::time::timeout(LINGER_WAIT, async {
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut read = 0usize;
+        while read < LINGER_BYTES {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+    })
+    .await;
+}
+
+/// How long a lingering close reads what the client still sends.
+const LINGER_WAIT: Duration = Duration::from_secs(5);
+
+/// The most a lingering close reads.
+const LINGER_BYTES: usize = 64 * 1024 * 1024;
 
 /// One parked connection in the gauge, until dropped.
 struct Parked<'a>(&'a IntGauge);

@@ -28,8 +28,7 @@ pub(super) fn accepts(headers: &HeaderMap) -> Vec<(String, HashMap<String, Strin
 
 /// Reads the body under the limit and decodes JSON (or YAML).
 pub(super) async fn read_body(req: Request) -> Result<Value, ApiError> {
-    let content_type = media_type(req.headers());
-    let bytes = read_bytes(req).await?;
+    let (content_type, bytes) = read_limited(req).await?;
     decode(&content_type, &bytes)
 }
 
@@ -38,8 +37,7 @@ pub(super) async fn read_body(req: Request) -> Result<Value, ApiError> {
 pub(super) async fn read_body_noting_duplicates(
     req: Request,
 ) -> Result<(Value, Vec<String>), ApiError> {
-    let content_type = media_type(req.headers());
-    let bytes = read_bytes(req).await?;
+    let (content_type, bytes) = read_limited(req).await?;
     match content_type.as_str() {
         "" | "application/json" => super::duplicates::parse(&bytes)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}"))),
@@ -47,31 +45,27 @@ pub(super) async fn read_body_noting_duplicates(
     }
 }
 
-async fn read_bytes(req: Request) -> Result<Bytes, ApiError> {
+/// [`read_body`] for requests whose body may be absent (empty or only whitespace).
+pub(super) async fn read_optional_body(req: Request) -> Result<Option<Value>, ApiError> {
+    let (content_type, bytes) = read_limited(req).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    decode(&content_type, &bytes).map(Some)
+}
+
+/// The request's media type and body, read up to [`MAX_BODY_BYTES`]: over it a 413 (the rest
+/// is left to the connection, `serve::unread`), a body that breaks off a 400.
+async fn read_limited(req: Request) -> Result<(String, Bytes), ApiError> {
+    let content_type = media_type(req.headers());
     let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
     match limited.collect().await {
-        Ok(b) => Ok(b.to_bytes()),
+        Ok(b) => Ok((content_type, b.to_bytes())),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
             Err(ApiError::too_large(format!("the request body is over {MAX_BODY_BYTES} bytes")))
         }
         Err(e) => Err(ApiError::bad_request(format!("reading the body: {e}"))),
     }
-}
-
-pub(super) async fn read_optional_body(req: Request) -> Result<Option<Value>, ApiError> {
-    let content_type = media_type(req.headers());
-    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
-    let bytes = limited
-        .collect()
-        .await
-        .map_err(|_| {
-            ApiError::too_large(format!("the request body is over {MAX_BODY_BYTES} bytes"))
-        })?
-        .to_bytes();
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    decode(&content_type, &bytes).map(Some)
 }
 
 pub(super) fn media_type(headers: &HeaderMap) -> String {

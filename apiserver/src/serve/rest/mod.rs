@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 
 use crate::auth::authz;
 use crate::auth::limits::Inflight;
+use crate::auth::visibility::Visibility;
 use crate::machinery::discovery::Discovery;
 use crate::machinery::error::ApiError;
 use crate::machinery::metrics::{Metrics, RequestLabels};

@@ -23,14 +23,16 @@ pub(super) async fn resource(
     let watching = q.flag("watch")?;
     let is_list = method == Method::GET && target.name.is_none() && !watching;
     let out = negotiate(&target, req.headers(), &q, is_list)?;
+    // Reads see only what this requester may (an agent: its own cluster's CSRs).
+    let view = Visibility::of(user, &target.rt.group, &target.rt.plural);
     match (&method, target.name.clone()) {
         (&Method::GET, None) if watching => {
             let reauth =
                 req.extensions().get::<Reauthorize>().map(|r| (Arc::clone(user), r.0.clone()));
-            watch(state, target, &q, out, reauth).await
+            watch(state, target, &q, out, reauth, view).await
         }
-        (&Method::GET, None) => list(state, &target, &q, out).await,
-        (&Method::GET, Some(name)) => get(state, &target, &name, &q, out).await,
+        (&Method::GET, None) => list(state, &target, &q, out, view.as_ref()).await,
+        (&Method::GET, Some(name)) => get(state, &target, &name, &q, out, view.as_ref()).await,
         (&Method::POST, None) => create(state, &target, req, &q, user, out).await,
         (&Method::PUT, Some(name)) => update(state, &target, &name, req, &q, user, out).await,
         (&Method::PATCH, Some(name)) => patch(state, &target, &name, req, &q, user, out).await,
@@ -129,6 +131,7 @@ async fn list(
     target: &Target,
     q: &Query,
     out: Output,
+    view: Option<&Visibility>,
 ) -> Result<Response, ApiError> {
     let lq = list_query(target, q)?;
     if q.get("sendInitialEvents").is_some() {
@@ -136,7 +139,13 @@ async fn list(
             FieldError::forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list");
         return Err(ApiError::invalid_options("ListOptions", &[err]));
     }
-    let page = state.registry.list(&target.rt, &target.namespace, &lq).await?;
+    let mut page = state.registry.list(&target.rt, &target.namespace, &lq).await?;
+    if let Some(view) = view {
+        // A page may then hold fewer items than its limit, as Kubernetes allows; how many
+        // follow is not known (the view filters like a selector).
+        page.items.retain(|obj| view.sees(&obj.value()));
+        page.remaining = None;
+    }
     list_response(target, page, out)
 }
 
@@ -146,12 +155,18 @@ async fn get(
     name: &str,
     q: &Query,
     out: Output,
+    view: Option<&Visibility>,
 ) -> Result<Response, ApiError> {
     let rv = match q.get("resourceVersion").filter(|s| !s.is_empty()) {
         Some(rv) => Some(parse_rv(rv)?),
         None => None,
     };
     let obj = state.registry.get(&target.rt, &target.namespace, name, rv).await?;
+    // An object outside the requester's view does not exist for it: NotFound, as its list
+    // and watch agree, rather than a Forbidden that would confirm another cluster's request.
+    if view.is_some_and(|view| !view.sees(&obj)) {
+        return Err(ApiError::not_found(crate::store::registry::subject(&target.rt, name)));
+    }
     object_response(StatusCode::OK, target, obj, &[], out)
 }
 

@@ -1,6 +1,6 @@
-//! Watches: from the watch cache's snapshot or history, filtered by selectors, encoded per
-//! event as JSON or Table rows, with bookmarks, `sendInitialEvents`, and re-authorization
-//! after RBAC changes.
+//! Watches: from the watch cache's snapshot or history, filtered by selectors and the requester's
+//! view (`auth::visibility`), encoded per event as JSON or Table rows, with bookmarks,
+//! `sendInitialEvents`, and re-authorization after RBAC changes.
 
 use super::*;
 
@@ -22,6 +22,8 @@ pub(super) struct WatchRequest {
     pub(super) bookmarks: bool,
     pub(super) send_initial: bool,
     pub(super) timeout: Duration,
+    /// The requester's narrower view (an agent: its own cluster's CSRs), if any.
+    pub(super) view: Option<Visibility>,
 }
 
 pub(super) enum WatchStart {
@@ -37,6 +39,7 @@ pub(super) async fn watch(
     q: &Query,
     output: Output,
     reauthorize: Option<(Identity, crate::machinery::requester::Attributes)>,
+    view: Option<Visibility>,
 ) -> Result<Response, ApiError> {
     let query = list_query_selectors_only(&target, q)?;
     let send_initial = q.flag("sendInitialEvents")?;
@@ -96,6 +99,7 @@ pub(super) async fn watch(
         bookmarks: q.flag("allowWatchBookmarks")?,
         send_initial,
         timeout,
+        view,
     };
     let subscription = subscribe(state, &wr).await?;
     let body = Body::from_stream(watch_stream(Arc::clone(state), wr, subscription));
@@ -234,6 +238,11 @@ pub(super) fn filter_event(
     let rt = &wr.target.rt;
     let prefix = rt.namespace_prefix(&wr.target.namespace);
     if !ev.object.key.starts_with(&prefix) {
+        return Ok(None);
+    }
+    // What the view hangs on (a CSR's requester) never changes, so an object is in it or out
+    // of it for its whole life: its current state decides every event.
+    if wr.view.as_ref().is_some_and(|view| !view.sees(&ev.object.value())) {
         return Ok(None);
     }
     let labels = wr.query.labels.as_ref();

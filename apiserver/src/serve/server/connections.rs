@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -58,11 +59,22 @@ async fn serve_connection(
     let svc = tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
         let in_flight = requests.begin();
         req.extensions_mut().insert(Arc::clone(&who));
-        let call = router.clone().oneshot(req.map(axum::body::Body::new));
+        let (parts, body) = req.into_parts();
+        let http1 = parts.version < http::Version::HTTP_2;
+        let headers = parts.headers.clone();
+        let (body, rest) = crate::serve::unread::returning(body);
+        let call = router.clone().oneshot(http::Request::from_parts(parts, Body::new(body)));
+        let requests = Arc::clone(&requests);
         // Boxed: an HTTP/1 connection hands its service from one hyper state to the
         // next (`conn::serve_http1`), which needs an `Unpin` future.
         Box::pin(async move {
-            let resp = call.await?;
+            let mut resp = call.await?;
+            // An answer given before its request body was read (see `serve::unread`).
+            if !crate::serve::unread::settle(rest, &headers).await && http1 {
+                resp.headers_mut()
+                    .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                requests.linger();
+            }
             Ok::<_, std::convert::Infallible>(resp.map(|b| Tracked::body(b, in_flight)))
         })
     });
