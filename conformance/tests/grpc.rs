@@ -3,7 +3,8 @@
 //! subscribers; RBAC keeping cluster `a-x`'s agent from subscribing to or publishing for cluster
 //! `a` (by the event's cluster, and by the object the event carries); the resync protocol;
 //! status reports of an older generation ignored; Publish of a Kubernetes kind (a Lease); a
-//! denied cluster's open streams ended; and callers without credentials refused.
+//! denied cluster's open streams ended; an agent streaming only its own cluster's CSRs; and
+//! callers without credentials refused.
 
 use std::time::Duration;
 
@@ -330,5 +331,48 @@ async fn a_caller_without_credentials_is_refused() -> anyhow::Result<()> {
     let client = endpoint(&hub)?.connect(&crt, &key).await?;
     let r = grpc::subscribe(&client, "a", data_type::MANIFEST_BUNDLES).await;
     ensure!(refused(r, "Unauthenticated"), "a foreign certificate was let in");
+    Ok(())
+}
+
+/// CSRs over gRPC, stricter than OCM: an agent subscribes only to its own cluster's, and is
+/// sent only requests its own cluster's agents made (the requester the hub recorded), whatever
+/// cluster label a request carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_streams_only_its_own_clusters_csrs() -> anyhow::Result<()> {
+    let hub = hub().await?;
+    accepted(&hub, &["c1", "c2"]).await?;
+    let (c1, c2) = (agent(&hub, "c1").await?, agent(&hub, "c2").await?);
+    let csrs = data_type::CSRS;
+    ensure!(refused(grpc::subscribe(&c2, "c1", csrs).await, "PermissionDenied"));
+    let mut stream_c1 = grpc::subscribe(&c1, "c1", csrs).await?;
+    let mut stream_c2 = grpc::subscribe(&c2, "c2", csrs).await?;
+    // Each agent asks for a certificate; c1's request carries c2's label.
+    let request = |client: &str, label: &str| -> anyhow::Result<CloudEvent> {
+        let (_, pem) = ocm_agent::registration::subject_request(
+            &format!("system:open-cluster-management:{client}:agent2"),
+            &[format!("system:open-cluster-management:{client}")],
+            None,
+        )?;
+        use base64::Engine as _;
+        let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {"name": format!("{client}-renewal"),
+                         "labels": {"open-cluster-management.io/cluster-name": label}},
+            "spec": {"request": base64::engine::general_purpose::STANDARD.encode(pem),
+                     "signerName": "kubernetes.io/kube-apiserver-client",
+                     "usages": ["digital signature", "key encipherment", "client auth"]}});
+        let mut e = event(&format!("{csrs}.spec.create_request"), label)?;
+        e.set_json(csr.to_string());
+        Ok(e)
+    };
+    grpc::publish(&c1, request("c1", "c2")?).await?;
+    grpc::publish(&c2, request("c2", "c2")?).await?;
+    let e = next(&mut stream_c2).await?;
+    let sent: Value = serde_json::from_slice(e.bytes().context("data")?)?;
+    ensure!(sent["metadata"]["name"] == "c2-renewal", "c2 was sent {sent}");
+    let e = next(&mut stream_c1).await?;
+    let sent: Value = serde_json::from_slice(e.bytes().context("data")?)?;
+    ensure!(sent["metadata"]["name"] == "c1-renewal", "c1 was sent {sent}");
+    let nothing = tokio::time::timeout(Duration::from_secs(1), next(&mut stream_c2)).await;
+    ensure!(nothing.is_err(), "c1's request reached c2: {nothing:?}");
     Ok(())
 }

@@ -265,7 +265,7 @@ async fn registration_kinds_in_ocms_shapes() -> anyhow::Result<()> {
     ensure!(get(lease.to_owned()).await?["spec"]["renewTime"] == "2030-01-01T00:00:00.000000Z");
 
     // CSR: created by the agent, recorded as its request.
-    let (csr_pem, _) = ocm_agent::registration::subject_request(
+    let (_, csr_pem) = ocm_agent::registration::subject_request(
         "system:open-cluster-management:c1:agent2",
         &["system:open-cluster-management:c1".to_owned()],
         None,

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
 
 use crate::auth::tls::PeerInfo;
+use crate::auth::visibility::Visibility;
 use crate::machinery::background::Background;
 use crate::machinery::error::ApiError;
 use crate::machinery::metrics::GrpcCall;
@@ -143,6 +144,7 @@ impl Grpc {
     /// labels or annotations changed or their deletion began (not for status reports).
     fn forward(&self, route: &Route, ev: &crate::store::cache::CacheEvent) {
         let cluster = route.cluster_of(&ev.object);
+        let cluster = cluster.as_str();
         if cluster.is_empty() || !self.broker.has(cluster, route.data_type) {
             return;
         }
@@ -179,13 +181,22 @@ impl Grpc {
     /// Answers a spec resync request (ocm.md §8.5) to the subscribers of `cluster`: every
     /// object that is deleting, newer than the agent's or unknown to it, and a deletion for
     /// every object the agent holds that the hub does not.
-    fn resync(&self, route: &Route, cluster: &str, held: &[HeldVersion]) -> Result<(), ApiError> {
+    fn resync(
+        &self,
+        route: &Route,
+        cluster: &str,
+        held: &[HeldVersion],
+        view: Option<&Visibility>,
+    ) -> Result<(), ApiError> {
         let mut answer = Vec::new();
         let mut unseen: std::collections::HashMap<&str, i64> =
             held.iter().map(|h| (h.resource_id.as_str(), h.resource_version)).collect();
         for obj in route.objects(&self.state.registry, cluster) {
-            let agent = unseen.remove(&*obj.uid);
             let value = obj.value();
+            if view.is_some_and(|v| !v.sees(&value)) {
+                continue;
+            }
+            let agent = unseen.remove(&*obj.uid);
             let hub = route.version_of(&value);
             if obj.deleting || hub == 0 || agent.is_none_or(|a| hub > a) {
                 answer.push(route.encode(&value, cluster, Action::ResyncResponse, false)?);
@@ -355,6 +366,31 @@ impl Grpc {
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<CloudEvent, Status>> + Send>>;
 
+/// What `user` may see of `route`'s objects of `cluster`, where that is narrower than RBAC (a
+/// cluster's agent: only its own cluster's CSRs, `auth::visibility`). An agent asking for
+/// another cluster's objects of such a kind is refused outright.
+fn own_view(user: &Identity, route: &Route, cluster: &str) -> Result<Option<Visibility>, Status> {
+    let view = Visibility::of(user, &route.rt.group, &route.rt.plural);
+    match &view {
+        Some(Visibility::OwnClusterRequests(own)) if own != cluster => {
+            Err(Status::permission_denied(format!(
+                "the agent of cluster {own:?} may not read cluster {cluster:?}'s {}",
+                route.rt.plural
+            )))
+        }
+        _ => Ok(view),
+    }
+}
+
+/// Whether an event is in `view`: its object seen, or a deletion (which carries only an id).
+fn sees_event(view: &Visibility, event: &CloudEvent) -> bool {
+    match event.bytes().map(serde_json::from_slice::<Value>) {
+        Some(Ok(obj)) => view.sees(&obj),
+        Some(Err(_)) => false,
+        None => true,
+    }
+}
+
 impl Grpc {
     /// The served data type `name` names, as a bounded metrics label (`unknown` otherwise).
     fn data_type_label(&self, name: &str) -> &'static str {
@@ -401,7 +437,9 @@ impl Grpc {
                     .map_err(|e| {
                         Status::invalid_argument(format!("the resync request does not parse: {e}"))
                     })?;
-                self.resync(route, &cluster, &req.resource_versions).map_err(failed)?;
+                let view = own_view(&user, route, &cluster)?;
+                self.resync(route, &cluster, &req.resource_versions, view.as_ref())
+                    .map_err(failed)?;
             }
             // OCM's agents answer a status resync request with resync responses.
             (Subresource::Status, Action::UpdateRequest | Action::ResyncResponse)
@@ -439,6 +477,7 @@ impl Grpc {
         // Taken before the check, so no RBAC change between the two goes unseen.
         let mut rbac = self.state.access.changes();
         self.authorize(&user, &attrs)?;
+        let view = own_view(&user, route, cluster)?;
         let sub = self.broker.subscribe(cluster, route.data_type);
         if route.bundles {
             // The hub asks for the statuses it lacks (OCM's sources do on connect): the agent
@@ -472,10 +511,11 @@ impl Grpc {
             loop {
                 tokio::select! {
                     event = sub.events.recv() => match event {
-                        Some(event) => {
+                        Some(event) if view.as_ref().is_none_or(|v| sees_event(v, &event)) => {
                             call.sent();
                             yield Ok(event)
                         }
+                        Some(_) => {}
                         None => break,
                     },
                     Ok(()) = rbac.changed() => {

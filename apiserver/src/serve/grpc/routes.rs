@@ -9,6 +9,7 @@ use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ex
 use serde_json::{Value, json};
 
 use crate::auth::cluster_rbac::CLUSTER_NAME_LABEL;
+use crate::auth::visibility::agent_cluster;
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::machinery::scheme::{ResourceType, Scheme};
@@ -25,7 +26,9 @@ pub enum Owner {
     Name,
     /// Its namespace is the cluster (works, Leases, add-ons, Events).
     Namespace,
-    /// Its `open-cluster-management.io/cluster-name` label (CSRs).
+    /// The cluster whose agent requested it, as the server recorded the requester; else (a
+    /// bootstrap identity's request) its `open-cluster-management.io/cluster-name` label
+    /// (CSRs). A label alone never makes another cluster's agent's request this cluster's.
     Label,
 }
 
@@ -132,11 +135,18 @@ impl Routes {
 
 impl Route {
     /// The cluster an object belongs to.
-    pub fn cluster_of<'a>(&self, obj: &'a CachedObject) -> &'a str {
+    pub fn cluster_of(&self, obj: &CachedObject) -> String {
         match self.owner {
-            Owner::Name => obj.namespace_name().1,
-            Owner::Namespace => obj.namespace_name().0,
-            Owner::Label => obj.label(CLUSTER_NAME_LABEL).unwrap_or(""),
+            Owner::Name => obj.namespace_name().1.to_owned(),
+            Owner::Namespace => obj.namespace_name().0.to_owned(),
+            Owner::Label => {
+                let value = obj.value();
+                let requester = crate::controllers::registration::csr::requester(&value);
+                match agent_cluster(&requester) {
+                    Some(cluster) => cluster.to_owned(),
+                    None => obj.label(CLUSTER_NAME_LABEL).unwrap_or("").to_owned(),
+                }
+            }
         }
     }
 
@@ -162,7 +172,7 @@ impl Route {
             Owner::Label => registry
                 .cached_list(&self.rt, "")
                 .into_iter()
-                .filter(|o| o.label(CLUSTER_NAME_LABEL) == Some(cluster))
+                .filter(|o| self.cluster_of(o) == cluster)
                 .collect(),
         }
     }
