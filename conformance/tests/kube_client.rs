@@ -556,8 +556,7 @@ async fn typed_namespaces_leases_csrs_case(hub: TestHub) -> anyhow::Result<()> {
         metadata: ObjectMeta { name: Some("csr-1".into()), ..Default::default() },
         spec: CertificateSigningRequestSpec {
             request: ByteString(
-                b"-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n"
-                    .to_vec(),
+                ocm_agent::registration::new_request("c1", "agent1")?.1.into_bytes(),
             ),
             signer_name: signer.into(),
             usages: Some(vec!["client auth".into()]),

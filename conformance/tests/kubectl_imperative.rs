@@ -336,13 +336,13 @@ async fn create_service_account_and_rbac() -> anyhow::Result<()> {
 async fn certificate_approve_and_deny() -> anyhow::Result<()> {
     let Some((hub, http, k)) = setup().await? else { return Ok(()) };
     const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
-    let request = b"-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n";
+    let (_, request) = ocm_agent::registration::new_request("c1", "agent1")?;
     for name in ["c1", "c2"] {
         let csr = json!({
             "apiVersion": "certificates.k8s.io/v1",
             "kind": "CertificateSigningRequest",
             "metadata": {"name": name},
-            "spec": {"request": b64(request), "signerName": "example.com/signer",
+            "spec": {"request": b64(request.as_bytes()), "signerName": "example.com/signer",
                      "usages": ["client auth"]},
         });
         let resp = http.post(format!("{}{CSRS}", hub.url)).json(&csr).send().await?;
@@ -365,7 +365,7 @@ async fn certificate_approve_and_deny() -> anyhow::Result<()> {
         [("c1", "Approved", "KubectlApprove"), ("c2", "Denied", "KubectlDeny")]
     {
         let csr = stored(&hub, &http, &format!("{CSRS}/{name}")).await?;
-        ensure!(csr["spec"]["request"] == b64(request), "{csr}");
+        ensure!(csr["spec"]["request"] == b64(request.as_bytes()), "{csr}");
         let conds = csr["status"]["conditions"].as_array().context("conditions")?;
         ensure!(conds.len() == 1, "{csr}");
         let c = &conds[0];
