@@ -1,5 +1,6 @@
 //! A real etcd for tests and benchmarks: Debian's `etcd` binary started on free loopback ports
-//! with a temporary data dir, stopped (and its data removed) when the handle is dropped.
+//! with a temporary data dir, stopped (and its data removed) when the handle is dropped; it can
+//! be stopped and started again on the same ports and data (an outage).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,6 +18,8 @@ pub const SKIP_ETCD_ENV: &str = "OCM_SKIP_ETCD";
 pub struct EtcdServer {
     child: Child,
     dir: tempfile::TempDir,
+    /// The client and peer ports.
+    ports: (u16, u16),
     /// The client URL, `http://127.0.0.1:PORT`.
     pub endpoint: String,
 }
@@ -66,34 +69,27 @@ impl EtcdServer {
     }
 
     fn start_once() -> anyhow::Result<EtcdServer> {
-        let binary = find_binary()?;
         let dir = tempfile::tempdir().context("creating etcd data dir")?;
-        let (client_port, peer_port) = (free_port()?, free_port()?);
-        let endpoint = format!("http://127.0.0.1:{client_port}");
-        let peer = format!("http://127.0.0.1:{peer_port}");
-        let log = std::fs::File::create(dir.path().join("etcd.log"))?;
-        let child = Command::new(&binary)
-            .arg("--name=test")
-            .arg(format!("--data-dir={}", dir.path().join("data").display()))
-            .arg(format!("--listen-client-urls={endpoint}"))
-            .arg(format!("--advertise-client-urls={endpoint}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=test={peer}"))
-            // Our values may be 1.5 MiB; etcd's default request limit is exactly that, so leave
-            // room for the key and the transaction around it.
-            .arg("--max-request-bytes=2097152")
-            .arg("--quota-backend-bytes=8589934592")
-            .arg("--logger=zap")
-            .arg("--log-level=error")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone()?))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        let mut server = EtcdServer { child, dir, endpoint };
-        server.wait_healthy(client_port)?;
+        let ports = (free_port()?, free_port()?);
+        let child = spawn(dir.path(), ports)?;
+        let endpoint = format!("http://127.0.0.1:{}", ports.0);
+        let mut server = EtcdServer { child, dir, ports, endpoint };
+        server.wait_healthy(ports.0)?;
         Ok(server)
+    }
+
+    /// Kills the member (as a crash would), keeping its data and ports for [`EtcdServer::restart`].
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        let _ = self.child.kill();
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Starts the stopped member again on its ports with its data, and waits until it is
+    /// healthy.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.child = spawn(self.dir.path(), self.ports)?;
+        self.wait_healthy(self.ports.0)
     }
 
     fn wait_healthy(&mut self, port: u16) -> anyhow::Result<()> {
@@ -119,6 +115,33 @@ impl EtcdServer {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+}
+
+/// etcd as one member on `ports` (client, peer) with its data and log under `dir`.
+fn spawn(dir: &std::path::Path, (client_port, peer_port): (u16, u16)) -> anyhow::Result<Child> {
+    let binary = find_binary()?;
+    let endpoint = format!("http://127.0.0.1:{client_port}");
+    let peer = format!("http://127.0.0.1:{peer_port}");
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("etcd.log"))?;
+    Command::new(&binary)
+        .arg("--name=test")
+        .arg(format!("--data-dir={}", dir.join("data").display()))
+        .arg(format!("--listen-client-urls={endpoint}"))
+        .arg(format!("--advertise-client-urls={endpoint}"))
+        .arg(format!("--listen-peer-urls={peer}"))
+        .arg(format!("--initial-advertise-peer-urls={peer}"))
+        .arg(format!("--initial-cluster=test={peer}"))
+        // Our values may be 1.5 MiB; etcd's default request limit is exactly that, so leave
+        // room for the key and the transaction around it.
+        .arg("--max-request-bytes=2097152")
+        .arg("--quota-backend-bytes=8589934592")
+        .arg("--logger=zap")
+        .arg("--log-level=error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))
 }
 
 fn health(port: u16) -> std::io::Result<bool> {

@@ -171,6 +171,11 @@ impl TestHub {
         self._etcd = None;
     }
 
+    /// The etcd this hub stores in, to stop and start again (an outage).
+    pub fn etcd_server(&mut self) -> Option<&mut EtcdServer> {
+        self._etcd.as_mut()
+    }
+
     /// `DIR/admin.kubeconfig`.
     pub fn kubeconfig(&self) -> PathBuf {
         self.path().join("admin.kubeconfig")

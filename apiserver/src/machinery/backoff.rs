@@ -15,6 +15,11 @@ impl Backoff {
     pub const RECONCILE: Backoff =
         Backoff { first: Duration::from_millis(100), max: Duration::from_secs(30) };
 
+    /// The watch cache reopening its storage watch (an outage, a watch that ended): 100 ms,
+    /// doubling, at most 2 s, so it follows the store again within 2 s of the store's return.
+    pub const STORE: Backoff =
+        Backoff { first: Duration::from_millis(100), max: Duration::from_secs(2) };
+
     /// A follower of the watch cache that could not subscribe: 10 ms, doubling, at most 1 s.
     pub const RESUBSCRIBE: Backoff =
         Backoff { first: Duration::from_millis(10), max: Duration::from_secs(1) };

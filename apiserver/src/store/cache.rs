@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::machinery::background::Background;
+use crate::machinery::backoff::{Backoff, Retries};
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::machinery::scheme::{Scheme, kind_prefix};
@@ -303,17 +304,24 @@ impl Cache {
         Ok(rev)
     }
 
-    /// Follows the store from `rev` for as long as it is open.
+    /// Follows the store from `rev` until the hub stops (its background tracker ends this
+    /// task). A storage watch that fails or ends is opened again from the last revision
+    /// applied, with backoff while the store cannot serve (etcd down, a store that failed), so
+    /// the cache follows the store again as soon as it serves; a revision compacted away means a
+    /// relist. An outage is never taken for the end of the store.
     async fn follow(self: Arc<Cache>, mut rev: u64) {
-        loop {
+        let mut retries = Retries::new(Backoff::STORE);
+        'follow: loop {
             let mut stream = match self.storage.watch_commits(ROOT, Revision(rev)).await {
                 Ok(s) => s,
+                Err(ocm_storage::Error::Compacted { .. }) => {
+                    rev = self.relist_until_ok().await;
+                    continue;
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, rev, "watch cache: storage watch failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    if matches!(e, ocm_storage::Error::Compacted { .. }) {
-                        rev = self.relist_until_ok().await;
-                    }
+                    let delay = retries.next_delay();
+                    tracing::warn!(error = %e, rev, ?delay, "watch cache: storage watch failed; retrying");
+                    tokio::time::sleep(delay).await;
                     continue;
                 }
             };
@@ -322,39 +330,38 @@ impl Cache {
                     Ok(commit) => {
                         self.apply(&commit);
                         rev = commit.revision.get();
+                        retries.reset();
                     }
+                    // Behind or compacted away: resumed (or relisted) at once.
                     Err(ocm_storage::Error::Lagged { resume_from }) => {
                         rev = resume_from.get();
-                        break;
+                        continue 'follow;
                     }
                     Err(ocm_storage::Error::Compacted { .. }) => {
                         rev = self.relist_until_ok().await;
-                        break;
+                        continue 'follow;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, rev, "watch cache: storage watch ended");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
                         break;
                     }
                 }
             }
-            if self.storage_closed().await {
-                return;
-            }
+            // Failed or ended: opened again from `rev` after a pause that grows while nothing
+            // arrives (the store may be down).
+            tokio::time::sleep(retries.next_delay()).await;
         }
     }
 
-    async fn storage_closed(&self) -> bool {
-        matches!(self.storage.current_revision().await, Err(ocm_storage::Error::Unavailable { .. }))
-    }
-
     async fn relist_until_ok(&self) -> u64 {
+        let mut retries = Retries::new(Backoff::STORE);
         loop {
             match self.relist().await {
                 Ok(rev) => return rev,
                 Err(e) => {
-                    tracing::warn!(error = %e, "watch cache: relist failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    let delay = retries.next_delay();
+                    tracing::warn!(error = %e, ?delay, "watch cache: relist failed; retrying");
+                    tokio::time::sleep(delay).await;
                 }
             }
         }

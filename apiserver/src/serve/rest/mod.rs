@@ -220,7 +220,7 @@ async fn serve(
     attrs: crate::machinery::requester::Attributes,
 ) -> Result<Response, ApiError> {
     let path = req.uri().path().to_owned();
-    if let Some(answer) = public_endpoint(state, &path) {
+    if let Some(answer) = public_endpoint(state, &path).await {
         return Ok(answer);
     }
     let (user, named_by_host) = authenticate(state, &mut req, &path).await?;
@@ -241,18 +241,44 @@ async fn serve(
 }
 
 /// The health endpoints and `/version`, answered to anyone.
-fn public_endpoint(state: &ApiState, path: &str) -> Option<Response> {
+async fn public_endpoint(state: &ApiState, path: &str) -> Option<Response> {
     match path {
         "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => Some(text(StatusCode::OK, "ok")),
-        "/readyz" => Some(if state.ready.load(Ordering::Acquire) {
-            text(StatusCode::OK, "ok")
-        } else {
-            text(StatusCode::INTERNAL_SERVER_ERROR, "[-]storage not ready\nreadyz check failed")
-        }),
+        "/readyz" => Some(readyz(state).await),
         "/version" | "/version/" => {
             Some(json_response(StatusCode::OK, state.discovery.version.clone()))
         }
         _ => None,
+    }
+}
+
+/// How long `/readyz` waits for the store to answer (kube-apiserver's etcd check waits 2 s).
+const READYZ_STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `/readyz`, as kube-apiserver words it: ready once started and while the store answers (its
+/// current revision within 2 s); a store that cannot serve (etcd down, a failed store) makes
+/// the hub not ready, so a load balancer sends requests to another replica.
+async fn readyz(state: &ApiState) -> Response {
+    if !state.ready.load(Ordering::Acquire) {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "[-]storage not ready\nreadyz check failed",
+        );
+    }
+    let revision = state.registry.storage.current_revision();
+    match tokio::time::timeout(READYZ_STORE_TIMEOUT, revision).await {
+        Ok(Ok(_)) => text(StatusCode::OK, "ok"),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "readyz: the store does not answer");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "[-]storage failed: the store cannot serve\nreadyz check failed",
+            )
+        }
+        Err(_) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "[-]storage failed: the store did not answer within 2s\nreadyz check failed",
+        ),
     }
 }
 
