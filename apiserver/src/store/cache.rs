@@ -31,6 +31,14 @@ pub use crate::store::cached::CachedObject;
 // revision is the store's.
 use crate::machinery::scheme::STORAGE_ROOT as ROOT;
 
+/// How long the start waits for the cache to apply the history it reads back.
+const STARTUP_REPLAY_WAIT: Duration = Duration::from_secs(120);
+
+/// A storage failure as the API reports it.
+fn storage_error(e: ocm_storage::Error) -> ApiError {
+    crate::machinery::error::from_storage(e, Default::default())
+}
+
 /// Tuning of the cache.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheConfig {
@@ -46,6 +54,10 @@ pub struct CacheConfig {
     pub watcher_buffer: usize,
     /// How often watchers learn the cache's revision (for bookmarks).
     pub progress_every: Duration,
+    /// Revisions of the store's history the cache reads back at start (as far as the store
+    /// keeps them), so a watch resumed after a restart or failover from a resourceVersion
+    /// within them gets the events it missed rather than 410 Gone.
+    pub replay_at_start: u64,
     /// JSON bytes of the most recent objects kept parsed as well, so a fresh event's readers
     /// share one parse; older objects are kept as JSON only (a parsed object takes several
     /// times its JSON). The default of 2 MiB holds the last seconds of Lease renewals of a
@@ -59,6 +71,7 @@ impl Default for CacheConfig {
         CacheConfig {
             history_per_kind: 10_000,
             history_max_age: Duration::from_secs(75),
+            replay_at_start: 10_000,
             watcher_buffer: 1024,
             progress_every: Duration::from_secs(1),
             hot_bytes: 2 << 20,
@@ -235,9 +248,17 @@ impl Cache {
             .collect();
         let (rev, _) = watch::channel(0);
         let cache = Arc::new(Cache { kinds, hot: Mutex::default(), rev, storage, config });
-        let start = cache.relist().await?;
+        let now = cache.storage.current_revision().await.map_err(storage_error)?.get();
+        let start = cache.relist_for_replay(now).await?;
         background.spawn(Arc::clone(&cache).follow(start));
         background.spawn(Arc::clone(&cache).progress());
+        // The history read back is applied before anything reads the cache: it serves the
+        // store as it is now, with the events that led there.
+        if !cache.wait_for(now, STARTUP_REPLAY_WAIT).await {
+            return Err(ApiError::unavailable(format!(
+                "the watch cache did not read the store's history up to revision {now} within {STARTUP_REPLAY_WAIT:?}"
+            )));
+        }
         Ok(cache)
     }
 
@@ -273,14 +294,28 @@ impl Cache {
         self.kinds.get(prefix).ok_or_else(|| ApiError::internal(format!("no cache for {prefix}")))
     }
 
-    /// Replaces every kind's state with a fresh list of the store (ending every watcher, who
-    /// must relist) and returns its revision.
-    async fn relist(&self) -> Result<u64, ApiError> {
-        let page = self
-            .storage
-            .list(ROOT, &ListOptions::default())
-            .await
-            .map_err(|e| crate::machinery::error::from_storage(e, Default::default()))?;
+    /// Lists the store at the revision [`CacheConfig::replay_at_start`] before `now` (or the
+    /// oldest it still reads, for a younger or compacted store): the follower then applies the
+    /// commits since, so the cache starts with their history. Returns the revision listed.
+    async fn relist_for_replay(&self, now: u64) -> Result<u64, ApiError> {
+        if now <= 1 || self.config.replay_at_start == 0 {
+            return self.relist(None).await;
+        }
+        let back = now.saturating_sub(self.config.replay_at_start).max(1);
+        // Compacted past it: from the oldest revision the store still reads.
+        let probe = ListOptions { limit: 1, revision: Some(Revision(back)), ..Default::default() };
+        let from = match self.storage.list(ROOT, &probe).await {
+            Err(ocm_storage::Error::Compacted { oldest, .. }) => oldest,
+            _ => Revision(back),
+        };
+        self.relist(Some(from)).await
+    }
+
+    /// Replaces every kind's state with a list of the store at `at` (now when `None`), ending
+    /// every watcher (who must relist), and returns the revision listed.
+    async fn relist(&self, at: Option<Revision>) -> Result<u64, ApiError> {
+        let options = ListOptions { revision: at, ..Default::default() };
+        let page = self.storage.list(ROOT, &options).await.map_err(storage_error)?;
         let rev = page.revision.get();
         let mut fresh: HashMap<&str, BTreeMap<String, Arc<CachedObject>>> = HashMap::new();
         for kv in page.items {
@@ -356,7 +391,7 @@ impl Cache {
     async fn relist_until_ok(&self) -> u64 {
         let mut retries = Retries::new(Backoff::STORE);
         loop {
-            match self.relist().await {
+            match self.relist(None).await {
                 Ok(rev) => return rev,
                 Err(e) => {
                     let delay = retries.next_delay();
