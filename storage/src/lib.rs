@@ -147,6 +147,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     async fn watch(&self, prefix: &str, from: Revision) -> Result<CommitStream>;
     async fn current_revision(&self) -> Result<Revision>;
     async fn compact(&self, revision: Revision) -> Result<()>;
+    /// Whether the store refuses all work until it is reopened (see [`Storage::failed`]).
+    fn failed(&self) -> bool {
+        false
+    }
 }
 
 /// The handle to an open store. Cheap to clone; every clone shares the backend.
@@ -433,6 +437,14 @@ impl Storage {
     /// The revision of the last durable write.
     pub async fn current_revision(&self) -> Result<Revision> {
         self.inner.current_revision().await
+    }
+
+    /// Whether the store will not serve again until it is reopened: an embedded store whose
+    /// write, sync or compaction failed refuses all work from then on (what it acknowledged
+    /// stays durable; reopening recovers to it). An outage of a remote store (etcd) is not a
+    /// failure: it serves again when etcd does.
+    pub fn failed(&self) -> bool {
+        self.inner.failed()
     }
 
     /// Discards the history below `revision`. Compacting at or below an earlier compaction is a

@@ -790,6 +790,10 @@ fn spawn_retention<B: Backend>(core_ref: Weak<Core<B>>) {
 
 #[async_trait::async_trait]
 impl<B: Backend> Store for Local<B> {
+    fn failed(&self) -> bool {
+        self.0.failed.load(Ordering::SeqCst)
+    }
+
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
         match self.0.write_one(key, Op::Create(value)).await? {
             Written::Put(kv) => Ok(kv),

@@ -243,13 +243,28 @@ async fn serve(
 /// The health endpoints and `/version`, answered to anyone.
 async fn public_endpoint(state: &ApiState, path: &str) -> Option<Response> {
     match path {
-        "/healthz" | "/livez" | "/livez/ping" | "/healthz/ping" => Some(text(StatusCode::OK, "ok")),
+        "/livez/ping" | "/healthz/ping" => Some(text(StatusCode::OK, "ok")),
+        "/healthz" | "/livez" => Some(livez(state)),
         "/readyz" => Some(readyz(state).await),
         "/version" | "/version/" => {
             Some(json_response(StatusCode::OK, state.discovery.version.clone()))
         }
         _ => None,
     }
+}
+
+/// `/livez`: alive unless the store will not serve again until the hub reopens it (an embedded
+/// store whose write, sync or compaction failed, say on a full disk), so a supervisor that
+/// restarts on a failing liveness probe (systemd, a kubelet) brings the hub back, its
+/// acknowledged writes intact.
+fn livez(state: &ApiState) -> Response {
+    if state.registry.storage.failed() {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "[-]storage failed: the store refuses all work until the hub restarts\nlivez check failed",
+        );
+    }
+    text(StatusCode::OK, "ok")
 }
 
 /// How long `/readyz` waits for the store to answer (kube-apiserver's etcd check waits 2 s).
