@@ -102,6 +102,18 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The store was written by a newer release in a format this build does not read. It is
+    /// left exactly as it was found.
+    #[error(
+        "the store is in format {found}, newer than format {supported}, the newest this build \
+         reads: run the release that wrote it, or a newer one"
+    )]
+    NewerFormat {
+        /// The format the store records.
+        found: u32,
+        /// The newest format this build reads.
+        supported: u32,
+    },
     /// Stored bytes could not be decoded. Never a panic; nothing is overwritten.
     #[error("corrupt record at {key:?}: {detail}")]
     Corrupt {

@@ -63,8 +63,24 @@ const FORMAT_2: &[u8] = b"ocm-storage/sled/2";
 /// Format 1: format 2 with no value stored by content (no flag set), read as it is and marked
 /// format 3 likewise.
 const FORMAT_1: &[u8] = b"ocm-storage/sled/1";
+/// The number of [`FORMAT`].
+const FORMAT_NUMBER: u32 = 3;
+/// What every format marker starts with (its number follows).
+const FORMAT_PREFIX: &str = "ocm-storage/sled/";
 const META_COMPACTED: &[u8] = b"m/compacted";
 const META_FORMAT: &[u8] = b"m/format";
+/// Why a store with format marker `marker` (none this build reads) is refused: a newer
+/// release's format, or damage.
+fn unreadable_format(marker: &[u8]) -> Error {
+    let text = String::from_utf8_lossy(marker);
+    match text.strip_prefix(FORMAT_PREFIX).and_then(|n| n.parse::<u32>().ok()) {
+        Some(found) if found > FORMAT_NUMBER => {
+            Error::NewerFormat { found, supported: FORMAT_NUMBER }
+        }
+        _ => Error::corrupt("m/format", format!("unknown format {text:?}")),
+    }
+}
+
 /// How many bytes of the large values written last are kept to be shared by the reads that
 /// follow a write (the next write's `prev` above all). Half the hub's write budget: a
 /// key's next write soon after serves its `prev` from here; a value rewritten later is
@@ -192,12 +208,7 @@ impl Sled {
                 db.insert(META_FORMAT, FORMAT).map_err(|e| sled_error("write", e))?;
                 db.flush().map_err(|e| sled_error("flush", e))?;
             }
-            Some(format) => {
-                return Err(Error::corrupt(
-                    "m/format",
-                    format!("unknown format {:?}", String::from_utf8_lossy(&format)),
-                ));
-            }
+            Some(format) => return Err(unreadable_format(&format)),
             None if db.is_empty() => {
                 db.insert(META_FORMAT, FORMAT).map_err(|e| sled_error("write", e))?;
                 db.flush().map_err(|e| sled_error("flush", e))?;
@@ -831,6 +842,31 @@ mod tests {
         for prefix in [&b"v"[..], b"c", b"r", b"d", b"h"] {
             assert_eq!(keys_with(&db, prefix), 0, "{:?} keys left", prefix);
         }
+    }
+
+    /// A store in a newer release's format is refused with both format numbers, and left as
+    /// it was; an unknown marker is `Corrupt`.
+    #[tokio::test]
+    async fn a_newer_format_is_refused_and_left_alone() {
+        assert_eq!(format!("{FORMAT_PREFIX}{FORMAT_NUMBER}").as_bytes(), FORMAT);
+        let dir = tempfile::tempdir().unwrap();
+        drop(open_path(dir.path()).await);
+        {
+            let db = raw_open(dir.path());
+            db.insert(META_FORMAT, &b"ocm-storage/sled/4"[..]).unwrap();
+            db.flush().unwrap();
+        }
+        let refused = Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await;
+        let Err(err) = refused else { panic!("a newer format is refused") };
+        assert!(matches!(err, Error::NewerFormat { found: 4, supported: 3 }), "{err:?}");
+        assert!(!err.to_string().contains('\n'), "one line: {err}");
+        let db = raw_open(dir.path());
+        assert_eq!(db.get(META_FORMAT).unwrap().unwrap(), &b"ocm-storage/sled/4"[..]);
+        db.insert(META_FORMAT, &b"something else"[..]).unwrap();
+        db.flush().unwrap();
+        drop(db);
+        let refused = Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await;
+        assert!(matches!(refused.err(), Some(Error::Corrupt { .. })));
     }
 
     /// A history with a hole is refused at open with `Corrupt`.
