@@ -106,7 +106,8 @@ pub fn status_hash(status: &ManifestWorkStatus) -> String {
 /// `omitempty` drops empty lists, strings and zero numbers but never a struct, so
 /// `resourceStatus` and each manifest's `statusFeedback` are present even when empty, every
 /// `resourceMeta` field is present, a condition's `reason` and `message` always, its
-/// `observedGeneration` only when set, and a manifest's missing conditions are `null`.
+/// `observedGeneration` only when set. A manifest's conditions are always a list, `[]` when
+/// empty, as OCM's agent makes them (a non-nil slice).
 pub fn go_status(status: &ManifestWorkStatus) -> Value {
     let mut out = Map::new();
     if !status.conditions.is_empty() {
@@ -141,7 +142,7 @@ fn go_manifest_condition(m: &ManifestCondition) -> Value {
             "namespace": text(&meta.namespace),
         },
         "statusFeedback": feedback,
-        "conditions": if m.conditions.is_empty() { Value::Null } else { go_conditions(&m.conditions) },
+        "conditions": go_conditions(&m.conditions),
     })
 }
 
@@ -218,6 +219,11 @@ mod tests {
         }
         let null: ManifestBundleStatus =
             serde_json::from_str(r#"{"conditions":null,"resourceStatus":null}"#).unwrap();
+        let nil_manifest: ManifestBundleStatus = serde_json::from_str(
+            r#"{"conditions":[],"resourceStatus":[{"resourceMeta":{"ordinal":0},"conditions":null}]}"#,
+        )
+        .unwrap();
+        assert!(nil_manifest.resource_status[0].conditions.is_empty());
         assert_eq!(null.into_work_status(), ManifestWorkStatus::default());
         let err = serde_json::from_str::<ManifestBundleStatus>(r#"{"resourceStatus":7}"#);
         assert!(err.is_err());
@@ -233,7 +239,7 @@ mod tests {
         assert_eq!(
             go_json(&go_status(&bare)),
             concat!(
-                r#"{"resourceStatus":{"manifests":[{"conditions":null,"resourceMeta":"#,
+                r#"{"resourceStatus":{"manifests":[{"conditions":[],"resourceMeta":"#,
                 r#"{"group":"","kind":"","name":"","namespace":"","ordinal":1,"resource":"","version":""},"#,
                 r#""statusFeedback":{}}]}}"#
             )
@@ -264,7 +270,7 @@ mod tests {
                 ManifestWorkStatus::default(),
                 "3a4ba43801251ccdf889a3154674d23a35ab996aacfc00de92e61dbb2f5cf189",
             ),
-            (bare, "43ff65ebcd69750fc21fb93e345fd87c0d1be01ffaa0f5dcf0637a2681cba4a3"),
+            (bare, "f30b36607ae0900d03f88003a07d778164657550940ff4c2617afb9f7474d471"),
             (sample(), "701d7ae5e025ef67dffbcf2fb0076f7aead04b42968d831c2d3e98bfb5c96823"),
         ] {
             assert_eq!(status_hash(&status), want, "{}", go_json(&go_status(&status)));

@@ -49,8 +49,7 @@ impl Visibility {
     pub fn sees(&self, obj: &Value) -> bool {
         match self {
             Visibility::OwnClusterRequests(cluster) => {
-                let requester = obj.pointer("/spec/username").and_then(Value::as_str);
-                requester.and_then(user_cluster) == Some(cluster.as_str())
+                requesting_cluster(obj) == Some(cluster.as_str())
             }
         }
     }
@@ -60,6 +59,12 @@ impl Visibility {
 /// read: [`Visibility::of`] and [`Visibility::sees`] in one call.
 pub fn visible_to(user: &UserInfo, api_group: &str, resource: &str, obj: &Value) -> bool {
     Visibility::of(user, api_group, resource).is_none_or(|view| view.sees(obj))
+}
+
+/// The cluster whose agent requested a CSR, by its server-recorded requester
+/// (`spec.username`), if an agent of a cluster did.
+pub fn requesting_cluster(csr: &Value) -> Option<&str> {
+    csr.pointer("/spec/username").and_then(Value::as_str).and_then(user_cluster)
 }
 
 /// The cluster whose agent `user` is: a user `system:open-cluster-management:<cluster>:<agent>`

@@ -32,7 +32,7 @@ pub use crate::store::cached::CachedObject;
 use crate::machinery::scheme::STORAGE_ROOT as ROOT;
 
 /// How long the start waits for the cache to apply the history it reads back.
-const STARTUP_REPLAY_WAIT: Duration = Duration::from_secs(120);
+const STARTUP_REPLAY_WAIT: Duration = Duration::from_secs(30);
 
 /// A storage failure as the API reports it.
 fn storage_error(e: ocm_storage::Error) -> ApiError {
@@ -252,12 +252,15 @@ impl Cache {
         let start = cache.relist_for_replay(now).await?;
         background.spawn(Arc::clone(&cache).follow(start));
         background.spawn(Arc::clone(&cache).progress());
-        // The history read back is applied before anything reads the cache: it serves the
-        // store as it is now, with the events that led there.
+        // The history read back is applied before anything reads the cache, so it serves the
+        // store as it is now. A store whose newest revisions were written outside the hub's
+        // keys (a shared etcd) is never reached: the cache then goes on as it is, current.
         if !cache.wait_for(now, STARTUP_REPLAY_WAIT).await {
-            return Err(ApiError::unavailable(format!(
-                "the watch cache did not read the store's history up to revision {now} within {STARTUP_REPLAY_WAIT:?}"
-            )));
+            tracing::warn!(
+                revision = now,
+                cache = cache.revision(),
+                "watch cache: the store's newest revision was not reached at start; serving on"
+            );
         }
         Ok(cache)
     }
@@ -308,7 +311,11 @@ impl Cache {
             Err(ocm_storage::Error::Compacted { oldest, .. }) => oldest,
             _ => Revision(back),
         };
-        self.relist(Some(from)).await
+        match self.relist(Some(from)).await {
+            // Compacted further meanwhile (retention runs from the store's open): no history.
+            Err(e) if e.code == 410 => self.relist(None).await,
+            other => other,
+        }
     }
 
     /// Replaces every kind's state with a list of the store at `at` (now when `None`), ending

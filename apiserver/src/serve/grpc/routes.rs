@@ -9,7 +9,7 @@ use ocm_proto::cloudevents::{Action, Attr, EventType, Subresource, data_type, ex
 use serde_json::{Value, json};
 
 use crate::auth::cluster_rbac::CLUSTER_NAME_LABEL;
-use crate::auth::visibility::agent_cluster;
+use crate::auth::visibility::requesting_cluster;
 use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::machinery::scheme::{ResourceType, Scheme};
@@ -139,14 +139,10 @@ impl Route {
         match self.owner {
             Owner::Name => obj.namespace_name().1.to_owned(),
             Owner::Namespace => obj.namespace_name().0.to_owned(),
-            Owner::Label => {
-                let value = obj.value();
-                let requester = crate::controllers::registration::csr::requester(&value);
-                match agent_cluster(&requester) {
-                    Some(cluster) => cluster.to_owned(),
-                    None => obj.label(CLUSTER_NAME_LABEL).unwrap_or("").to_owned(),
-                }
-            }
+            Owner::Label => match requesting_cluster(&obj.value()) {
+                Some(cluster) => cluster.to_owned(),
+                None => obj.label(CLUSTER_NAME_LABEL).unwrap_or("").to_owned(),
+            },
         }
     }
 

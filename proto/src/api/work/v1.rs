@@ -439,7 +439,8 @@ pub struct ManifestCondition {
     /// Collected feedback (JSON key is singular).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_feedback: Option<StatusFeedbackResult>,
-    /// Manifest conditions (required).
+    /// Manifest conditions (required; a Go agent's nil list arrives as `null`).
+    #[serde(deserialize_with = "null_as_default")]
     #[schemars(schema_with = "crate::api::meta::conditions_schema")]
     pub conditions: Vec<Condition>,
 }
