@@ -19,6 +19,7 @@
 
 pub mod backends;
 pub mod cloudevents;
+pub mod csr;
 pub mod data;
 pub mod etcd;
 pub mod fidelity;

@@ -190,8 +190,8 @@ async fn a_template_addon_across_a_placement() -> anyhow::Result<()> {
     let new = Some("v2".to_owned());
     let deadline = tokio::time::Instant::now() + WAIT;
     // With `maxConcurrency: 1`, c2 waits until c1's work is applied and available at its new
-    // generation (about a resync): some poll must see c1 alone on the new config. `All` would
-    // move both within one poll.
+    // generation, which takes at least one agent resync: some poll must see c1 alone on the new
+    // config. `All` would move both within one poll.
     let mut c1_alone = false;
     loop {
         let g1 = greeting(&fleet.clusters["c1"]).await?;
@@ -292,17 +292,12 @@ async fn a_template_addon_across_a_placement() -> anyhow::Result<()> {
 fn forged_request() -> anyhow::Result<Value> {
     let cn = "system:open-cluster-management:cluster:c1:addon:hello:agent:hello-agent";
     let orgs = [
-        "system:open-cluster-management:cluster:c1:addon:hello".to_owned(),
-        "system:open-cluster-management:addon:hello".to_owned(),
+        "system:open-cluster-management:cluster:c1:addon:hello",
+        "system:open-cluster-management:addon:hello",
     ];
-    let (_, pem) = ocm_agent::registration::subject_request(cn, &orgs, None)?;
-    Ok(json!({
-        "metadata": {"name": "forged-addon", "labels": {
-            "open-cluster-management.io/cluster-name": "c1", "open-cluster-management.io/addon-name": "hello"}},
-        "spec": {"signerName": "kubernetes.io/kube-apiserver-client",
-                 "usages": ["digital signature", "key encipherment", "client auth"],
-                 "request": base64::engine::general_purpose::STANDARD.encode(pem)},
-    }))
+    let mut csr = ocm_conformance::csr::client_csr(Some("forged-addon"), "c1", cn, &orgs)?;
+    csr["metadata"]["labels"]["open-cluster-management.io/addon-name"] = json!("hello");
+    Ok(csr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -14,17 +14,7 @@ const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
 /// A CSR labelled for `label`, its request naming `cn` (what the approver would check; here only
 /// who creates it matters).
 fn csr(label: &str, cn: &str) -> anyhow::Result<Value> {
-    let key = rcgen::KeyPair::generate()?;
-    let mut params = rcgen::CertificateParams::default();
-    params.distinguished_name = ocm_apiserver::auth::pki::subject(cn, &[])?;
-    let pem = params.serialize_request(&key)?.pem()?;
-    use base64::Engine as _;
-    Ok(json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-        "metadata": {"generateName": format!("{label}-"),
-                     "labels": {"open-cluster-management.io/cluster-name": label}},
-        "spec": {"signerName": "kubernetes.io/kube-apiserver-client",
-                 "usages": ["digital signature", "key encipherment", "client auth"],
-                 "request": base64::engine::general_purpose::STANDARD.encode(pem)}}))
+    ocm_conformance::csr::client_csr(None, label, cn, &[])
 }
 
 /// Creates `body` as `client`; its name.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use ocm_agent::grpc;
 use ocm_conformance::cloudevents::{WAIT, accepted, agent, endpoint, event, next, refused};
+use ocm_conformance::csr::client_csr;
 use ocm_conformance::hub::{Backend, TestHub, eventually};
 use ocm_conformance::kubectl::{create, delete, merge_patch};
 use ocm_conformance::prom;
@@ -348,18 +349,12 @@ async fn an_agent_streams_only_its_own_clusters_csrs() -> anyhow::Result<()> {
     let mut stream_c2 = grpc::subscribe(&c2, "c2", csrs).await?;
     // Each agent asks for a certificate; c1's request carries c2's label.
     let request = |client: &str, label: &str| -> anyhow::Result<CloudEvent> {
-        let (_, pem) = ocm_agent::registration::subject_request(
-            &format!("system:open-cluster-management:{client}:agent2"),
-            &[format!("system:open-cluster-management:{client}")],
-            None,
-        )?;
-        use base64::Engine as _;
-        let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-            "metadata": {"name": format!("{client}-renewal"),
-                         "labels": {"open-cluster-management.io/cluster-name": label}},
-            "spec": {"request": base64::engine::general_purpose::STANDARD.encode(pem),
-                     "signerName": "kubernetes.io/kube-apiserver-client",
-                     "usages": ["digital signature", "key encipherment", "client auth"]}});
+        let (cn, group) = (
+            format!("system:open-cluster-management:{client}:agent2"),
+            format!("system:open-cluster-management:{client}"),
+        );
+        let name = format!("{client}-renewal");
+        let csr = client_csr(Some(&name), label, &cn, &[&group])?;
         let mut e = event(&format!("{csrs}.spec.create_request"), label)?;
         e.set_json(csr.to_string());
         Ok(e)

@@ -7,12 +7,14 @@
 //! decoder would: a list where OCM has an object, a number where it has a string.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use ocm_agent::grpc::{self, Client};
 use ocm_conformance::cloudevents::{accepted, agent, next};
-use ocm_conformance::hub::{Backend, TestHub};
-use ocm_conformance::kubectl::create;
+use ocm_conformance::csr::client_csr;
+use ocm_conformance::hub::{Backend, TestHub, eventually};
+use ocm_conformance::kubectl::{create, merge_patch};
 use ocm_proto::cloudevents::v1::CloudEvent;
 use ocm_proto::cloudevents::{Attr, EventType, data_type, ext};
 use reqwest::Method;
@@ -239,21 +241,30 @@ async fn registration_kinds_in_ocms_shapes() -> anyhow::Result<()> {
     // ManagedCluster: the hub's event, then the agent's status report.
     let clusters = "/apis/cluster.open-cluster-management.io/v1/managedclusters/c1".to_owned();
     let mut stream = grpc::subscribe(&client, "c1", data_type::MANAGED_CLUSTERS).await?;
-    let mut mc = get(clusters.clone()).await?;
-    mc["metadata"]["labels"]["env"] = json!("prod");
-    let (code, _) = hub.call(&http, Method::PUT, &clusters, Some(&mc), &[]).await?;
-    ensure!(code == 200, "relabel: {code}");
-    let e = next(&mut stream).await?;
-    ensure!(e.r#type.starts_with(&format!("{}.spec.", data_type::MANAGED_CLUSTERS)), "{e:?}");
-    check_common(&e, "kube", "c1")?;
-    ensure!(matches!(e.get(ext::RESOURCE_VERSION), Some(Attr::CeString(_))), "a string: {e:?}");
-    let sent: Value = serde_json::from_slice(e.bytes().context("data")?)?;
+    // A merge patch: the hub's cluster controller writes the cluster too.
+    merge_patch(&hub, &http, &clusters, json!({"metadata": {"labels": {"env": "prod"}}})).await?;
+    let sent = loop {
+        let e = next(&mut stream).await?;
+        ensure!(e.r#type.starts_with(&format!("{}.spec.", data_type::MANAGED_CLUSTERS)), "{e:?}");
+        check_common(&e, "kube", "c1")?;
+        ensure!(matches!(e.get(ext::RESOURCE_VERSION), Some(Attr::CeString(_))), "{e:?}");
+        let sent: Value = serde_json::from_slice(e.bytes().context("data")?)?;
+        if sent["metadata"]["labels"]["env"] == "prod" {
+            break sent;
+        }
+    };
     ensure!(sent["apiVersion"] == "cluster.open-cluster-management.io/v1", "{sent}");
-    ensure!(sent["kind"] == "ManagedCluster" && sent["metadata"]["labels"]["env"] == "prod");
-    let mut mc = get(clusters.clone()).await?;
-    mc["status"]["version"] = json!({"kubernetes": "v1.32.0"});
-    mc["status"]["clusterClaims"] = json!([{"name": "id.k8s.io", "value": "c1-id"}]);
-    publish(format!("{}.status.update_request", data_type::MANAGED_CLUSTERS), mc).await?;
+    ensure!(sent["kind"] == "ManagedCluster", "{sent}");
+    // The agent's status report, as OCM's agent sends it: the object it holds, resourceVersion
+    // and all (sent again on a conflict with the hub's own writes, as its informer would).
+    eventually("the cluster's status reported", Duration::from_secs(30), || async {
+        let mut mc = get(clusters.clone()).await?;
+        mc["status"]["version"] = json!({"kubernetes": "v1.32.0"});
+        mc["status"]["clusterClaims"] = json!([{"name": "id.k8s.io", "value": "c1-id"}]);
+        let t = format!("{}.status.update_request", data_type::MANAGED_CLUSTERS);
+        Ok(publish(t, mc).await.ok())
+    })
+    .await?;
     let mc = get(clusters).await?;
     ensure!(mc["status"]["version"]["kubernetes"] == "v1.32.0", "{mc}");
 
@@ -265,15 +276,12 @@ async fn registration_kinds_in_ocms_shapes() -> anyhow::Result<()> {
     ensure!(get(lease.to_owned()).await?["spec"]["renewTime"] == "2030-01-01T00:00:00.000000Z");
 
     // CSR: created by the agent, recorded as its request.
-    let (_, csr_pem) = ocm_agent::registration::subject_request(
+    let csr = client_csr(
+        Some("c1-renewal"),
+        "c1",
         "system:open-cluster-management:c1:agent2",
-        &["system:open-cluster-management:c1".to_owned()],
-        None,
+        &["system:open-cluster-management:c1"],
     )?;
-    let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-        "metadata": {"name": "c1-renewal", "labels": {"open-cluster-management.io/cluster-name": "c1"}},
-        "spec": {"request": base64(&csr_pem), "signerName": "kubernetes.io/kube-apiserver-client",
-                 "usages": ["digital signature", "key encipherment", "client auth"]}});
     publish(format!("{}.spec.create_request", data_type::CSRS), csr).await?;
     let stored =
         get("/apis/certificates.k8s.io/v1/certificatesigningrequests/c1-renewal".into()).await?;
@@ -285,10 +293,16 @@ async fn registration_kinds_in_ocms_shapes() -> anyhow::Result<()> {
     let mca = json!({"apiVersion": "addon.open-cluster-management.io/v1beta1", "kind": "ManagedClusterAddOn",
         "metadata": {"name": "hello", "namespace": "c1"}, "spec": {}});
     create(&hub, &http, addons, mca).await?;
-    let mut mca = get(format!("{addons}/hello")).await?;
-    mca["status"]["conditions"] = json!([{"type": "Available", "status": "True", "reason": "ProbeSucceeded",
-        "message": "the agent is available", "lastTransitionTime": "2026-11-27T10:00:00Z"}]);
-    publish(format!("{}.status.update_request", data_type::ADDONS_V1BETA1), mca).await?;
+    // Sent again on a conflict with the hub's add-on manager, which writes the status too.
+    eventually("the add-on's status reported", Duration::from_secs(30), || async {
+        let mut mca = get(format!("{addons}/hello")).await?;
+        mca["status"]["conditions"] = json!([{"type": "Available", "status": "True",
+            "reason": "ProbeSucceeded", "message": "the agent is available",
+            "lastTransitionTime": "2026-11-27T10:00:00Z"}]);
+        let t = format!("{}.status.update_request", data_type::ADDONS_V1BETA1);
+        Ok(publish(t, mca).await.ok())
+    })
+    .await?;
     let mca = get(format!("{addons}/hello")).await?;
     ensure!(mca["status"]["conditions"][0]["reason"] == "ProbeSucceeded", "{mca}");
 
@@ -303,11 +317,6 @@ async fn registration_kinds_in_ocms_shapes() -> anyhow::Result<()> {
     let stored = get("/apis/events.k8s.io/v1/namespaces/c1/events/c1.hello".into()).await?;
     ensure!(stored["reason"] == "ManifestWorkApplied", "{stored}");
     Ok(())
-}
-
-fn base64(text: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(text)
 }
 
 /// Every attribute the hub sets is one OCM's agent knows, with the type it expects.

@@ -736,14 +736,10 @@ async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::
         .await?;
     }
     let request = |label: &str, cn: &str, orgs: &[&str]| -> anyhow::Result<Value> {
-        let (_, pem) = agent_request(cn, orgs)?;
-        Ok(json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-            "metadata": {"generateName": format!("{label}-"), "labels": {"open-cluster-management.io/cluster-name": label}},
-            "spec": {"signerName": "kubernetes.io/kube-apiserver-client",
-                "usages": ["digital signature", "key encipherment", "client auth"],
-                "request": base64_encode(&pem),
-                // Claims another user: the hub records the real requester instead.
-                "username": "system:open-cluster-management:c1:agent"}}))
+        let mut csr = ocm_conformance::csr::client_csr(None, label, cn, orgs)?;
+        // Claims another user: the hub records the real requester instead.
+        csr["spec"]["username"] = json!("system:open-cluster-management:c1:agent");
+        Ok(csr)
     };
     let own = "system:open-cluster-management:c1";
     let mcg = "system:open-cluster-management:managed-clusters";
@@ -803,18 +799,6 @@ async fn forged_requests_stay_pending_even_from_a_trusted_identity() -> anyhow::
 }
 
 /// A key and a certificate request (PEM) with any subject.
-fn agent_request(cn: &str, orgs: &[&str]) -> anyhow::Result<(String, String)> {
-    let key = rcgen::KeyPair::generate()?;
-    let mut params = rcgen::CertificateParams::default();
-    params.distinguished_name = ocm_apiserver::auth::pki::subject(cn, orgs)?;
-    Ok((key.serialize_pem(), params.serialize_request(&key)?.pem()?))
-}
-
-fn base64_encode(s: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(s)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_hub_keeps_its_clusters_and_agents_carry_on() -> anyhow::Result<()> {
     let mut hub = TestHub::start_with_controllers(Backend::Sled).await?;
