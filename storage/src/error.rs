@@ -114,6 +114,13 @@ pub enum Error {
         /// The newest format this build reads.
         supported: u32,
     },
+    /// A write through a [`crate::Storage::fenced`] handle whose fence was closed or moved:
+    /// its holder no longer leads, and nothing was written.
+    #[error("fenced: the fence key {key:?} moved, so this writer no longer leads")]
+    Fenced {
+        /// The fence key.
+        key: String,
+    },
     /// Stored bytes could not be decoded. Never a panic; nothing is overwritten.
     #[error("corrupt record at {key:?}: {detail}")]
     Corrupt {

@@ -65,6 +65,7 @@ pub mod key;
 mod engine;
 mod error;
 mod etcd;
+mod fence;
 mod local;
 mod memory;
 mod revision;
@@ -78,6 +79,7 @@ use futures::stream::BoxStream;
 
 pub use engine::{Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions};
 pub use error::{BoxError, Error, Result};
+pub use fence::Fence;
 pub use revision::Revision;
 pub use types::{
     Commit, Committed, Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Update,
@@ -144,6 +146,20 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// at least one, in ascending key order with no key twice; the answer lists what each did,
     /// in that order.
     async fn commit(&self, writes: Vec<Write>) -> Result<Committed>;
+    /// [`Store::commit`], landing only while `fence`'s mod revision is `token`
+    /// ([`Error::Fenced`] otherwise). Backends that serve one hub refuse it.
+    async fn commit_fenced(
+        &self,
+        writes: Vec<Write>,
+        fence: &str,
+        token: Revision,
+    ) -> Result<Committed> {
+        let _ = (writes, token);
+        Err(Error::Unavailable {
+            message: format!("fenced writes (fence {fence:?}) need the etcd backend"),
+            source: None,
+        })
+    }
     async fn watch(&self, prefix: &str, from: Revision) -> Result<CommitStream>;
     async fn current_revision(&self) -> Result<Revision>;
     async fn compact(&self, revision: Revision) -> Result<()>;
@@ -158,6 +174,8 @@ pub(crate) trait Store: Send + Sync + 'static {
 pub struct Storage {
     inner: Arc<dyn Store>,
     observer: Option<Arc<dyn Observer>>,
+    /// Set on a [`Storage::fenced`] handle: every write compares the fence.
+    fence: Option<Fence>,
 }
 
 /// The operations an [`Observer`] is told about.
@@ -213,12 +231,12 @@ impl Storage {
             Engine::Sled(options) => crate::sled::open(options).await?,
             Engine::Etcd(options) => crate::etcd::open(options).await?,
         };
-        Ok(Storage { inner, observer: None })
+        Ok(Storage { inner, observer: None, fence: None })
     }
 
     /// The same store, with every operation reported to `observer` (replacing any earlier one).
     pub fn observed(&self, observer: Arc<dyn Observer>) -> Storage {
-        Storage { inner: Arc::clone(&self.inner), observer: Some(observer) }
+        Storage { observer: Some(observer), ..self.clone() }
     }
 
     /// Runs `f` and reports its duration as `op` on `key`.
@@ -243,7 +261,7 @@ impl Storage {
     pub async fn create(&self, key: &str, value: impl Into<Bytes>) -> Result<KeyValue> {
         let value = value.into();
         check_write(key, &value)?;
-        self.timed(Operation::Create, key, self.inner.create(key, value)).await
+        self.timed(Operation::Create, key, self.store_create(key, value)).await
     }
 
     /// The current value of `key`; [`Error::NotFound`] if absent.
@@ -303,13 +321,13 @@ impl Storage {
     ) -> Result<KeyValue> {
         let value = value.into();
         check_write(key, &value)?;
-        self.timed(Operation::Update, key, self.inner.update(key, value, expected)).await
+        self.timed(Operation::Update, key, self.store_update(key, value, expected)).await
     }
 
     /// Deletes `key` if `pre` holds; returns the deleted value and the delete's revision.
     pub async fn delete(&self, key: &str, pre: &Preconditions) -> Result<Deleted> {
         key::validate_key(key)?;
-        self.timed(Operation::Delete, key, self.inner.delete(key, *pre)).await
+        self.timed(Operation::Delete, key, self.store_delete(key, *pre)).await
     }
 
     /// Writes every one of `writes` at one new revision, or none of them; see the contract.
@@ -332,7 +350,7 @@ impl Storage {
             });
         }
         let first = sorted[0].key().to_owned();
-        let committed = self.timed(Operation::Commit, &first, self.inner.commit(sorted)).await?;
+        let committed = self.timed(Operation::Commit, &first, self.commit_sorted(sorted)).await?;
         let mut written: Vec<Option<Written>> = vec![None; order.len()];
         for (w, &i) in committed.written.into_iter().zip(&order) {
             written[i] = Some(w);
@@ -379,12 +397,12 @@ impl Storage {
                 }
                 (Update::Put(value), None) => {
                     check_size(key, &value)?;
-                    let put = self.inner.create(key, value);
+                    let put = self.store_create(key, value);
                     self.timed(Operation::Create, key, put).await.map(UpdateOutcome::Put)
                 }
                 (Update::Put(value), Some(kv)) => {
                     check_size(key, &value)?;
-                    let put = self.inner.update(key, value, kv.mod_revision);
+                    let put = self.store_update(key, value, kv.mod_revision);
                     self.timed(Operation::Update, key, put).await.map(UpdateOutcome::Put)
                 }
                 (Update::Delete, Some(kv)) => {
@@ -392,7 +410,7 @@ impl Storage {
                         mod_revision: Some(kv.mod_revision),
                         create_revision: None,
                     };
-                    let delete = self.inner.delete(key, exact);
+                    let delete = self.store_delete(key, exact);
                     self.timed(Operation::Delete, key, delete).await.map(UpdateOutcome::Deleted)
                 }
             };

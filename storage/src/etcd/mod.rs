@@ -101,6 +101,78 @@ impl Etcd {
         }
     }
 
+    /// One transaction of `writes` (a compare and an operation per key), and with a fence a
+    /// compare of the fence key's mod revision beside them (read back on failure, last).
+    async fn commit_txn(
+        &self,
+        writes: Vec<Write>,
+        fence: Option<(&str, Revision)>,
+    ) -> Result<Committed> {
+        let full: Vec<Vec<u8>> = writes.iter().map(|w| self.full(w.key())).collect();
+        let mut txn = TxnRequest {
+            compare: writes.iter().zip(&full).map(|(w, k)| commit_compare(k, w)).collect(),
+            success: writes.iter().zip(&full).map(|(w, k)| commit_op(k.clone(), w)).collect(),
+            failure: full.iter().map(|k| get(k.clone())).collect(),
+        };
+        if let Some((key, token)) = fence {
+            let full = self.full(key);
+            txn.compare.push(mod_revision_is(&full, i64::try_from(token.0).unwrap_or(i64::MAX)));
+            txn.failure.push(get(full));
+        }
+        let bytes: usize = writes.iter().map(|w| w.value().len()).sum();
+        let response = self.kv().txn(txn).await.map_err(|e| match classify(&e) {
+            Failure::TooLarge => Error::unavailable(
+                format!(
+                    "etcd refused a commit of {bytes} bytes as too large: start etcd with \
+                     --max-request-bytes of at least 2097152"
+                ),
+                e,
+            ),
+            _ => unavailable("commit", e),
+        })?;
+        let response = response.into_inner();
+        let rev = header_revision(response.header)?;
+        if !response.succeeded {
+            let mut found: Vec<Option<mvccpb::KeyValue>> = response
+                .responses
+                .into_iter()
+                .map(|r| match r.response {
+                    Some(Response::ResponseRange(get)) => get.kvs.into_iter().next(),
+                    _ => None,
+                })
+                .collect();
+            if let Some((key, token)) = fence {
+                let held = found.pop().flatten().map(|kv| revision(kv.mod_revision));
+                if held != Some(token) {
+                    return Err(Error::Fenced { key: key.to_owned() });
+                }
+            }
+            return Err(commit_refusal(&writes, found));
+        }
+        let mut written = Vec::with_capacity(writes.len());
+        for (write, r) in writes.into_iter().zip(response.responses) {
+            written.push(match (write, r.response) {
+                (Write::Create { key, value }, _) => {
+                    Written::Put(KeyValue { key, value, create_revision: rev, mod_revision: rev })
+                }
+                (Write::Update { key, value, .. }, Some(Response::ResponsePut(put))) => {
+                    let create_revision = put.prev_kv.map_or(rev, |p| revision(p.create_revision));
+                    Written::Put(KeyValue { key, value, create_revision, mod_revision: rev })
+                }
+                (Write::Delete { key, .. }, Some(Response::ResponseDeleteRange(d))) => {
+                    let prev = d.prev_kvs.into_iter().next().ok_or_else(|| {
+                        Error::corrupt(&key, "etcd deleted the key but returned no value")
+                    })?;
+                    Written::Deleted(Deleted { revision: rev, prev: self.to_kv(prev)? })
+                }
+                (write, _) => {
+                    return Err(Error::corrupt(write.key(), "etcd answered a commit out of order"));
+                }
+            });
+        }
+        Ok(Committed { revision: rev, written })
+    }
+
     /// The oldest revision etcd still serves: a watch from revision 1 is answered with it.
     async fn compaction_revision(&self) -> Result<Revision> {
         let create = WatchCreateRequest {
@@ -436,58 +508,16 @@ impl Store for Etcd {
     }
 
     async fn commit(&self, writes: Vec<Write>) -> Result<Committed> {
-        let full: Vec<Vec<u8>> = writes.iter().map(|w| self.full(w.key())).collect();
-        let txn = TxnRequest {
-            compare: writes.iter().zip(&full).map(|(w, k)| commit_compare(k, w)).collect(),
-            success: writes.iter().zip(&full).map(|(w, k)| commit_op(k.clone(), w)).collect(),
-            failure: full.iter().map(|k| get(k.clone())).collect(),
-        };
-        let bytes: usize = writes.iter().map(|w| w.value().len()).sum();
-        let response = self.kv().txn(txn).await.map_err(|e| match classify(&e) {
-            Failure::TooLarge => Error::unavailable(
-                format!(
-                    "etcd refused a commit of {bytes} bytes as too large: start etcd with \
-                     --max-request-bytes of at least 2097152"
-                ),
-                e,
-            ),
-            _ => unavailable("commit", e),
-        })?;
-        let response = response.into_inner();
-        let rev = header_revision(response.header)?;
-        if !response.succeeded {
-            let found = response
-                .responses
-                .into_iter()
-                .map(|r| match r.response {
-                    Some(Response::ResponseRange(get)) => get.kvs.into_iter().next(),
-                    _ => None,
-                })
-                .collect();
-            return Err(commit_refusal(&writes, found));
-        }
-        let mut written = Vec::with_capacity(writes.len());
-        for (write, r) in writes.into_iter().zip(response.responses) {
-            written.push(match (write, r.response) {
-                (Write::Create { key, value }, _) => {
-                    Written::Put(KeyValue { key, value, create_revision: rev, mod_revision: rev })
-                }
-                (Write::Update { key, value, .. }, Some(Response::ResponsePut(put))) => {
-                    let create_revision = put.prev_kv.map_or(rev, |p| revision(p.create_revision));
-                    Written::Put(KeyValue { key, value, create_revision, mod_revision: rev })
-                }
-                (Write::Delete { key, .. }, Some(Response::ResponseDeleteRange(d))) => {
-                    let prev = d.prev_kvs.into_iter().next().ok_or_else(|| {
-                        Error::corrupt(&key, "etcd deleted the key but returned no value")
-                    })?;
-                    Written::Deleted(Deleted { revision: rev, prev: self.to_kv(prev)? })
-                }
-                (write, _) => {
-                    return Err(Error::corrupt(write.key(), "etcd answered a commit out of order"));
-                }
-            });
-        }
-        Ok(Committed { revision: rev, written })
+        self.commit_txn(writes, None).await
+    }
+
+    async fn commit_fenced(
+        &self,
+        writes: Vec<Write>,
+        fence: &str,
+        token: Revision,
+    ) -> Result<Committed> {
+        self.commit_txn(writes, Some((fence, token))).await
     }
 
     async fn watch(&self, prefix: &str, from: Revision) -> Result<CommitStream> {
