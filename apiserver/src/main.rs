@@ -320,9 +320,21 @@ struct ServeArgs {
     #[arg(long, default_value_t = ocm_apiserver::serve::server::DEFAULT_SLED_CACHE_MB,
           value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(8..=65536))]
     sled_cache_mb: u64,
-    /// etcd endpoints, comma-separated (with --storage etcd).
+    /// etcd endpoints, comma-separated (with --storage etcd). Every hub started on the same
+    /// etcd is a replica of one hub: they elect a leader that runs the controllers.
     #[arg(long, value_delimiter = ',')]
     etcd_endpoints: Vec<String>,
+    /// How long a replica waits, after it last saw the leader's Lease change, before it takes
+    /// over (client-go's and kube-controller-manager's flag).
+    #[arg(long, default_value = "15s", value_parser = admin::parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops its controllers; shorter
+    /// than the lease duration.
+    #[arg(long, default_value = "10s", value_parser = admin::parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How often replicas try to take or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = admin::parse_duration)]
+    leader_elect_retry_period: Duration,
     /// What to serve: the OCM hub, or a plain Kubernetes API for agent tests.
     #[arg(long, value_enum, default_value = "hub")]
     profile: ProfileArg,
@@ -459,7 +471,16 @@ fn main() -> ExitCode {
         }
         StorageArg::Etcd => StorageChoice::Etcd(args.etcd_endpoints),
     };
+    let election = ocm_apiserver::controllers::leader::Timings {
+        lease: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry: args.leader_elect_retry_period,
+    };
+    if let Err(e) = election.check() {
+        return usage_error(&e);
+    }
     let mut config = ServeConfig::new(args.data_dir);
+    config.leader_election = election;
     config.listen = args.listen;
     config.grpc_listen = Some(args.grpc_listen);
     config.advertise_address = args.advertise_address;

@@ -4,6 +4,7 @@
 
 pub mod addon;
 pub mod gc;
+pub mod leader;
 pub mod manifestworkreplicaset;
 pub mod placement;
 pub mod registration;

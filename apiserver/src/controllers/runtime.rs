@@ -253,8 +253,8 @@ impl Queue {
     }
 }
 
-/// Whether this replica leads, so its controllers may act. One replica always leads today;
-/// several replicas over etcd hand leadership over through a Lease (`Elected`).
+/// Whether this replica leads, so its controllers may act: a hub on an embedded store always
+/// does; replicas over etcd hand leadership over through a Lease (`controllers::leader`).
 #[derive(Debug, Clone)]
 pub enum Leadership {
     /// The only replica: it always leads.
@@ -269,6 +269,14 @@ impl Leadership {
         if let Leadership::Elected(leads) = self {
             // An error means the election ended with the replica: the last value stands.
             let _ = leads.wait_for(|leads| *leads).await;
+        }
+    }
+
+    /// Whether this replica leads now.
+    pub fn is_leading(&self) -> bool {
+        match self {
+            Leadership::Always => true,
+            Leadership::Elected(leads) => *leads.borrow(),
         }
     }
 }
@@ -314,6 +322,13 @@ impl Runtime {
                 loop {
                     leadership.leading().await;
                     let key = queue.next().await;
+                    if !leadership.is_leading() {
+                        // Lost while waiting: the key waits for the next term (or another
+                        // replica's controller runs it).
+                        queue.done(key.clone(), &Ok(Action::Done));
+                        queue.add(key);
+                        continue;
+                    }
                     let outcome = run_once(&*reconcile, &key).await;
                     if let Err(e) = &outcome {
                         tracing::debug!(controller = name, %key, error = %e.message, "reconcile failed; backing off");

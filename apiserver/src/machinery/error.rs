@@ -325,7 +325,7 @@ pub fn from_storage(err: ocm_storage::Error, subject: Subject) -> ApiError {
         E::FutureRevision { requested, current } => {
             ApiError::too_large_resource_version(requested.get(), current.get())
         }
-        E::Unavailable { .. } => ApiError::unavailable(err.to_string()),
+        E::Unavailable { .. } | E::Fenced { .. } => ApiError::unavailable(err.to_string()),
         other => ApiError::internal(other),
     }
 }

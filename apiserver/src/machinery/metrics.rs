@@ -110,6 +110,8 @@ pub struct Metrics {
     /// HTTP/1.1 connections idle with only their TLS session kept
     /// (`ocm_http1_parked_connections`, [`crate::serve::conn::serve_http1`]).
     pub http1_parked: IntGauge,
+    /// Whether this replica leads, by lease name (client-go's `leader_election_master_status`).
+    pub leader: IntGaugeVec,
     grpc: GrpcFamilies,
     /// The families computed at scrape time (refreshed by the `/metrics` handler).
     pub scraped: Scraped,
@@ -419,6 +421,12 @@ impl Metrics {
             ))
             .expect("valid gauge"),
         );
+        let leader = gauge(
+            &r,
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            &["name"],
+        );
         let build = gauge(
             &r,
             "ocm_build_info",
@@ -451,6 +459,7 @@ impl Metrics {
             csr_approvals,
             csr_signings,
             http1_parked,
+            leader,
             grpc,
             scraped,
             kinds,

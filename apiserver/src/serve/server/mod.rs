@@ -113,6 +113,9 @@ pub struct ServeConfig {
     pub advertise_address: Option<String>,
     /// Further names or addresses the self-issued serving certificate covers (`--tls-san`).
     pub tls_sans: Vec<String>,
+    /// The leader election's timings (replicas over etcd elect a leader; a hub on an embedded
+    /// store always leads).
+    pub leader_election: crate::controllers::leader::Timings,
 }
 
 impl ServeConfig {
@@ -125,6 +128,7 @@ impl ServeConfig {
             grpc_heartbeat: crate::serve::grpc::DEFAULT_HEARTBEAT,
             grpc_metrics_per_cluster: true,
             storage: StorageChoice::Sled,
+            leader_election: Default::default(),
             sled_cache_bytes: DEFAULT_SLED_CACHE_MB << 20,
             profile: Profile::Hub,
             cache: CacheConfig::default(),
@@ -292,7 +296,7 @@ pub async fn run(
             &authority(&listeners.host, listeners.https_addr.port()),
         ),
         openapi: crate::machinery::openapi::OpenApi::new(&core.registry.scheme),
-        registry: core.registry,
+        registry: core.registry.clone(),
         ready: AtomicBool::new(false),
         bookmark_every: config.bookmark_every,
         inflight: Inflight::with_lanes(
@@ -302,12 +306,12 @@ pub async fn run(
             config.max_requests_inflight_per_user,
         )
         .queue_wait(config.request_queue_wait),
-        access: core.access,
+        access: Arc::clone(&core.access),
         authn,
         delegate_authn,
         delegate_authz,
         views,
-        metrics: core.metrics,
+        metrics: Arc::clone(&core.metrics),
     });
     let connections = Arc::new(tokio::sync::Semaphore::new(connection_cap(config.max_connections)));
     let https = Acceptor { tls: acceptor, state: tls, connections };
@@ -315,7 +319,7 @@ pub async fn run(
     if let Some(grpc) = listeners.grpc {
         serve_grpc(&config, &state, grpc.listener, https.clone(), &background);
     }
-    write_endpoints(&config, &server_url, grpc_url.as_deref())?;
+    write_endpoints(&config, &server_url, grpc_url.as_deref(), core.replica.as_deref())?;
     state.ready.store(true, Ordering::Release);
     tracing::info!(%server_url, "serving");
     on_ready(Running { https: listeners.https_addr, grpc: grpc_addr, join_command });
@@ -325,6 +329,9 @@ pub async fn run(
     // Connections, controllers and cache followers go before the storage closes (the last
     // reference to it is dropped as `run` returns).
     background.stop().await;
+    if let Some(election) = core.election {
+        election.release().await;
+    }
     Ok(())
 }
 

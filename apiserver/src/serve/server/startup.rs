@@ -13,8 +13,10 @@ use tokio_rustls::TlsAcceptor;
 
 use super::connections::Acceptor;
 use super::{
-    CLUSTER_INFO, FIRST_TOKEN_TTL, ServeConfig, ServeError, https_url, open_storage, told_host,
+    CLUSTER_INFO, FIRST_TOKEN_TTL, ServeConfig, ServeError, StorageChoice, https_url,
+    open_storage, told_host,
 };
+use crate::controllers::leader::LEASE_NAME;
 use crate::auth::delegate::Delegate;
 use crate::auth::pki::Pki;
 use crate::auth::tls::{Tls, TlsFiles};
@@ -38,6 +40,10 @@ pub(super) struct Core {
     pub(super) runtime: Runtime,
     pub(super) access: Arc<crate::auth::access::Access>,
     pub(super) metrics: Arc<Metrics>,
+    /// This replica's election, when it runs as one of several over etcd.
+    pub(super) election: Option<crate::controllers::leader::Election>,
+    /// This replica's identity in the election (`None` on an embedded store).
+    pub(super) replica: Option<String>,
 }
 
 /// Opens storage and the registry over it, creates the default namespaces and RBAC, starts the
@@ -54,15 +60,49 @@ pub(super) async fn open_registry(
     let registry = Registry::new(storage, scheme, config.cache, background).await?;
     ensure_namespaces(&registry).await?;
     ensure_default_rbac(&registry).await?;
-    let runtime = Runtime {
-        registry: registry.clone(),
-        background: background.clone(),
-        leadership: Leadership::Always,
+    let (runtime, election, replica) = match config.storage {
+        StorageChoice::Etcd(_) => {
+            let identity = crate::controllers::leader::replica_identity();
+            tracing::info!(replica = %identity, "running as a replica: controllers run while it leads");
+            let election = elect(&registry, background, &identity, config, &metrics);
+            let runtime = Runtime {
+                registry: registry.fenced(election.fence.clone()),
+                background: background.clone(),
+                leadership: election.leadership.clone(),
+            };
+            (runtime, Some(election), Some(identity))
+        }
+        _ => {
+            metrics.leader.with_label_values(&[LEASE_NAME]).set(1);
+            let leadership = Leadership::Always;
+            let runtime =
+                Runtime { registry: registry.clone(), background: background.clone(), leadership };
+            (runtime, None, None)
+        }
     };
     crate::controllers::gc::start(&runtime);
     registry.cache.sync().await?;
     let access = crate::auth::access::Access::start(&registry, background).await;
-    Ok(Core { registry, runtime, access, metrics })
+    Ok(Core { registry, runtime, access, metrics, election, replica })
+}
+
+/// Starts this replica's leader election, `leader_election_master_status` following it.
+fn elect(
+    registry: &Registry,
+    background: &Background,
+    identity: &str,
+    config: &ServeConfig,
+    metrics: &Arc<Metrics>,
+) -> crate::controllers::leader::Election {
+    let gauge = metrics.leader.with_label_values(&[LEASE_NAME]);
+    gauge.set(0);
+    crate::controllers::leader::start(
+        registry,
+        background,
+        identity.to_owned(),
+        config.leader_election,
+        move |leads| gauge.set(i64::from(leads)),
+    )
 }
 
 /// The bound listeners and the addresses clients are told.
@@ -248,15 +288,20 @@ pub(super) fn serve_grpc(
     ));
 }
 
-/// Writes `endpoints.json`: the HTTPS URL and, when served, the gRPC one.
+/// Writes `endpoints.json`: the HTTPS URL, the gRPC one when served, and the replica's
+/// identity when it runs as one of several.
 pub(super) fn write_endpoints(
     config: &ServeConfig,
     server_url: &str,
     grpc_url: Option<&str>,
+    replica: Option<&str>,
 ) -> Result<(), ServeError> {
     let mut body = json!({"https": server_url});
     if let Some(url) = grpc_url {
         body["grpc"] = json!(url);
+    }
+    if let Some(replica) = replica {
+        body["replica"] = json!(replica);
     }
     let endpoints = config.data_dir.join("endpoints.json");
     std::fs::write(&endpoints, body.to_string()).map_err(io_error(&endpoints))

@@ -240,6 +240,12 @@ impl Registry {
         Ok(Registry { storage, scheme, cache, budget, validating: Arc::default() })
     }
 
+    /// The same registry, every write through it fenced by `fence` (a leader's controllers
+    /// write through one: [`crate::controllers::leader`]).
+    pub fn fenced(&self, fence: ocm_storage::Fence) -> Registry {
+        Registry { storage: self.storage.fenced(fence), ..self.clone() }
+    }
+
     /// Gives back a large write's room once the watch cache has the write: until then the
     /// store's watch still holds the value on its way to the cache, and a burst of large
     /// writes must not pile values up there either. Bounded: a cache that does not catch up
