@@ -20,8 +20,17 @@ pub struct EtcdServer {
     dir: tempfile::TempDir,
     /// The client and peer ports.
     ports: (u16, u16),
+    /// The member's name and the cluster it belongs to (`name=peerURL,...`).
+    member: Member,
     /// The client URL, `http://127.0.0.1:PORT`.
     pub endpoint: String,
+}
+
+/// A member's name and the initial cluster it was started in.
+#[derive(Debug, Clone)]
+struct Member {
+    name: String,
+    initial_cluster: String,
 }
 
 /// Whether this run skips etcd (`OCM_SKIP_ETCD=1`); if it does, the running test is reported as
@@ -71,11 +80,57 @@ impl EtcdServer {
     fn start_once() -> anyhow::Result<EtcdServer> {
         let dir = tempfile::tempdir().context("creating etcd data dir")?;
         let ports = (free_port()?, free_port()?);
-        let child = spawn(dir.path(), ports)?;
+        let member = Member {
+            name: "test".into(),
+            initial_cluster: format!("test=http://127.0.0.1:{}", ports.1),
+        };
+        let child = spawn(dir.path(), ports, &member)?;
         let endpoint = format!("http://127.0.0.1:{}", ports.0);
-        let mut server = EtcdServer { child, dir, ports, endpoint };
+        let mut server = EtcdServer { child, dir, ports, member, endpoint };
         server.wait_healthy(ports.0)?;
         Ok(server)
+    }
+
+    /// Starts a cluster of `members` members on loopback and waits until each is healthy
+    /// (a member is healthy once the cluster has a leader). Ports taken meanwhile are retried
+    /// as for one member.
+    pub fn start_cluster(members: usize) -> anyhow::Result<Vec<EtcdServer>> {
+        let mut attempt = 1;
+        loop {
+            match EtcdServer::start_cluster_once(members) {
+                Err(e)
+                    if attempt < START_ATTEMPTS
+                        && format!("{e:#}").contains("address already in use") =>
+                {
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn start_cluster_once(members: usize) -> anyhow::Result<Vec<EtcdServer>> {
+        let ports: Vec<(u16, u16)> = (0..members)
+            .map(|_| Ok((free_port()?, free_port()?)))
+            .collect::<anyhow::Result<_>>()?;
+        let initial_cluster = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut servers = Vec::with_capacity(members);
+        for (i, ports) in ports.into_iter().enumerate() {
+            let dir = tempfile::tempdir().context("creating etcd data dir")?;
+            let member = Member { name: format!("m{i}"), initial_cluster: initial_cluster.clone() };
+            let child = spawn(dir.path(), ports, &member)?;
+            let endpoint = format!("http://127.0.0.1:{}", ports.0);
+            servers.push(EtcdServer { child, dir, ports, member, endpoint });
+        }
+        for server in &mut servers {
+            server.wait_healthy(server.ports.0)?;
+        }
+        Ok(servers)
     }
 
     /// Kills the member (as a crash would), keeping its data and ports for [`EtcdServer::restart`].
@@ -88,7 +143,7 @@ impl EtcdServer {
     /// Starts the stopped member again on its ports with its data, and waits until it is
     /// healthy.
     pub fn restart(&mut self) -> anyhow::Result<()> {
-        self.child = spawn(self.dir.path(), self.ports)?;
+        self.child = spawn(self.dir.path(), self.ports, &self.member)?;
         self.wait_healthy(self.ports.0)
     }
 
@@ -117,20 +172,24 @@ impl EtcdServer {
     }
 }
 
-/// etcd as one member on `ports` (client, peer) with its data and log under `dir`.
-fn spawn(dir: &std::path::Path, (client_port, peer_port): (u16, u16)) -> anyhow::Result<Child> {
+/// etcd as `member` on `ports` (client, peer) with its data and log under `dir`.
+fn spawn(
+    dir: &std::path::Path,
+    (client_port, peer_port): (u16, u16),
+    member: &Member,
+) -> anyhow::Result<Child> {
     let binary = find_binary()?;
     let endpoint = format!("http://127.0.0.1:{client_port}");
     let peer = format!("http://127.0.0.1:{peer_port}");
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("etcd.log"))?;
     Command::new(&binary)
-        .arg("--name=test")
+        .arg(format!("--name={}", member.name))
         .arg(format!("--data-dir={}", dir.join("data").display()))
         .arg(format!("--listen-client-urls={endpoint}"))
         .arg(format!("--advertise-client-urls={endpoint}"))
         .arg(format!("--listen-peer-urls={peer}"))
         .arg(format!("--initial-advertise-peer-urls={peer}"))
-        .arg(format!("--initial-cluster=test={peer}"))
+        .arg(format!("--initial-cluster={}", member.initial_cluster))
         // Our values may be 1.5 MiB; etcd's default request limit is exactly that, so leave
         // room for the key and the transaction around it.
         .arg("--max-request-bytes=2097152")

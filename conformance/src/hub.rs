@@ -215,33 +215,15 @@ impl TestHub {
         Ok(reqwest::Client::builder().use_preconfigured_tls(alpn(config)).build()?)
     }
 
+    fn tls(&self, with_client_cert: bool) -> anyhow::Result<rustls::ClientConfig> {
+        tls_for(self.path(), with_client_cert)
+    }
+
     fn tls_builder(
         &self,
     ) -> anyhow::Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>>
     {
-        let pki = self.path().join("pki");
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_file_iter(pki.join("ca.crt"))? {
-            roots.add(cert?)?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        Ok(rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots))
-    }
-
-    fn tls(&self, with_client_cert: bool) -> anyhow::Result<rustls::ClientConfig> {
-        let pki = self.path().join("pki");
-        let builder = self.tls_builder()?;
-        let config = if with_client_cert {
-            let certs = CertificateDer::pem_file_iter(pki.join("admin.crt"))?
-                .collect::<Result<Vec<_>, _>>()?;
-            let key = PrivateKeyDer::from_pem_file(pki.join("admin.key"))?;
-            builder.with_client_auth_cert(certs, key)?
-        } else {
-            builder.with_no_client_auth()
-        };
-        Ok(alpn(config))
+        tls_builder(self.path())
     }
 
     /// The rustls client configuration of the admin (its certificate, the hub CA, ALPN `h2`
@@ -391,6 +373,41 @@ fn spawn_hub(
         }
     });
     (stop_tx, task, ready_rx)
+}
+
+/// The TLS client of a hub's data dir: its CA trusted and, `with_client_cert`, its admin
+/// certificate presented.
+fn tls_for(data_dir: &Path, with_client_cert: bool) -> anyhow::Result<rustls::ClientConfig> {
+    let pki = data_dir.join("pki");
+    let builder = tls_builder(data_dir)?;
+    let config = if with_client_cert {
+        let certs =
+            CertificateDer::pem_file_iter(pki.join("admin.crt"))?.collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_file(pki.join("admin.key"))?;
+        builder.with_client_auth_cert(certs, key)?
+    } else {
+        builder.with_no_client_auth()
+    };
+    Ok(alpn(config))
+}
+
+fn tls_builder(
+    data_dir: &Path,
+) -> anyhow::Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(data_dir.join("pki").join("ca.crt"))? {
+        roots.add(cert?)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots))
+}
+
+/// An HTTPS client presenting the admin certificate of the hub whose data dir is `data_dir`
+/// (for hubs run as processes).
+pub fn admin_http(data_dir: &Path) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder().use_preconfigured_tls(tls_for(data_dir, true)?).build()?)
 }
 
 /// Offers HTTP/2 and HTTP/1.1.

@@ -7,6 +7,7 @@
 //! * [`data`]: incompressible test data, the same in every process.
 //! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
 //! * [`hub`]: a real hub on a free port over real TLS, with reqwest and kube clients.
+//! * [`replicas`]: hub replicas as `ocm-hub serve` processes over one etcd cluster.
 //! * [`fidelity`]: OCM objects checked against the real CRD schemas; published OpenAPI schemas
 //!   compared with them, against the explained-differences file.
 //! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
@@ -29,5 +30,6 @@ pub mod hub;
 pub mod kubectl;
 pub mod programs;
 pub mod prom;
+pub mod replicas;
 pub mod skip;
 pub mod storage_suite;

@@ -53,7 +53,10 @@ impl Timings {
     /// than the renew deadline (a leader gets several tries before it gives up).
     pub fn check(&self) -> Result<(), String> {
         if self.renew_deadline >= self.lease {
-            return Err("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration".into());
+            return Err(
+                "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+                    .into(),
+            );
         }
         if self.retry.is_zero() || self.retry >= self.renew_deadline {
             return Err("--leader-elect-retry-period must be positive and shorter than --leader-elect-renew-deadline".into());
@@ -206,9 +209,8 @@ impl Elector {
         let lease: Value = serde_json::from_slice(&current.value).unwrap_or(Value::Null);
         let spec = &lease["spec"];
         let holder = spec["holderIdentity"].as_str().unwrap_or_default();
-        let duration = spec["leaseDurationSeconds"]
-            .as_u64()
-            .map_or(self.timings.lease, Duration::from_secs);
+        let duration =
+            spec["leaseDurationSeconds"].as_u64().map_or(self.timings.lease, Duration::from_secs);
         if holder == self.identity && self.fence.token().is_some() {
             return self.renew(current, lease).await;
         }
@@ -259,9 +261,11 @@ impl Elector {
         };
         let fence_value = Bytes::from(self.identity.clone());
         let fence_write = match self.storage.try_get(FENCE_KEY).await? {
-            Some(kv) => {
-                Write::Update { key: FENCE_KEY.to_owned(), value: fence_value, expected: kv.mod_revision }
-            }
+            Some(kv) => Write::Update {
+                key: FENCE_KEY.to_owned(),
+                value: fence_value,
+                expected: kv.mod_revision,
+            },
             None => Write::Create { key: FENCE_KEY.to_owned(), value: fence_value },
         };
         let lease_value = Bytes::copy_from_slice(lease_write.value());

@@ -2,9 +2,12 @@
 //! (messages and the KV, Watch and Lease clients), and the connection, one channel balanced over
 //! every configured endpoint.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::error::BoxError;
@@ -55,29 +58,110 @@ const MAX_RECEIVE_BYTES: usize = i32::MAX as usize;
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The clients of one connection to etcd. Cheap to clone: every clone shares the channel.
+/// The clients of every endpoint. Cheap to clone: every clone shares the channels and the
+/// choice of endpoint.
 #[derive(Clone)]
 pub(super) struct Client {
-    pub(super) kv: KvClient<Channel>,
-    pub(super) watch: WatchClient<Channel>,
+    members: Arc<[Member]>,
+    /// The endpoint calls go to, until its connection fails.
+    current: Arc<AtomicUsize>,
 }
 
-/// One channel balanced over every endpoint (as etcd-client, the usual Rust client, does it):
-/// tonic connects lazily, reconnects on its own and sends each call to an endpoint that is up.
-/// So this only checks the URLs; the first call finds out whether etcd answers.
+/// One endpoint's channel and its clients.
+#[derive(Clone)]
+struct Member {
+    kv: KvClient<Channel>,
+    watch: WatchClient<Channel>,
+}
+
+/// Whether a call may be sent again when its connection failed after it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Call {
+    /// A read: sending it again changes nothing.
+    Read,
+    /// A write: it may have been applied, so its failure is the caller's to report.
+    Write,
+}
+
+/// How a call's connection failed, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Connection {
+    /// The endpoint could not be reached: the call was never sent.
+    NotSent,
+    /// The connection broke or etcd said it cannot serve: the call's fate is unknown.
+    Lost,
+    /// etcd answered.
+    Answered,
+}
+
+fn connection(status: &tonic::Status) -> Connection {
+    match status.code() {
+        Code::Unavailable if status.message().contains("connect") => Connection::NotSent,
+        Code::Unavailable => Connection::Lost,
+        Code::Unknown if status.message().contains("transport error") => Connection::Lost,
+        _ => Connection::Answered,
+    }
+}
+
+/// A channel per endpoint, calls pinned to one endpoint until its connection fails (as etcd's
+/// own client pins one): a call that could not reach its endpoint, and a read whose connection
+/// broke, are sent to the next endpoint at once, so a member that is down costs no failed call
+/// except a write in flight as it went. tonic connects lazily and reconnects on its own, so
+/// this only checks the URLs; the first call finds out whether etcd answers.
 pub(super) fn connect(urls: &[String], connect_timeout: Duration) -> Result<Client, BoxError> {
-    let endpoints = urls
+    let members = urls
         .iter()
-        .map(|url| endpoint(url, connect_timeout))
+        .map(|url| {
+            let channel = endpoint(url, connect_timeout)?.connect_lazy();
+            Ok(Member {
+                kv: KvClient::new(channel.clone()).max_decoding_message_size(MAX_RECEIVE_BYTES),
+                watch: WatchClient::new(channel).max_decoding_message_size(MAX_RECEIVE_BYTES),
+            })
+        })
         .collect::<Result<Vec<_>, BoxError>>()?;
-    if endpoints.is_empty() {
+    if members.is_empty() {
         return Err("no endpoint given".into());
     }
-    let channel = Channel::balance_list(endpoints.into_iter());
-    Ok(Client {
-        kv: KvClient::new(channel.clone()).max_decoding_message_size(MAX_RECEIVE_BYTES),
-        watch: WatchClient::new(channel).max_decoding_message_size(MAX_RECEIVE_BYTES),
-    })
+    Ok(Client { members: members.into(), current: Arc::default() })
+}
+
+impl Client {
+    /// Runs a KV call `f` on the current endpoint, moving to the next one as the connection's
+    /// failure and `call` allow (each endpoint tried once at most).
+    pub(super) async fn kv<T, F, Fut>(&self, call: Call, f: F) -> Result<T, tonic::Status>
+    where
+        F: Fn(KvClient<Channel>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let mut tries = self.members.len();
+        loop {
+            let at = self.current();
+            let error = match f(self.members[at].kv.clone()).await {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(e) => e,
+            };
+            tries -= 1;
+            if !self.again(at, &error, call, tries) {
+                return Err(error);
+            }
+        }
+    }
+
+    fn current(&self) -> usize {
+        self.current.load(Ordering::Relaxed) % self.members.len()
+    }
+
+    /// Whether a call that failed with `error` on endpoint `at` is sent again, moving off the
+    /// endpoint when its connection failed.
+    fn again(&self, at: usize, error: &tonic::Status, call: Call, tries_left: usize) -> bool {
+        let failed = connection(error);
+        if failed != Connection::Answered {
+            let next = (at + 1) % self.members.len();
+            let _ = self.current.compare_exchange(at, next, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        tries_left > 0
+            && (failed == Connection::NotSent || (failed == Connection::Lost && call == Call::Read))
+    }
 }
 
 /// An endpoint for a client URL. A URL without a scheme is plain HTTP, as etcd-client reads it;
@@ -99,29 +183,55 @@ fn endpoint(url: &str, connect_timeout: Duration) -> Result<Endpoint, BoxError> 
 pub(super) struct Watching {
     responses: tonic::Streaming<WatchResponse>,
     _requests: futures::channel::mpsc::UnboundedSender<WatchRequest>,
+    /// Told when the call fails, so the next calls go to another endpoint.
+    client: Client,
 }
 
 impl Watching {
     /// etcd's next response; `None` once etcd ended the call.
     pub(super) async fn message(&mut self) -> Result<Option<WatchResponse>, tonic::Status> {
-        self.responses.message().await
+        let message = self.responses.message().await;
+        if let Err(error) = &message {
+            self.client.watch_failed(error);
+        }
+        message
     }
 }
 
 impl Client {
-    /// Opens a Watch call that creates the watcher `create`. etcd's first response says whether
-    /// it did.
+    /// Opens a Watch call that creates the watcher `create` on the current endpoint (the next
+    /// one when it cannot be reached). etcd's first response says whether it did.
     pub(super) async fn watch(
         &self,
         create: WatchCreateRequest,
     ) -> Result<Watching, tonic::Status> {
-        let (requests, queued) = futures::channel::mpsc::unbounded();
-        let create = WatchRequest {
-            request_union: Some(watch_request::RequestUnion::CreateRequest(create)),
-        };
-        let outgoing = futures::stream::iter([create]).chain(queued);
-        let responses = self.watch.clone().watch(outgoing).await?.into_inner();
-        Ok(Watching { responses, _requests: requests })
+        let mut tries = self.members.len();
+        loop {
+            let at = self.current();
+            let (requests, queued) = futures::channel::mpsc::unbounded();
+            let request = WatchRequest {
+                request_union: Some(watch_request::RequestUnion::CreateRequest(create.clone())),
+            };
+            let outgoing = futures::stream::iter([request]).chain(queued);
+            match self.members[at].watch.clone().watch(outgoing).await {
+                Ok(responses) => {
+                    let responses = responses.into_inner();
+                    let client = self.clone();
+                    return Ok(Watching { responses, _requests: requests, client });
+                }
+                Err(error) => {
+                    tries -= 1;
+                    if !self.again(at, &error, Call::Read, tries) {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves calls off the current endpoint when an open watch on it failed with `error`.
+    fn watch_failed(&self, error: &tonic::Status) {
+        let _ = self.again(self.current(), error, Call::Read, 0);
     }
 }
 

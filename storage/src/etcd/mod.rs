@@ -9,7 +9,6 @@ mod client;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tonic::transport::Channel;
 
 use crate::engine::EtcdOptions;
 use crate::error::{Error, Result};
@@ -18,8 +17,8 @@ use crate::{
     BackendPage, Commit, CommitStream, Committed, Deleted, EventKind, KeyValue, ListRequest,
     Preconditions, Revision, Store, WatchEvent, Write, Written,
 };
+use client::Call;
 use client::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
-use client::etcdserverpb::kv_client::KvClient;
 use client::etcdserverpb::request_op::Request;
 use client::etcdserverpb::response_op::Response;
 use client::etcdserverpb::{
@@ -73,10 +72,6 @@ fn unavailable(context: &str, status: tonic::Status) -> Error {
 }
 
 impl Etcd {
-    fn kv(&self) -> KvClient<Channel> {
-        self.client.kv.clone()
-    }
-
     fn full(&self, key: &str) -> Vec<u8> {
         format!("{}{key}", self.prefix).into_bytes()
     }
@@ -120,17 +115,23 @@ impl Etcd {
             txn.failure.push(get(full));
         }
         let bytes: usize = writes.iter().map(|w| w.value().len()).sum();
-        let response = self.kv().txn(txn).await.map_err(|e| match classify(&e) {
-            Failure::TooLarge => Error::unavailable(
-                format!(
-                    "etcd refused a commit of {bytes} bytes as too large: start etcd with \
+        let response = self
+            .client
+            .kv(Call::Write, |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await
+            .map_err(|e| match classify(&e) {
+                Failure::TooLarge => Error::unavailable(
+                    format!(
+                        "etcd refused a commit of {bytes} bytes as too large: start etcd with \
                      --max-request-bytes of at least 2097152"
+                    ),
+                    e,
                 ),
-                e,
-            ),
-            _ => unavailable("commit", e),
-        })?;
-        let response = response.into_inner();
+                _ => unavailable("commit", e),
+            })?;
         let rev = header_revision(response.header)?;
         if !response.succeeded {
             let mut found: Vec<Option<mvccpb::KeyValue>> = response
@@ -198,7 +199,14 @@ impl Etcd {
     /// probed at etcd's first revision, 1). A revision not written yet is fine: watches wait.
     async fn check_readable(&self, requested: Revision) -> Result<()> {
         let at = i64::try_from(requested.0.max(1)).unwrap_or(i64::MAX);
-        match self.kv().range(self.probe(at)).await {
+        match self
+            .client
+            .kv(Call::Read, |mut kv| {
+                let probe = self.probe(at);
+                async move { kv.range(probe).await }
+            })
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) => match classify(&e) {
                 Failure::Compacted => Err(self.compacted(requested).await),
@@ -223,8 +231,14 @@ impl Etcd {
     }
 
     async fn current_revision(&self) -> Result<Revision> {
-        let response =
-            self.kv().range(self.probe(0)).await.map_err(|e| unavailable("read", e))?.into_inner();
+        let response = self
+            .client
+            .kv(Call::Read, |mut kv| {
+                let probe = self.probe(0);
+                async move { kv.range(probe).await }
+            })
+            .await
+            .map_err(|e| unavailable("read", e))?;
         header_revision(response.header)
     }
 
@@ -365,8 +379,14 @@ impl Store for Etcd {
             success: vec![put(full, value.clone(), false)],
             failure: vec![],
         };
-        let response =
-            self.kv().txn(txn).await.map_err(|e| Etcd::write_failed(key, &value, e))?.into_inner();
+        let response = self
+            .client
+            .kv(Call::Write, |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await
+            .map_err(|e| Etcd::write_failed(key, &value, e))?;
         if !response.succeeded {
             return Err(Error::AlreadyExists { key: key.to_owned() });
         }
@@ -376,8 +396,14 @@ impl Store for Etcd {
 
     async fn get(&self, key: &str) -> Result<KeyValue> {
         let request = RangeRequest { key: self.full(key), ..RangeRequest::default() };
-        let response =
-            self.kv().range(request).await.map_err(|e| unavailable("read", e))?.into_inner();
+        let response = self
+            .client
+            .kv(Call::Read, |mut kv| {
+                let request = request.clone();
+                async move { kv.range(request).await }
+            })
+            .await
+            .map_err(|e| unavailable("read", e))?;
         match response.kvs.into_iter().next() {
             Some(kv) => self.to_kv(kv),
             None => Err(Error::NotFound { key: key.to_owned() }),
@@ -413,8 +439,15 @@ impl Store for Etcd {
             },
             None => {}
         }
-        let response = match self.kv().range(request).await {
-            Ok(response) => response.into_inner(),
+        let response = match self
+            .client
+            .kv(Call::Read, |mut kv| {
+                let request = request.clone();
+                async move { kv.range(request).await }
+            })
+            .await
+        {
+            Ok(response) => response,
             Err(e) => {
                 let requested = req.revision.unwrap_or_default();
                 return Err(match classify(&e) {
@@ -448,8 +481,14 @@ impl Store for Etcd {
             success: vec![put(full.clone(), value.clone(), true)],
             failure: vec![get(full)],
         };
-        let response =
-            self.kv().txn(txn).await.map_err(|e| Etcd::write_failed(key, &value, e))?.into_inner();
+        let response = self
+            .client
+            .kv(Call::Write, |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await
+            .map_err(|e| Etcd::write_failed(key, &value, e))?;
         let rev = header_revision(response.header)?;
         if !response.succeeded {
             return Err(match first_get(response.responses) {
@@ -482,7 +521,14 @@ impl Store for Etcd {
         }
         let txn =
             TxnRequest { compare, success: vec![delete(full.clone())], failure: vec![get(full)] };
-        let response = self.kv().txn(txn).await.map_err(|e| unavailable("delete", e))?.into_inner();
+        let response = self
+            .client
+            .kv(Call::Write, |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await
+            .map_err(|e| unavailable("delete", e))?;
         let rev = header_revision(response.header)?;
         if !response.succeeded {
             return match first_get(response.responses) {
@@ -546,7 +592,13 @@ impl Store for Etcd {
         if r == 0 {
             return Ok(());
         }
-        match self.kv().compact(CompactionRequest { revision: r, physical: true }).await {
+        match self
+            .client
+            .kv(Call::Write, |mut kv| async move {
+                kv.compact(CompactionRequest { revision: r, physical: true }).await
+            })
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) => match classify(&e) {
                 // Already compacted at or past `rev`: nothing to do.

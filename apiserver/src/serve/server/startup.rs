@@ -13,13 +13,13 @@ use tokio_rustls::TlsAcceptor;
 
 use super::connections::Acceptor;
 use super::{
-    CLUSTER_INFO, FIRST_TOKEN_TTL, ServeConfig, ServeError, StorageChoice, https_url,
-    open_storage, told_host,
+    CLUSTER_INFO, FIRST_TOKEN_TTL, ServeConfig, ServeError, StorageChoice, https_url, open_storage,
+    told_host,
 };
-use crate::controllers::leader::LEASE_NAME;
 use crate::auth::delegate::Delegate;
 use crate::auth::pki::Pki;
 use crate::auth::tls::{Tls, TlsFiles};
+use crate::controllers::leader::LEASE_NAME;
 use crate::controllers::runtime::{Leadership, Runtime};
 use crate::machinery::background::Background;
 use crate::machinery::error::ApiError;

@@ -1,0 +1,206 @@
+//! Hub replicas as real `ocm-hub serve` processes over one etcd cluster, for the failover
+//! suites and benchmark: each on its own ports and data dir (the later ones holding a copy of
+//! the first one's `pki/`, as the README's "several replicas" section says), killed with
+//! SIGKILL, frozen with SIGSTOP, and started again on the same ports and data.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::hub::eventually;
+use crate::programs;
+
+/// One replica process.
+pub struct Replica {
+    dir: tempfile::TempDir,
+    https: u16,
+    grpc: u16,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replica").field("https", &self.https).finish_non_exhaustive()
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl Replica {
+    /// Starts a replica on `etcd` (client URLs) with `extra` flags; with `pki_from`, a copy of
+    /// that replica's identity first. Returns once it answers `/readyz`.
+    pub async fn start(
+        etcd: &[String],
+        pki_from: Option<&Replica>,
+        extra: &[&str],
+    ) -> anyhow::Result<Replica> {
+        let dir = tempfile::tempdir()?;
+        if let Some(first) = pki_from {
+            copy_dir(&first.path().join("pki"), &dir.path().join("pki"))?;
+        }
+        let mut args = vec!["--storage".to_owned(), "etcd".to_owned()];
+        args.push(format!("--etcd-endpoints={}", etcd.join(",")));
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let mut replica =
+            Replica { dir, https: free_port()?, grpc: free_port()?, args, child: None };
+        replica.resume().await?;
+        Ok(replica)
+    }
+
+    /// The data dir.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.https)
+    }
+
+    /// The gRPC server's URL.
+    pub fn grpc_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.grpc)
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the process runs.
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The replica's identity as `endpoints.json` names it.
+    pub fn identity(&self) -> anyhow::Result<String> {
+        let text = std::fs::read_to_string(self.path().join("endpoints.json"))?;
+        let endpoints: Value = serde_json::from_str(&text)?;
+        endpoints["replica"].as_str().map(str::to_owned).context("endpoints.json names no replica")
+    }
+
+    /// What it logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.path().join("hub.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL, as a crash: nothing is released.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, `TERM`) to the process.
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = self.pid().context("the replica is not running")?;
+        let status =
+            Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
+        Ok(())
+    }
+
+    /// Starts the stopped replica again on its ports and data; returns once it answers
+    /// `/readyz`.
+    pub async fn resume(&mut self) -> anyhow::Result<()> {
+        let endpoints = self.path().join("endpoints.json");
+        let _ = std::fs::remove_file(&endpoints);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path().join("hub.log"))?;
+        let child = Command::new(programs::ocm_hub()?)
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(self.path())
+            .arg(format!("--listen=127.0.0.1:{}", self.https))
+            .arg(format!("--grpc-listen=127.0.0.1:{}", self.grpc))
+            .args(&self.args)
+            .env("RUST_LOG", std::env::var("OCM_HUB_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()?;
+        self.child = Some(child);
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !endpoints.exists() {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.child = None;
+                anyhow::bail!("the replica exited with {status}:\n{}", self.log());
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < until,
+                "the replica wrote no endpoints.json within 60 s:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let http = self.http()?;
+        eventually("the replica's /readyz", Duration::from_secs(30), || async {
+            let ok = http.get(format!("{}/readyz", self.url())).send().await;
+            Ok(ok.is_ok_and(|r| r.status().is_success()).then_some(()))
+        })
+        .await
+    }
+
+    /// An admin client (the shared identity).
+    pub fn http(&self) -> anyhow::Result<reqwest::Client> {
+        crate::hub::admin_http(self.path())
+    }
+
+    /// Whether it leads, as its `leader_election_master_status` says (`None`: no answer).
+    pub async fn leads(&self, http: &reqwest::Client) -> Option<bool> {
+        if !self.running() {
+            return None;
+        }
+        let metrics = http.get(format!("{}/metrics", self.url())).send().await.ok()?;
+        let text = metrics.text().await.ok()?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("leader_election_master_status{name=\"ocm-hub\"}"))?;
+        Some(line.ends_with(" 1"))
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Copies the files of `from` into `to` (one level: the PKI folder), keeping their modes.
+fn copy_dir(from: &Path, to: &PathBuf) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The one replica of `replicas` that leads, once exactly one says so (`None` within `limit`).
+pub async fn leader(
+    replicas: &[Replica],
+    http: &reqwest::Client,
+    limit: Duration,
+) -> anyhow::Result<usize> {
+    eventually("exactly one leading replica", limit, || async {
+        let mut leading = Vec::new();
+        for (i, r) in replicas.iter().enumerate() {
+            if r.leads(http).await == Some(true) {
+                leading.push(i);
+            }
+        }
+        Ok((leading.len() == 1).then(|| leading[0]))
+    })
+    .await
+}

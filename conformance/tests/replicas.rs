@@ -1,0 +1,260 @@
+//! Several hub replicas over a real three-member etcd cluster, as real processes: writes
+//! through one replica read and watched through another, one leader at a time, and the leader
+//! killed (SIGKILL) cycle after cycle while a client keeps writing through every replica:
+//! another replica leads, no acknowledged write is lost, and the new leader's controllers act
+//! (a Placement created after the failover gets its decisions). A leader frozen (SIGSTOP) past
+//! its lease is deposed and, thawed, stops leading; an etcd member killed leaves the service
+//! running.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use ocm_conformance::etcd::EtcdServer;
+use ocm_conformance::hub::eventually;
+use ocm_conformance::replicas::{Replica, leader};
+use serde_json::{Value, json};
+
+/// Short election timings, so a cycle takes seconds (the benchmark runs the defaults).
+const ELECTION: [&str; 3] = [
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=1s",
+];
+
+/// How long a failover may take with [`ELECTION`]'s timings: the lease, a retry, and slack for a
+/// loaded machine.
+const FAILOVER: Duration = Duration::from_secs(20);
+
+/// Leader kills per run (`OCM_FAILOVER_CYCLES` for a longer soak).
+fn cycles() -> usize {
+    std::env::var("OCM_FAILOVER_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(20)
+}
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// Three replicas on a fresh three-member etcd; `None` when told to skip etcd.
+async fn replicas() -> anyhow::Result<Option<(Vec<EtcdServer>, Vec<Replica>)>> {
+    if ocm_conformance::etcd::skip("the whole test") {
+        return Ok(None);
+    }
+    let etcd = tokio::task::spawn_blocking(|| EtcdServer::start_cluster(3)).await??;
+    let endpoints: Vec<String> = etcd.iter().map(|m| m.endpoint.clone()).collect();
+    let mut extra = ELECTION.to_vec();
+    extra.push("--controllers=*");
+    let first = Replica::start(&endpoints, None, &extra).await?;
+    let second = Replica::start(&endpoints, Some(&first), &extra).await?;
+    let third = Replica::start(&endpoints, Some(&first), &extra).await?;
+    Ok(Some((etcd, vec![first, second, third])))
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}})
+}
+
+/// POSTs `body` to `path` on `replica`: the status and body.
+async fn post(
+    http: &reqwest::Client,
+    replica: &str,
+    path: &str,
+    body: &Value,
+) -> anyhow::Result<(u16, Value)> {
+    let resp = http.post(format!("{replica}{path}")).json(body).send().await?;
+    Ok((resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_serve_one_api_and_fail_over_without_losing_writes() -> anyhow::Result<()> {
+    let Some((mut etcd, mut replicas)) = replicas().await? else { return Ok(()) };
+    let http = replicas[0].http()?;
+
+    // One API: written through the first, read through the second, watched through the third.
+    let (code, created) =
+        post(&http, &replicas[0].url(), CONFIGMAPS, &configmap("through-first")).await?;
+    ensure!(code == 201, "{code} {created}");
+    let rv = created["metadata"]["resourceVersion"].as_str().context("rv")?.to_owned();
+    let read = http
+        .get(format!("{}{CONFIGMAPS}/through-first?resourceVersion={rv}", replicas[1].url()))
+        .send()
+        .await?;
+    ensure!(read.status() == 200, "read through another replica: {}", read.status());
+    let mut watch = http
+        .get(format!("{}{CONFIGMAPS}?watch=1&resourceVersion={rv}", replicas[2].url()))
+        .send()
+        .await?;
+    let (code, _) = post(&http, &replicas[1].url(), CONFIGMAPS, &configmap("after-rv")).await?;
+    ensure!(code == 201);
+    let event = tokio::time::timeout(Duration::from_secs(10), watch.chunk())
+        .await
+        .context("no watch event through the third replica")??
+        .context("the watch ended")?;
+    let event: Value = serde_json::from_slice(&event)?;
+    ensure!(event["type"] == "ADDED" && event["object"]["metadata"]["name"] == "after-rv");
+    drop(watch);
+
+    // One leader, named by the Lease.
+    let lead = leader(&replicas, &http, FAILOVER).await?;
+    let lease = http
+        .get(format!(
+            "{}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ocm-hub",
+            replicas[(lead + 1) % 3].url()
+        ))
+        .send()
+        .await?
+        .json::<Value>()
+        .await?;
+    ensure!(lease["spec"]["holderIdentity"] == json!(replicas[lead].identity()?), "{lease}");
+
+    placement_fixture(&http, &replicas[lead].url()).await?;
+    create_placement(&http, &replicas[lead].url(), "before-failover").await?;
+    decided(&http, &replicas[(lead + 1) % 3].url(), "before-failover").await?;
+
+    // A client writes through every replica in turn while leaders are killed.
+    let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
+    let urls: Vec<String> = replicas.iter().map(Replica::url).collect();
+    let writer = tokio::spawn(write_continuously(http.clone(), urls, Arc::clone(&acknowledged)));
+
+    for cycle in 0..cycles() {
+        let lead = leader(&replicas, &http, FAILOVER).await?;
+        replicas[lead].kill();
+        let next = leader(&replicas, &http, FAILOVER)
+            .await
+            .with_context(|| format!("cycle {cycle}: no replica took over"))?;
+        ensure!(next != lead);
+        replicas[lead].resume().await?;
+        let placement = format!("after-failover-{cycle}");
+        create_placement(&http, &replicas[next].url(), &placement).await?;
+        decided(&http, &replicas[(next + 1) % 3].url(), &placement).await?;
+        all_acknowledged_stored(&http, &replicas[next].url(), &acknowledged).await?;
+    }
+
+    // A leader frozen past its lease is deposed; thawed, it stops leading.
+    let frozen = leader(&replicas, &http, FAILOVER).await?;
+    replicas[frozen].signal("STOP")?;
+    let next = eventually("another leader while one is frozen", FAILOVER, || async {
+        for (i, r) in replicas.iter().enumerate() {
+            if i != frozen && r.leads(&http).await == Some(true) {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    })
+    .await?;
+    create_placement(&http, &replicas[next].url(), "while-frozen").await?;
+    decided(&http, &replicas[next].url(), "while-frozen").await?;
+    replicas[frozen].signal("CONT")?;
+    ensure!(leader(&replicas, &http, FAILOVER).await? == next, "the thawed replica leads again");
+
+    // An etcd member killed: the replicas keep serving.
+    etcd[0].stop()?;
+    let (code, body) =
+        post(&http, &replicas[next].url(), CONFIGMAPS, &configmap("two-of-three")).await?;
+    ensure!(code == 201, "a write with one etcd member down: {code} {body}");
+    create_placement(&http, &replicas[(next + 1) % 3].url(), "two-of-three").await?;
+    decided(&http, &replicas[next].url(), "two-of-three").await?;
+
+    writer.abort();
+    all_acknowledged_stored(&http, &replicas[next].url(), &acknowledged).await?;
+    let count = acknowledged.lock().map(|a| a.len()).unwrap_or_default();
+    ensure!(count > cycles(), "the writer got only {count} acknowledgements");
+    Ok(())
+}
+
+/// Creates ConfigMaps `w-N` through the replicas in turn (the next one when a replica does
+/// not answer), recording each one acknowledged (201).
+async fn write_continuously(
+    http: reqwest::Client,
+    urls: Vec<String>,
+    acknowledged: Arc<Mutex<BTreeSet<String>>>,
+) {
+    for n in 0.. {
+        let name = format!("w-{n}");
+        let url = &urls[n % urls.len()];
+        if let Ok((201, _)) = post(&http, url, CONFIGMAPS, &configmap(&name)).await {
+            if let Ok(mut acked) = acknowledged.lock() {
+                acked.insert(name);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every acknowledged ConfigMap is stored (read through `replica`).
+async fn all_acknowledged_stored(
+    http: &reqwest::Client,
+    replica: &str,
+    acknowledged: &Mutex<BTreeSet<String>>,
+) -> anyhow::Result<()> {
+    // What was acknowledged before the (consistent) list was asked for must be in it.
+    let acked = acknowledged.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let list: Value = http.get(format!("{replica}{CONFIGMAPS}")).send().await?.json().await?;
+    let stored: BTreeSet<String> = list["items"]
+        .as_array()
+        .context("a list")?
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let lost: Vec<&String> = acked.difference(&stored).collect();
+    ensure!(lost.is_empty(), "acknowledged writes missing: {lost:?}");
+    Ok(())
+}
+
+/// Two clusters, the namespace `apps` bound to the `global` set.
+async fn placement_fixture(http: &reqwest::Client, replica: &str) -> anyhow::Result<()> {
+    for name in ["c1", "c2"] {
+        let cluster = ocm_conformance::kubectl::cluster(name, json!({"env": "prod"}));
+        let path = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+        let (code, body) = post(http, replica, path, &cluster).await?;
+        ensure!(code == 201, "{code} {body}");
+    }
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}});
+    let (code, body) = post(http, replica, "/api/v1/namespaces", &ns).await?;
+    ensure!(code == 201, "{code} {body}");
+    let binding = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+        "kind": "ManagedClusterSetBinding",
+        "metadata": {"name": "global", "namespace": "apps"},
+        "spec": {"clusterSet": "global"},
+    });
+    let path = "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/apps/managedclustersetbindings";
+    let (code, body) = post(http, replica, path, &binding).await?;
+    ensure!(code == 201, "{code} {body}");
+    Ok(())
+}
+
+async fn create_placement(http: &reqwest::Client, replica: &str, name: &str) -> anyhow::Result<()> {
+    let placement = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+        "kind": "Placement",
+        "metadata": {"name": name, "namespace": "apps"},
+        // The clusters have no agents: they turn unreachable (NoSelect), which this tolerates.
+        "spec": {"clusterSets": ["global"], "tolerations": [
+            {"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
+        ]},
+    });
+    let path = "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placements";
+    let (code, body) = post(http, replica, path, &placement).await?;
+    ensure!(code == 201, "create placement {name}: {code} {body}");
+    Ok(())
+}
+
+/// The placement's decisions name both clusters (read through `replica`).
+async fn decided(http: &reqwest::Client, replica: &str, placement: &str) -> anyhow::Result<()> {
+    let path = format!(
+        "{replica}/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placementdecisions?labelSelector=cluster.open-cluster-management.io/placement={placement}"
+    );
+    eventually(&format!("decisions of {placement}"), FAILOVER, || async {
+        let list: Value = http.get(&path).send().await?.json().await?;
+        let mut clusters: Vec<&str> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|d| d["status"]["decisions"].as_array().into_iter().flatten())
+            .filter_map(|d| d["clusterName"].as_str())
+            .collect();
+        clusters.sort_unstable();
+        Ok((clusters == ["c1", "c2"]).then_some(()))
+    })
+    .await
+}
