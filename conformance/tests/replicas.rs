@@ -258,3 +258,27 @@ async fn decided(http: &reqwest::Client, replica: &str, placement: &str) -> anyh
     })
     .await
 }
+
+/// A replica started on the hub's etcd without the hub's PKI, or with another hub's, is
+/// refused with a message naming the hub's CA, instead of answering agents as a stranger.
+#[tokio::test]
+async fn a_replica_without_the_hubs_identity_is_refused() -> anyhow::Result<()> {
+    if ocm_conformance::etcd::skip("the whole test") {
+        return Ok(());
+    }
+    let etcd = tokio::task::spawn_blocking(EtcdServer::start).await??;
+    let endpoints = vec![etcd.endpoint.clone()];
+    let first = Replica::start(&endpoints, None, &[]).await?;
+    let pin = ocm_apiserver::auth::pki::Pki::open(first.path())?.ca_hash()?;
+
+    let bare = Replica::start(&endpoints, None, &[]).await.map(drop).unwrap_err();
+    let bare = format!("{bare:#}");
+    ensure!(bare.contains(&pin) && bare.contains("holds no CA"), "{bare}");
+
+    let other_etcd = tokio::task::spawn_blocking(EtcdServer::start).await??;
+    let stranger = Replica::start(&[other_etcd.endpoint.clone()], None, &[]).await?;
+    let foreign = Replica::start(&endpoints, Some(&stranger), &[]).await.map(drop).unwrap_err();
+    let foreign = format!("{foreign:#}");
+    ensure!(foreign.contains(&pin) && foreign.contains("but this data dir's CA is"), "{foreign}");
+    Ok(())
+}

@@ -3,9 +3,11 @@
 //! connection over rustls, with explicit HTTP/1 and HTTP/2 limits, until shutdown.
 //!
 //! This file holds the configuration, the errors and [`run`]; `startup` the steps `run` takes
-//! before it serves, `connections` how connections are accepted, limited and served.
+//! before it serves, `identity` the check that the store and the PKI are one hub's,
+//! `connections` how connections are accepted, limited and served.
 
 pub(crate) mod connections;
+mod identity;
 mod startup;
 
 use std::future::Future;
@@ -224,6 +226,9 @@ pub enum ServeError {
     /// Connecting to the kube-apiserver reviews are delegated to.
     #[error(transparent)]
     Delegate(#[from] crate::auth::delegate::DelegateError),
+    /// The store belongs to another hub than the data dir's PKI.
+    #[error("{0}")]
+    Identity(String),
 }
 
 /// A running hub's addresses.
@@ -277,7 +282,10 @@ pub async fn run(
     let listeners = bind_listeners(&config).await?;
     // The first start is the one that finds no CA yet.
     let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
+    let recorded = identity::recorded(&core.registry.storage).await?;
+    identity::check_before_pki(recorded.as_deref(), &config.data_dir)?;
     let pki = Arc::new(Pki::load_or_create(&config.data_dir, &serving_names(&config, &listeners))?);
+    identity::check_or_record(&core.registry.storage, recorded, &pki).await?;
     let server_url = https_url(&listeners.host, listeners.https_addr.port());
     pki.write_admin_kubeconfig(&config.data_dir.join("admin.kubeconfig"), &server_url)?;
     let (tls, acceptor) = serving_tls(&config, &pki, &background)?;
