@@ -3,12 +3,14 @@
 //! the first one's `pki/`, as the README's "several replicas" section says), killed with
 //! SIGKILL, frozen with SIGSTOP, and started again on the same ports and data.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::hub::eventually;
 use crate::programs;
@@ -203,4 +205,62 @@ pub async fn leader(
         Ok((leading.len() == 1).then(|| leading[0]))
     })
     .await
+}
+
+/// The collection the failover suites write to.
+pub const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// A ConfigMap named `name`.
+pub fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}})
+}
+
+/// POSTs `body` to `path` on `replica`: the status and body.
+pub async fn post(
+    http: &reqwest::Client,
+    replica: &str,
+    path: &str,
+    body: &Value,
+) -> anyhow::Result<(u16, Value)> {
+    let resp = http.post(format!("{replica}{path}")).json(body).send().await?;
+    Ok((resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null)))
+}
+
+/// Creates ConfigMaps `w-N` through the replicas in turn (the next one when a replica does
+/// not answer), recording each one acknowledged (201).
+pub async fn write_continuously(
+    http: reqwest::Client,
+    urls: Vec<String>,
+    acknowledged: Arc<Mutex<BTreeSet<String>>>,
+) {
+    for n in 0.. {
+        let name = format!("w-{n}");
+        let url = &urls[n % urls.len()];
+        if let Ok((201, _)) = post(&http, url, CONFIGMAPS, &configmap(&name)).await {
+            if let Ok(mut acked) = acknowledged.lock() {
+                acked.insert(name);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every acknowledged ConfigMap is stored (read through `replica`).
+pub async fn all_acknowledged_stored(
+    http: &reqwest::Client,
+    replica: &str,
+    acknowledged: &Mutex<BTreeSet<String>>,
+) -> anyhow::Result<()> {
+    // What was acknowledged before the (consistent) list was asked for must be in it.
+    let acked = acknowledged.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let list: Value = http.get(format!("{replica}{CONFIGMAPS}")).send().await?.json().await?;
+    let stored: BTreeSet<String> = list["items"]
+        .as_array()
+        .context("a list")?
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let lost: Vec<&String> = acked.difference(&stored).collect();
+    anyhow::ensure!(lost.is_empty(), "acknowledged writes missing: {lost:?}");
+    Ok(())
 }

@@ -13,7 +13,9 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use ocm_conformance::etcd::EtcdServer;
 use ocm_conformance::hub::eventually;
-use ocm_conformance::replicas::{Replica, leader};
+use ocm_conformance::replicas::{
+    CONFIGMAPS, Replica, all_acknowledged_stored, configmap, leader, post, write_continuously,
+};
 use serde_json::{Value, json};
 
 /// Short election timings, so a cycle takes seconds (the benchmark runs the defaults).
@@ -32,8 +34,6 @@ fn cycles() -> usize {
     std::env::var("OCM_FAILOVER_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(20)
 }
 
-const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
-
 /// Three replicas on a fresh three-member etcd; `None` when told to skip etcd.
 async fn replicas() -> anyhow::Result<Option<(Vec<EtcdServer>, Vec<Replica>)>> {
     if ocm_conformance::etcd::skip("the whole test") {
@@ -47,21 +47,6 @@ async fn replicas() -> anyhow::Result<Option<(Vec<EtcdServer>, Vec<Replica>)>> {
     let second = Replica::start(&endpoints, Some(&first), &extra).await?;
     let third = Replica::start(&endpoints, Some(&first), &extra).await?;
     Ok(Some((etcd, vec![first, second, third])))
-}
-
-fn configmap(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}})
-}
-
-/// POSTs `body` to `path` on `replica`: the status and body.
-async fn post(
-    http: &reqwest::Client,
-    replica: &str,
-    path: &str,
-    body: &Value,
-) -> anyhow::Result<(u16, Value)> {
-    let resp = http.post(format!("{replica}{path}")).json(body).send().await?;
-    Ok((resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -158,45 +143,6 @@ async fn replicas_serve_one_api_and_fail_over_without_losing_writes() -> anyhow:
     all_acknowledged_stored(&http, &replicas[next].url(), &acknowledged).await?;
     let count = acknowledged.lock().map(|a| a.len()).unwrap_or_default();
     ensure!(count > cycles(), "the writer got only {count} acknowledgements");
-    Ok(())
-}
-
-/// Creates ConfigMaps `w-N` through the replicas in turn (the next one when a replica does
-/// not answer), recording each one acknowledged (201).
-async fn write_continuously(
-    http: reqwest::Client,
-    urls: Vec<String>,
-    acknowledged: Arc<Mutex<BTreeSet<String>>>,
-) {
-    for n in 0.. {
-        let name = format!("w-{n}");
-        let url = &urls[n % urls.len()];
-        if let Ok((201, _)) = post(&http, url, CONFIGMAPS, &configmap(&name)).await {
-            if let Ok(mut acked) = acknowledged.lock() {
-                acked.insert(name);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Every acknowledged ConfigMap is stored (read through `replica`).
-async fn all_acknowledged_stored(
-    http: &reqwest::Client,
-    replica: &str,
-    acknowledged: &Mutex<BTreeSet<String>>,
-) -> anyhow::Result<()> {
-    // What was acknowledged before the (consistent) list was asked for must be in it.
-    let acked = acknowledged.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
-    let list: Value = http.get(format!("{replica}{CONFIGMAPS}")).send().await?.json().await?;
-    let stored: BTreeSet<String> = list["items"]
-        .as_array()
-        .context("a list")?
-        .iter()
-        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
-        .collect();
-    let lost: Vec<&String> = acked.difference(&stored).collect();
-    ensure!(lost.is_empty(), "acknowledged writes missing: {lost:?}");
     Ok(())
 }
 
