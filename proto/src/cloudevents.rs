@@ -59,6 +59,9 @@ pub mod ext {
 pub const SUBSCRIPTION_ID: &str = "subscription-id";
 /// The key of `kube-public/cluster-info` under which a hub publishes its gRPC server.
 pub const CLUSTER_INFO_GRPC_SERVER: &str = "grpc-server";
+/// The key of `kube-public/cluster-info` under which a hub run as several replicas lists the
+/// live ones: a JSON list of `{"https": URL, "grpc": URL}`, the leader's first.
+pub const CLUSTER_INFO_REPLICAS: &str = "ocm-hub-replicas";
 
 /// The key of the data's content type (not `ce-` prefixed, as OCM stores it).
 pub const CONTENT_TYPE: &str = "contenttype";

@@ -8,6 +8,7 @@ pub mod leader;
 pub mod manifestworkreplicaset;
 pub mod placement;
 pub mod registration;
+pub mod replicas;
 pub mod rollout;
 pub mod runtime;
 

@@ -390,8 +390,7 @@ impl Default for Timeouts {
     }
 }
 
-/// The ConfigMap in `kube-public` that carries the hub's URL and CA for joining agents.
-pub const CLUSTER_INFO: &str = "cluster-info";
+pub use crate::controllers::replicas::CLUSTER_INFO;
 
 #[cfg(test)]
 mod tests {

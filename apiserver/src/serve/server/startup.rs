@@ -225,7 +225,21 @@ pub(super) async fn start_hub(
     grpc_url: Option<&str>,
     first_start: bool,
 ) -> Result<(Option<String>, crate::controllers::Views), ServeError> {
-    publish_cluster_info(&core.registry, server_url, grpc_url, &pki.ca_pem).await?;
+    let replica = core.replica.is_some();
+    publish_cluster_info(&core.registry, server_url, grpc_url, &pki.ca_pem, replica).await?;
+    if let Some(identity) = &core.replica {
+        let urls = crate::controllers::replicas::Urls {
+            https: server_url.to_owned(),
+            grpc: grpc_url.map(str::to_owned),
+        };
+        crate::controllers::replicas::register(
+            &core.registry,
+            &core.runtime.background,
+            identity,
+            urls.clone(),
+        );
+        crate::controllers::replicas::start(&core.runtime, urls);
+    }
     crate::controllers::registration::start(
         &core.runtime,
         Arc::clone(&core.access),
@@ -341,12 +355,14 @@ async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
 /// Publishes `kube-public/cluster-info` as kubeadm does: a kubeconfig with the hub's URL and
 /// CA, readable anonymously, so a joining agent can fetch the CA and check it against the pin
 /// it was given (`--ca-hash`) before it sends its token anywhere; and, under `grpc-server`, the
-/// gRPC server agents stream their works from.
+/// gRPC server agents stream their works from. A replica of several only creates it: the
+/// leader keeps it ([`crate::controllers::replicas`]).
 async fn publish_cluster_info(
     registry: &Registry,
     server: &str,
     grpc: Option<&str>,
     ca_pem: &str,
+    replica: bool,
 ) -> Result<(), ApiError> {
     use base64::Engine as _;
     let Some(rt) = registry.scheme.lookup("", "v1", "configmaps").cloned() else { return Ok(()) };
@@ -367,7 +383,7 @@ async fn publish_cluster_info(
         obj["data"][GRPC_SERVER_KEY] = json!(url);
     }
     match registry.cache.get(&rt.prefix, &rt.key("kube-public", CLUSTER_INFO)).ok().flatten() {
-        Some(cur) if cur.value().get("data") == obj.get("data") => Ok(()),
+        Some(cur) if replica || cur.value().get("data") == obj.get("data") => Ok(()),
         Some(_) => {
             let mut data = obj["data"].clone();
             if grpc.is_none() {
