@@ -211,6 +211,10 @@ struct Shared {
     opts: Options,
     ca_pem: String,
     client: RwLock<kube::Client>,
+    /// The hub's replicas as last published (empty: one hub at the URL joined).
+    replicas: RwLock<Vec<crate::replicas::Replica>>,
+    /// Their gRPC servers, reachable as the agent reaches the hub (the work stream's).
+    grpc_servers: Arc<RwLock<Vec<String>>>,
     /// The certificate's validity, Unix seconds.
     not_before: AtomicI64,
     not_after: AtomicI64,
@@ -230,6 +234,38 @@ struct Shared {
 impl Shared {
     fn client(&self) -> kube::Client {
         self.client.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn replicas(&self) -> Vec<crate::replicas::Replica> {
+        self.replicas.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The HTTPS URLs of the hub, in order of preference.
+    fn hub_urls(&self) -> Vec<String> {
+        crate::replicas::https_urls(&self.replicas(), &self.id.hub)
+    }
+
+    /// A REST client over the hub's replicas with the certificate `cert`, `key`.
+    fn hub_client(&self, cert: &str, key: &str) -> Result<kube::Client, AgentError> {
+        hub::with_certificate_at(&self.hub_urls(), &self.ca_pem, cert, key)
+    }
+
+    /// Takes a newly published list of replicas: remembered, and the REST client rebuilt.
+    async fn follow_replicas(&self, list: Vec<crate::replicas::Replica>) -> Result<(), AgentError> {
+        if self.replicas() == list {
+            return Ok(());
+        }
+        crate::replicas::remember(&self.opts.data_dir, &list).await?;
+        *self.grpc_servers.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            grpc_servers(&list, &self.id.hub);
+        *self.replicas.write().unwrap_or_else(std::sync::PoisonError::into_inner) = list;
+        let (cert, key) = self.opts.data_dir.credentials()?.ok_or_else(|| {
+            AgentError::Invalid("the agent holds no certificate: run `klusterlet join`".into())
+        })?;
+        let client = self.hub_client(&cert, &key)?;
+        *self.client.write().unwrap_or_else(std::sync::PoisonError::into_inner) = client;
+        tracing::info!(replicas = ?self.hub_urls(), "following the hub's replicas");
+        Ok(())
     }
 
     /// Runs `work` (`operation` with the hub) and counts it in the metrics, if any.
@@ -275,9 +311,14 @@ pub async fn run(
                 .into(),
         ));
     }
-    let client = hub::with_certificate(&id.hub, &ca_pem, &cert, &key)?;
+    let replicas = crate::replicas::remembered(dir)?;
+    let hub_url = id.hub.clone();
+    let urls = crate::replicas::https_urls(&replicas, &id.hub);
+    let client = hub::with_certificate_at(&urls, &ca_pem, &cert, &key)?;
     let shared = Arc::new(Shared {
         id,
+        grpc_servers: Arc::new(RwLock::new(grpc_servers(&replicas, &hub_url))),
+        replicas: RwLock::new(replicas),
         opts: opts.clone(),
         ca_pem,
         client: RwLock::new(client),
@@ -300,6 +341,27 @@ pub async fn run(
         () = rotation_loop(Arc::clone(&shared)) => Ok(()),
         () = work_loop(Arc::clone(&shared)) => Ok(()),
         () = addon_loop(Arc::clone(&shared)) => Ok(()),
+        () = replicas_loop(Arc::clone(&shared)) => Ok(()),
+    }
+}
+
+/// How often the agent reads the hub's published replicas.
+const REPLICAS_EVERY: Duration = Duration::from_secs(30);
+
+/// Follows the replicas the hub publishes: a changed list is remembered and the REST client
+/// rebuilt over it (the gRPC stream takes it at its next connect).
+async fn replicas_loop(shared: Arc<Shared>) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    loop {
+        let api: Api<ConfigMap> = Api::namespaced(shared.client(), "kube-public");
+        if let Ok(info) = api.get("cluster-info").await {
+            if let Some(list) = crate::replicas::published(&info) {
+                if let Err(e) = shared.follow_replicas(list).await {
+                    tracing::warn!(error = %e, "hub replicas not taken");
+                }
+            }
+        }
+        tokio::time::sleep(REPLICAS_EVERY).await;
     }
 }
 
@@ -351,6 +413,7 @@ async fn work_loop(shared: Arc<Shared>) {
                 };
                 crate::work::Source::Grpc(crate::transport::GrpcSource {
                     endpoint: crate::grpc::Endpoint { url, ca_pem: shared.ca_pem.clone() },
+                    others: Arc::clone(&shared.grpc_servers),
                     data_dir: shared.opts.data_dir.clone(),
                     cluster: shared.id.cluster_name.clone(),
                     healthiness: *healthiness,
@@ -369,6 +432,11 @@ async fn work_loop(shared: Arc<Shared>) {
         agent.run().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The gRPC servers of `replicas`, reachable as the agent reaches the hub at `hub`.
+fn grpc_servers(replicas: &[crate::replicas::Replica], hub: &str) -> Vec<String> {
+    replicas.iter().filter_map(|r| r.grpc.as_deref()).map(|g| reachable_as(g, hub)).collect()
 }
 
 /// The file of the data dir remembering the gRPC server the hub published.
@@ -677,7 +745,7 @@ async fn rotate(shared: &Shared) -> Result<(), AgentError> {
     let cn = api::agent_user(&id.cluster_name, &id.agent_name);
     let (nb, na) = reg::check_certificate(&cert, &key, &cn)?;
     shared.opts.data_dir.save_credentials(&cert, &key)?;
-    let client = hub::with_certificate(&id.hub, &shared.ca_pem, &cert, &key)?;
+    let client = shared.hub_client(&cert, &key)?;
     *shared.client.write().unwrap_or_else(std::sync::PoisonError::into_inner) = client;
     shared.not_before.store(nb, Ordering::Relaxed);
     shared.not_after.store(na, Ordering::Relaxed);

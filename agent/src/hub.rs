@@ -2,6 +2,9 @@
 //! agent's certificate, trusting only the hub CA the agent was given (`--ca-file`) or fetched
 //! and checked against a pin (`--ca-hash`, kubeadm's `sha256:` of the CA's public key).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -75,6 +78,98 @@ pub fn with_certificate(
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let auth = json!({"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)});
     client(config(url, Some(ca_pem), auth)?)
+}
+
+/// [`with_certificate`] over several replicas of one hub (`urls`, in order of preference):
+/// requests go to one replica until it cannot be reached, then to the next (a request that
+/// could not connect is sent to the next at once; one whose connection broke after it went
+/// fails, its fate unknown, and the next request goes elsewhere).
+pub fn with_certificate_at(
+    urls: &[String],
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<kube::Client, AgentError> {
+    match urls {
+        [] => Err(AgentError::Invalid("no hub URL".into())),
+        [one] => with_certificate(one, ca_pem, cert_pem, key_pem),
+        many => {
+            let hubs = many
+                .iter()
+                .map(|url| with_certificate(url, ca_pem, cert_pem, key_pem))
+                .collect::<Result<Vec<_>, _>>()?;
+            let failover = Failover { hubs: hubs.into(), current: Arc::default() };
+            Ok(kube::Client::new(failover, "default"))
+        }
+    }
+}
+
+/// The failover of [`with_certificate_at`]: a client per replica and the one in use.
+#[derive(Clone)]
+struct Failover {
+    hubs: Arc<[kube::Client]>,
+    current: Arc<AtomicUsize>,
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for Failover {
+    type Response = http::Response<kube::client::Body>;
+    type Error = kube::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, kube::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), kube::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let me = self.clone();
+        Box::pin(async move { me.send(request).await })
+    }
+}
+
+impl Failover {
+    async fn send(
+        &self,
+        request: http::Request<kube::client::Body>,
+    ) -> Result<http::Response<kube::client::Body>, kube::Error> {
+        let (parts, body) = request.into_parts();
+        // Bodies the agent sends are small; kept so that a request can go again.
+        let body = body.collect_bytes().await?;
+        let n = self.hubs.len();
+        let mut tries = n;
+        loop {
+            let at = self.current.load(Ordering::Relaxed) % n;
+            let mut again = http::Request::new(kube::client::Body::from(body.clone()));
+            *again.method_mut() = parts.method.clone();
+            *again.uri_mut() = parts.uri.clone();
+            *again.version_mut() = parts.version;
+            *again.headers_mut() = parts.headers.clone();
+            let error = match self.hubs[at].send(again).await {
+                Ok(response) => return Ok(response),
+                Err(e @ kube::Error::Api(_)) => return Err(e),
+                Err(e) => e,
+            };
+            let next = (at + 1) % n;
+            let _ = self.current.compare_exchange(at, next, Ordering::Relaxed, Ordering::Relaxed);
+            tries -= 1;
+            if tries == 0 || !never_sent(&error) {
+                return Err(error);
+            }
+            tracing::info!(error = %error_chain(&error), "hub replica unreachable; trying the next");
+        }
+    }
+}
+
+/// Whether a failed request never reached the hub (its connection could not be made).
+fn never_sent(error: &kube::Error) -> bool {
+    let chain = error_chain(error);
+    chain.contains("Connect")
+        || chain.contains("connect error")
+        || chain.contains("Connection refused")
 }
 
 /// Turns a failed request made with the agent's certificate into the error a person can act

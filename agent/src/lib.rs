@@ -13,6 +13,7 @@ pub mod hub;
 pub mod metrics;
 pub mod msa;
 pub mod registration;
+pub mod replicas;
 pub mod rules;
 pub mod state;
 pub mod status;

@@ -307,6 +307,9 @@ pub async fn kube_source(hub: kube::Client, cluster: String, tx: mpsc::Sender<In
 pub struct GrpcSource {
     /// The hub's gRPC server.
     pub endpoint: Endpoint,
+    /// The gRPC servers of the hub's replicas as the agent last learned them (kept current by
+    /// the agent), tried in turn when the one in use cannot be reached.
+    pub others: Arc<std::sync::RwLock<Vec<String>>>,
     /// Where the agent's certificate is (read at every connect).
     pub data_dir: DataDir,
     /// The cluster.
@@ -398,28 +401,48 @@ fn hashes_of(event: &CloudEvent) -> Vec<(String, String)> {
 
 /// Follows the works over gRPC until the receiver goes: connects, subscribes, asks for a spec
 /// resync with the generations it holds, and forwards what arrives; reconnects with backoff
-/// when the stream ends, fails or falls silent.
+/// when the stream ends, fails or falls silent, to the next replica's server when the one in
+/// use could not be reached.
 pub async fn grpc_source(source: GrpcSource, link: Arc<Link>, tx: mpsc::Sender<Incoming>) {
     let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(10));
+    let mut at = 0;
     loop {
+        let servers = servers(&source);
+        at %= servers.len();
         let mut subscribed = false;
-        match follow(&source, &link, &tx, &mut subscribed).await {
+        match follow(&source, &servers[at], &link, &tx, &mut subscribed).await {
             Ok(()) => return,
             Err(e) => {
                 link.set_client(None);
                 tracing::info!(error = %e, "work stream interrupted; reconnecting");
             }
         }
-        // A stream that was up starts the backoff over.
+        // A stream that was up starts the backoff over, on the same server; a server that
+        // could not be reached gives way to the next.
         if subscribed {
             backoff.reset();
+        } else {
+            at = (at + 1) % servers.len();
         }
         backoff.wait().await;
     }
 }
 
+/// The servers to try: the one the agent was given, then the other replicas'.
+fn servers(source: &GrpcSource) -> Vec<Endpoint> {
+    let others = source.others.read().unwrap_or_else(PoisonError::into_inner).clone();
+    let mut urls = vec![source.endpoint.url.clone()];
+    for url in others {
+        if !urls.contains(&url) {
+            urls.push(url);
+        }
+    }
+    urls.into_iter().map(|url| Endpoint { url, ..source.endpoint.clone() }).collect()
+}
+
 async fn follow(
     source: &GrpcSource,
+    endpoint: &Endpoint,
     link: &Arc<Link>,
     tx: &mpsc::Sender<Incoming>,
     subscribed: &mut bool,
@@ -427,7 +450,7 @@ async fn follow(
     let (cert, key) = source.data_dir.credentials()?.ok_or_else(|| {
         AgentError::Invalid("the agent holds no certificate: run `klusterlet join`".into())
     })?;
-    let client = source.endpoint.connect(&cert, &key).await?;
+    let client = endpoint.connect(&cert, &key).await?;
     let mut stream = grpc::subscribe(&client, &source.cluster, data_type::MANIFEST_BUNDLES).await?;
     link.set_client(Some(client.clone()));
     *subscribed = true;
@@ -451,14 +474,14 @@ async fn follow(
         let event = match next {
             Err(_) => {
                 return Err(AgentError::Unreachable {
-                    url: source.endpoint.url.clone(),
+                    url: endpoint.url.clone(),
                     detail: "no heartbeat from the hub".into(),
                 });
             }
             Ok(Err(s)) => return Err(grpc::status_error(s)),
             Ok(Ok(None)) => {
                 return Err(AgentError::Unreachable {
-                    url: source.endpoint.url.clone(),
+                    url: endpoint.url.clone(),
                     detail: "the hub ended the stream".into(),
                 });
             }

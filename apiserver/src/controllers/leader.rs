@@ -27,8 +27,10 @@ use crate::store::registry::Registry;
 pub const LEASE_NAMESPACE: &str = "kube-system";
 /// The Lease's name (also the `name` label of `leader_election_master_status`).
 pub const LEASE_NAME: &str = "ocm-hub";
-/// The fence key: outside `/registry/`, so no API serves or watches it.
-pub const FENCE_KEY: &str = "/ocm/leader/ocm-hub";
+/// The fence key: in the hub's own folder of the registry, which no kind uses (so no API
+/// serves it), under `/registry/` so that the watch cache's revision follows its writes (a
+/// consistent read waits for the cache to reach the store's revision).
+pub const FENCE_KEY: &str = "/registry/ocm-hub/leader";
 
 /// client-go's timings: the lease, the renew deadline and the retry period.
 #[derive(Debug, Clone, Copy)]

@@ -10,8 +10,10 @@ use ocm_storage::Storage;
 use super::ServeError;
 use crate::auth::pki::Pki;
 
-/// The key holding the CA pin, outside `/registry/` (no API serves it).
-pub(super) const IDENTITY_KEY: &str = "/ocm/identity";
+/// The key holding the CA pin: in the hub's own folder of the registry, which no kind uses (no
+/// API serves it), under `/registry/` so that the watch cache's revision follows its write (a
+/// consistent read waits for the cache to reach the store's revision).
+pub(super) const IDENTITY_KEY: &str = "/registry/ocm-hub/identity";
 
 /// The CA pin the store records, if any.
 pub(super) async fn recorded(storage: &Storage) -> Result<Option<String>, ServeError> {

@@ -41,6 +41,7 @@ pub(super) fn start(endpoint: &Endpoint, dir: &DataDir) -> anyhow::Result<()> {
     let link = Link::new(&cluster, &format!("{cluster}-work-agent"));
     let source = GrpcSource {
         endpoint: endpoint.clone(),
+        others: Default::default(),
         data_dir: dir.clone(),
         cluster,
         healthiness: HEALTHINESS,
