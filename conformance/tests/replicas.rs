@@ -271,7 +271,7 @@ async fn a_replica_without_the_hubs_identity_is_refused() -> anyhow::Result<()> 
     ensure!(bare.contains(&pin) && bare.contains("holds no CA"), "{bare}");
 
     let other_etcd = tokio::task::spawn_blocking(EtcdServer::start).await??;
-    let stranger = Replica::start(&[other_etcd.endpoint.clone()], None, &[]).await?;
+    let stranger = Replica::start(std::slice::from_ref(&other_etcd.endpoint), None, &[]).await?;
     let foreign = Replica::start(&endpoints, Some(&stranger), &[]).await.map(drop).unwrap_err();
     let foreign = format!("{foreign:#}");
     ensure!(foreign.contains(&pin) && foreign.contains("but this data dir's CA is"), "{foreign}");

@@ -73,8 +73,8 @@ async fn one_member_of_three_killed_keeps_the_store_serving() {
     for i in 0..30 {
         s.create(&format!("/k/before-{i}"), "v").await.unwrap();
     }
-    for killed in 0..members.len() {
-        members[killed].stop().unwrap();
+    for (killed, member) in members.iter_mut().enumerate() {
+        member.stop().unwrap();
         for i in 0..30 {
             let key = format!("/k/{killed}-{i}");
             // A write in flight as its connection broke may fail (its fate unknown, as with
@@ -94,7 +94,7 @@ async fn one_member_of_three_killed_keeps_the_store_serving() {
         assert_eq!(page.items.len(), 30 * (killed + 2));
         let mut watch = s.watch("/k/", kv_before(&s).await).await.unwrap();
         futures::StreamExt::next(&mut watch).await.unwrap().unwrap();
-        members[killed].restart().unwrap();
+        member.restart().unwrap();
     }
 }
 

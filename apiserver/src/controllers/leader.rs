@@ -175,9 +175,8 @@ impl Elector {
         loop {
             tokio::time::sleep(self.timings.retry).await;
             let left = self.timings.renew_deadline.saturating_sub(renewed.elapsed());
-            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
-                Ok(true) => renewed = Instant::now(),
-                Ok(false) | Err(_) => {}
+            if let Ok(true) = tokio::time::timeout(left, self.try_acquire_or_renew()).await {
+                renewed = Instant::now();
             }
             if renewed.elapsed() >= self.timings.renew_deadline {
                 return;
