@@ -151,6 +151,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn failed(&self) -> bool {
         false
     }
+    /// Why the store refuses writes now, while it does (see [`Storage::cannot_write`]).
+    fn cannot_write(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The handle to an open store. Cheap to clone; every clone shares the backend.
@@ -439,12 +443,22 @@ impl Storage {
         self.inner.current_revision().await
     }
 
-    /// Whether the store will not serve again until it is reopened: an embedded store whose
-    /// write, sync or compaction failed refuses all work from then on (what it acknowledged
-    /// stays durable; reopening recovers to it). An outage of a remote store (etcd) is not a
-    /// failure: it serves again when etcd does.
+    /// Whether the store will not serve again until the process opens it again: an embedded
+    /// store that, reopened after a failed write, found acknowledged writes missing or damage,
+    /// or could not be reopened although it had room. A store that merely cannot write (a full
+    /// disk) is not failed: it heals in place ([`Storage::cannot_write`]); nor is an outage of
+    /// a remote store (etcd): it serves again when etcd does.
     pub fn failed(&self) -> bool {
         self.inner.failed()
+    }
+
+    /// Why the store refuses writes now, while it does: an embedded store whose write, sync or
+    /// compaction failed (a full disk, say) serves reads of what is durable and refuses writes
+    /// with [`Error::Unavailable`] ("the store cannot write: <cause>") until it heals: once its
+    /// backend has room again it is reopened from disk, every acknowledged write there, and
+    /// writes resume. `None` for a remote store (etcd), whose outages show as failing calls.
+    pub fn cannot_write(&self) -> Option<String> {
+        self.inner.cannot_write()
     }
 
     /// Discards the history below `revision`. Compacting at or below an earlier compaction is a

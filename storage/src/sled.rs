@@ -48,7 +48,7 @@ use bytes::Bytes;
 
 use crate::engine::SledOptions;
 use crate::error::{Error, Result};
-use crate::local::{Backend, Change, Local, Record, Recovered};
+use crate::local::{Backend, Change, Healing, Local, Record, Recovered, room_in};
 use crate::{Store, WatchEvent};
 use chunked::{EXTERNAL_BYTES, Recent, Refs, ValueId};
 pub(crate) use codec::read_u64;
@@ -107,10 +107,19 @@ struct Sled {
 
 pub(crate) async fn open(options: SledOptions) -> Result<Arc<dyn Store>> {
     let local = options.local;
+    let again = options.clone();
     let (sled, recovered) = tokio::task::spawn_blocking(move || Sled::open(&options))
         .await
         .map_err(|e| Error::unavailable("sled open task failed", e))??;
-    Ok(Local::start(sled, recovered, local))
+    // After a failed write the store is opened again from disk, once its directory has room.
+    let healing = Healing {
+        room: Box::new({
+            let path = again.path.clone();
+            move || room_in(&path)
+        }),
+        reopen: Box::new(move || Sled::open(&again)),
+    };
+    Ok(Local::start_healing(sled, recovered, local, Some(healing)))
 }
 
 pub(crate) fn sled_error(context: &str, e: sled::Error) -> Error {
@@ -402,20 +411,19 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 impl Drop for Sled {
     /// sled 0.34 flushes when its last handle goes and, once its files are gone (a data
     /// directory removed under a running hub), waits for that flush forever: a hub told to stop
-    /// would never exit. The last flush runs on a thread of its own instead; one that fails or
-    /// does not finish within [`CLOSE_WAIT`] is given up (its handle is leaked, so no later drop
-    /// tries again). What was acknowledged had been synced already.
+    /// would never exit. The last flush runs on a thread of its own instead; one that does not
+    /// finish within [`CLOSE_WAIT`] is given up (the thread keeps the handle). One that fails
+    /// closes the handle anyway: sled fails at once on a handle whose write failed, and closing
+    /// it lets the store be opened again in this process (the healing after a full disk does).
+    /// What was acknowledged had been synced already.
     fn drop(&mut self) {
         let db = self.db.clone();
         let (done, finished) = std::sync::mpsc::channel();
         let closing = std::thread::Builder::new().name("sled-close".into()).spawn(move || {
-            match db.flush() {
-                Ok(_) => drop(db),
-                Err(e) => {
-                    tracing::error!(error = %e, "sled: the last flush failed; closing without it");
-                    std::mem::forget(db);
-                }
+            if let Err(e) = db.flush() {
+                tracing::error!(error = %e, "sled: the last flush failed; closing without it");
             }
+            drop(db);
             let _ = done.send(());
         });
         match closing {
