@@ -11,6 +11,7 @@
 //!   compared with them, against the explained-differences file.
 //! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
 //! * [`flood`]: the HTTP/2 rapid-reset flood and a well-behaved client served beside it.
+//! * [`tmpfs`]: a small filesystem of a test's own, filled and freed (a full disk on demand).
 //! * [`skip`]: the one way a test skips (a run told to do without etcd, kubectl or promtool):
 //!   a `SKIPPED` line on stderr and in the file `scripts/test.sh` counts.
 //!
@@ -31,3 +32,4 @@ pub mod programs;
 pub mod prom;
 pub mod skip;
 pub mod storage_suite;
+pub mod tmpfs;

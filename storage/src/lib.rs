@@ -76,7 +76,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
-pub use engine::{Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions};
+pub use engine::{
+    DEFAULT_MIN_FREE_BYTES, Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions,
+};
 pub use error::{BoxError, Error, Result};
 pub use revision::Revision;
 pub use types::{

@@ -36,7 +36,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 #[path = "heal.rs"]
 mod heal;
 
-pub(crate) use heal::{Healing, room_in};
+pub(crate) use heal::{Healing, keep_reserve};
 
 use crate::engine::{HistoryWindow, LocalOptions};
 use crate::error::{Error, Result};
@@ -157,6 +157,8 @@ pub(crate) struct Core<B: Backend> {
     epoch: AtomicU64,
     /// Held while batches are synced and published, and while the backend is reopened.
     syncing: std::sync::Mutex<()>,
+    /// Where syncs run, bounded in time.
+    sync_thread: heal::SyncThread<B>,
     window: HistoryWindow,
 }
 
@@ -238,6 +240,7 @@ impl<B: Backend> Local<B> {
             hidden: heal::Hidden::default(),
             epoch: AtomicU64::new(0),
             syncing: std::sync::Mutex::new(()),
+            sync_thread: heal::SyncThread::default(),
             window: options.history,
         });
         let (to_syncer, applied) = mpsc::unbounded_channel();
@@ -265,20 +268,17 @@ impl<B: Backend> Core<B> {
         self.health.write_error().map_or(Ok(()), Err)
     }
 
-    /// Refuses a read while the store cannot read.
+    /// Refuses a read while there is no backend to read (a failed one not yet reopened); waits
+    /// while one is being reopened.
     fn check_readable(&self) -> Result<()> {
-        self.health.read_error().map_or(Ok(()), Err)
+        let _gate = self.read_gate();
+        self.backend().map(drop)
     }
 
     /// The backend, while it is open.
     fn backend(&self) -> Result<Arc<B>> {
         let backend = self.backend.read().unwrap_or_else(|p| p.into_inner()).clone();
-        backend.ok_or_else(|| {
-            self.health.read_error().unwrap_or_else(|| Error::Unavailable {
-                message: "the store is being reopened".into(),
-                source: None,
-            })
-        })
+        backend.ok_or_else(|| self.health.read_error())
     }
 
     fn read_gate(&self) -> RwLockReadGuard<'_, Gate> {
@@ -375,10 +375,12 @@ impl<B: Backend> Core<B> {
         let mut gate = self.write_gate();
         let epoch = self.epoch.load(Ordering::SeqCst);
         let mut replies = Vec::with_capacity(batch.len());
-        let backend = match self.check_writable().and_then(|()| self.backend()) {
+        let ready = self.check_writable().and_then(|()| self.check_room());
+        let backend = match ready.and_then(|()| self.backend()) {
             Ok(backend) => backend,
             Err(e) => {
-                replies.extend(batch.into_iter().map(|q| (q.reply, Err(shared(&e)))));
+                let refused = self.health.write_error().unwrap_or(e);
+                replies.extend(batch.into_iter().map(|q| (q.reply, Err(shared(&refused)))));
                 return Applied { epoch, target: gate.applied, commits: Vec::new(), replies };
             }
         };
@@ -439,19 +441,19 @@ impl<B: Backend> Core<B> {
     /// The syncer's step, run with `syncing` held: syncs once for the batches of the current
     /// epoch, advances `durable` and publishes their commits; says for each batch whether its
     /// writes are durable. A batch of an earlier epoch was applied to a backend since reopened
-    /// (the reopening published whatever of it was found durable), and a store that cannot
-    /// write acknowledges nothing more, not even by a later sync.
+    /// (the reopening published whatever of it was found durable), and a store whose backend
+    /// failed acknowledges nothing more, not even by a later sync.
     fn settle(&self, batches: &[(u64, u64, Vec<Events>)]) -> Vec<Result<()>> {
         let _syncing = self.syncing.lock().unwrap_or_else(|p| p.into_inner());
         let epoch = self.epoch.load(Ordering::SeqCst);
         let current = batches.iter().filter(|(e, _, _)| *e == epoch);
         let target = current.clone().map(|(_, target, _)| *target).max().unwrap_or(0);
-        let mut synced = self.check_writable();
+        // A store refusing writes for want of room still acknowledges what it applied before;
+        // one whose backend failed acknowledges nothing more.
+        let mut synced = self.health.backend_error().map_or(Ok(()), Err);
         if synced.is_ok() && target > self.durable.load(Ordering::SeqCst) {
-            synced = self.backend().and_then(|backend| backend.sync());
-            if let Err(e) = &synced {
-                self.health.fail(heal::Level::ReadOnly, e);
-            }
+            synced =
+                self.backend().and_then(|backend| self.sync_thread.sync(backend, &self.health));
         }
         if synced.is_ok() {
             // Advance `durable` before publishing: a watcher that subscribes and then reads
@@ -562,7 +564,6 @@ impl<B: Backend> Core<B> {
     }
 
     fn get(&self, key: &str) -> Result<KeyValue> {
-        self.check_readable()?;
         let gate = self.read_gate();
         let at = self.read_revision(None)?;
         let record = self.stored(&*self.backend()?, key)?;
@@ -590,7 +591,6 @@ impl<B: Backend> Core<B> {
     }
 
     fn list(&self, req: &ListRequest<'_>) -> Result<BackendPage> {
-        self.check_readable()?;
         let gate = self.read_gate();
         let backend = self.backend()?;
         let at = self.read_revision(req.revision)?;
@@ -822,10 +822,8 @@ async fn syncer<B: Backend>(core: Weak<Core<B>>, mut applied: mpsc::UnboundedRec
             batches.push(more);
         }
         let Some(core) = core.upgrade() else { return };
-        let (settling, answers): (Vec<_>, Vec<_>) = batches
-            .into_iter()
-            .map(|b| ((b.epoch, b.target, b.commits), b.replies))
-            .unzip();
+        let (settling, answers): (Vec<_>, Vec<_>) =
+            batches.into_iter().map(|b| ((b.epoch, b.target, b.commits), b.replies)).unzip();
         let verdicts = if B::SYNCS {
             let syncing = Arc::clone(&core);
             let settled = tokio::task::spawn_blocking(move || syncing.settle(&settling)).await;

@@ -48,7 +48,7 @@ use bytes::Bytes;
 
 use crate::engine::SledOptions;
 use crate::error::{Error, Result};
-use crate::local::{Backend, Change, Healing, Local, Record, Recovered, room_in};
+use crate::local::{Backend, Change, Healing, Local, Record, Recovered, keep_reserve};
 use crate::{Store, WatchEvent};
 use chunked::{EXTERNAL_BYTES, Recent, Refs, ValueId};
 pub(crate) use codec::read_u64;
@@ -108,15 +108,20 @@ struct Sled {
 pub(crate) async fn open(options: SledOptions) -> Result<Arc<dyn Store>> {
     let local = options.local;
     let again = options.clone();
-    let (sled, recovered) = tokio::task::spawn_blocking(move || Sled::open(&options))
-        .await
-        .map_err(|e| Error::unavailable("sled open task failed", e))??;
-    // After a failed write the store is opened again from disk, once its directory has room.
+    let (sled, recovered) = tokio::task::spawn_blocking(move || {
+        let opened = Sled::open(&options)?;
+        // Room to reopen the store after a failed write, kept beside it.
+        if let Err(e) = keep_reserve(&options.path) {
+            tracing::warn!(error = %e, "sled: no reserve; a full disk may leave the store unreadable");
+        }
+        Ok::<_, Error>(opened)
+    })
+    .await
+    .map_err(|e| Error::unavailable("sled open task failed", e))??;
+    // After a failed write the store is opened again from disk (see `local::heal`).
     let healing = Healing {
-        room: Box::new({
-            let path = again.path.clone();
-            move || room_in(&path)
-        }),
+        dir: again.path.clone(),
+        min_free: again.min_free_bytes,
         reopen: Box::new(move || Sled::open(&again)),
     };
     Ok(Local::start_healing(sled, recovered, local, Some(healing)))
