@@ -98,6 +98,12 @@ impl TestHub {
         TestHub::start_in_dir(tempfile::tempdir_in(parent)?, backend, tune).await
     }
 
+    /// Starts a hub (without the OCM controllers) on `dir` as its data dir, with whatever it
+    /// holds already (a store to serve on, say); the dir goes when the hub does.
+    pub async fn start_on(dir: tempfile::TempDir, backend: Backend) -> anyhow::Result<TestHub> {
+        TestHub::start_in_dir(dir, backend, |_| {}).await
+    }
+
     async fn start_in_dir(
         dir: tempfile::TempDir,
         backend: Backend,
