@@ -1,10 +1,11 @@
-//! Every released sled format opens: the committed fixtures `fixtures/sled-format-N/` (made by
-//! the code of the release that wrote format N, `fixtures/make-sled-fixtures.sh`) are copied
-//! and opened with this build; every key, value and revision reads back as their manifests say,
-//! at the current revision and at each kept past one, a watch from the compaction revision
-//! replays the history, the store takes writes and keeps them across a restart, and a hub
-//! serves on it. A store marked with a newer format is refused by `ocm-hub serve` with one line
-//! naming both formats and a failing exit status, every file of it left byte for byte as it
+//! Every released store format opens, and a newer one is refused untouched. sled: the
+//! committed fixtures `fixtures/sled-format-N/` (made by the code of the release that wrote
+//! format N, `fixtures/make-sled-fixtures.sh`) are copied and opened with this build; every
+//! key, value and revision reads back as their manifests say, at the current revision and at
+//! each kept past one, a watch from the compaction revision replays the history, the store
+//! takes writes and keeps them across a restart, and a hub serves it. A store marked with a
+//! newer format (sled's marker file, etcd's marker key) is refused by `ocm-hub serve` with one
+//! line naming both formats and a failing exit status, every file (every etcd key) left as it
 //! was.
 
 use std::collections::BTreeMap;
@@ -14,9 +15,11 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use bytes::Bytes;
 use futures::StreamExt as _;
+use ocm_apiserver::serve::server::ETCD_PREFIX;
 use ocm_conformance::hub::{Backend, TestHub};
 use ocm_storage::{
-    Engine, Error, EventKind, ListOptions, Preconditions, Revision, SledOptions, Storage, Write,
+    Engine, Error, EtcdOptions, EventKind, ListOptions, Preconditions, Revision, SledOptions,
+    Storage, Write,
 };
 use serde_json::Value;
 
@@ -314,27 +317,83 @@ fn files(dir: &Path) -> anyhow::Result<BTreeMap<PathBuf, Vec<u8>>> {
 /// and one line naming both formats, and leaves every file of the data dir as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_format_is_refused_by_the_hub_and_left_untouched() -> anyhow::Result<()> {
-    let hub = ocm_conformance::programs::ocm_hub()?;
     let dir = tempfile::tempdir()?;
     copy_dir(&fixture(3).join("db"), &dir.path().join("db"))?;
     std::fs::write(dir.path().join("db/format"), "ocm-storage/sled/99\n")?;
     let before = files(dir.path())?;
+    let data_dir = dir.path().to_string_lossy().into_owned();
+    let (status, stderr) = serve_until_exit(&["--data-dir", &data_dir]).await?;
+    ensure!(!status.success(), "ocm-hub serve exited {status:?}: {stderr}");
+    let refusal: Vec<&str> = stderr.lines().filter(|l| l.contains("format 99")).collect();
+    ensure!(refusal.len() == 1, "one line names the store's format 99: {stderr}");
+    ensure!(refusal[0].contains("format 3"), "the line names this build's format 3: {stderr}");
+    ensure!(files(dir.path())? == before, "a refused store's data dir changed");
+    Ok(())
+}
+
+/// Runs `ocm-hub serve` with `args` until it exits (within 60 s): its exit status and stderr.
+async fn serve_until_exit(args: &[&str]) -> anyhow::Result<(std::process::ExitStatus, String)> {
+    let hub = ocm_conformance::programs::ocm_hub()?;
     let out = tokio::time::timeout(
         Duration::from_secs(60),
         tokio::process::Command::new(&hub)
             .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(dir.path())
+            .args(args)
             .kill_on_drop(true)
             .output(),
     )
     .await
     .context("ocm-hub serve on a newer store did not exit within 60 s")??;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    ensure!(!out.status.success(), "ocm-hub serve exited {:?}: {stderr}", out.status);
-    let refusal: Vec<&str> = stderr.lines().filter(|l| l.contains("format 99")).collect();
-    ensure!(refusal.len() == 1, "one line names the store's format 99: {stderr}");
-    ensure!(refusal[0].contains("format 3"), "the line names this build's format 3: {stderr}");
-    ensure!(files(dir.path())? == before, "a refused store's data dir changed");
+    Ok((out.status, String::from_utf8_lossy(&out.stderr).into_owned()))
+}
+
+/// An etcd store records no format of its own (format 1 stores the contract's keys as they
+/// are): this build opens one, writing no marker. One a newer release marked
+/// (`<prefix>#meta/format`) is refused, by the store and by `ocm-hub serve`, with one line
+/// naming both formats, and nothing is written to etcd (its revision stays).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_store_of_a_newer_format_is_refused_and_left_untouched() -> anyhow::Result<()> {
+    if ocm_conformance::etcd::skip("an_etcd_store_of_a_newer_format_is_refused_and_left_untouched")
+    {
+        return Ok(());
+    }
+    let etcd = tokio::task::spawn_blocking(ocm_conformance::etcd::EtcdServer::start).await??;
+    let endpoints = vec![etcd.endpoint.clone()];
+    let options = |prefix: &str| Engine::Etcd(EtcdOptions::new(endpoints.clone(), prefix));
+    let store = Storage::open(options("/formats")).await?;
+    store.create("/k", "kept").await?;
+    drop(store);
+    // The markers, as keys of the stores `<prefix>#meta`.
+    let meta = Storage::open(options("/formats#meta")).await?;
+    let hub_meta = Storage::open(options(&format!("{ETCD_PREFIX}#meta"))).await?;
+    ensure!(meta.try_get("/format").await?.is_none(), "this build writes no marker");
+
+    meta.create("/format", "ocm-storage/etcd/7").await?;
+    let before = meta.current_revision().await?;
+    let refused = Storage::open(options("/formats")).await;
+    let Err(err) = refused else { anyhow::bail!("a store of a newer format opened") };
+    ensure!(matches!(err, Error::NewerFormat { found: 7, supported: 1 }), "{err:?}");
+    ensure!(!err.to_string().contains('\n'), "one line: {err}");
+    ensure!(meta.current_revision().await? == before, "etcd was written to");
+
+    // The hub's own store, marked likewise.
+    hub_meta.create("/format", "ocm-storage/etcd/7").await?;
+    let before = meta.current_revision().await?;
+    let dir = tempfile::tempdir()?;
+    let data_dir = dir.path().to_string_lossy().into_owned();
+    let (status, stderr) = serve_until_exit(&[
+        "--data-dir",
+        &data_dir,
+        "--storage",
+        "etcd",
+        "--etcd-endpoints",
+        &etcd.endpoint,
+    ])
+    .await?;
+    ensure!(!status.success(), "ocm-hub serve exited {status:?}: {stderr}");
+    let refusal: Vec<&str> = stderr.lines().filter(|l| l.contains("format 7")).collect();
+    ensure!(refusal.len() == 1, "one line names the store's format 7: {stderr}");
+    ensure!(refusal[0].contains("format 1"), "the line names this build's format 1: {stderr}");
+    ensure!(meta.current_revision().await? == before, "the hub wrote to etcd");
     Ok(())
 }
