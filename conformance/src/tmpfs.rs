@@ -1,13 +1,20 @@
 //! A small filesystem of a test's own: a tmpfs of a given size mounted on a temporary dir
 //! (unmounted on drop), filled with a file until only a little room is left, and freed again,
 //! so a store on it meets a full disk on demand. Mounting needs root; without it the test fails
-//! saying so, never passes silently.
+//! saying so, unless the run is told to do without (`OCM_SKIP_TMPFS=1`, reported as a skip).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Context as _;
+
+/// Whether this run skips the tests that mount a tmpfs (`OCM_SKIP_TMPFS=1`, for a run without
+/// root); if it does, the running test is reported as skipping `what`
+/// ([`crate::skip::requested`]).
+pub fn skip(what: &str) -> bool {
+    crate::skip::requested("OCM_SKIP_TMPFS", what)
+}
 
 /// A mounted tmpfs, unmounted (and its mount point removed) on drop.
 #[derive(Debug)]
@@ -27,7 +34,7 @@ impl Tmpfs {
         anyhow::ensure!(
             out.status.success(),
             "cannot mount a tmpfs on {}: {}; this test needs root, to make a small filesystem \
-             it can fill",
+             it can fill (OCM_SKIP_TMPFS=1 skips it)",
             dir.path().display(),
             String::from_utf8_lossy(&out.stderr).trim()
         );

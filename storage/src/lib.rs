@@ -28,6 +28,11 @@
 //! * **Durability.** A write returns `Ok` only once it is durable: after the backend's flush
 //!   (sled) or after etcd committed it. Reads never return a value that is not yet durable, and
 //!   watchers receive an event only once its write is durable.
+//! * **Failures.** An embedded store whose disk fills, or whose write, sync or compaction fails,
+//!   turns read-only: writes get [`Error::Unavailable`] ("the store cannot write: <cause>",
+//!   [`Storage::cannot_write`]) while reads and watches serve what is durable, and it heals by
+//!   itself once it can write again, losing nothing it acknowledged; one that cannot heal in
+//!   place says so ([`Storage::failed`]).
 //! * **Reads.** [`Storage::get`] answers [`Error::NotFound`] for an absent key (see
 //!   [`Storage::try_get`]). [`Storage::list`] returns a consistent snapshot in ascending key order,
 //!   at the current revision or at a past one still in the kept history; pages of one list share
