@@ -9,7 +9,8 @@
 # (systemd-analyze verifies the units under deploy/). When they are missing and this runs as
 # root with apt-get, it installs them; otherwise it stops with the command to run.
 # OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite for a quick
-# local run, OCM_SKIP_PROMTOOL=1 the promtool checks (CI sets none of them).
+# local run, OCM_SKIP_PROMTOOL=1 the promtool checks, OCM_SKIP_TMPFS=1 the full-disk tests
+# (they mount a small tmpfs, which needs root) (CI sets none of them).
 # Every test that skips all or part of itself says so in a `SKIPPED <test>: <what> (<VAR>=1)`
 # line (conformance/src/skip.rs); the count and the list are printed at the end, and with
 # OCM_FAIL_ON_SKIP=1 (set by .ci/run) any skip fails the run.

@@ -320,6 +320,10 @@ struct ServeArgs {
     #[arg(long, default_value_t = ocm_apiserver::serve::server::DEFAULT_SLED_CACHE_MB,
           value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(8..=65536))]
     sled_cache_mb: u64,
+    /// Free space in MiB the sled store keeps on its disk (with --storage sled): with less, it
+    /// refuses writes (serving reads) until there is more again. 0 keeps none.
+    #[arg(long, default_value_t = ocm_storage::DEFAULT_MIN_FREE_BYTES >> 20)]
+    sled_min_free_mb: u64,
     /// etcd endpoints, comma-separated (with --storage etcd). Every hub started on the same
     /// etcd is a replica of one hub: they elect a leader that runs the controllers.
     #[arg(long, value_delimiter = ',')]
@@ -489,6 +493,7 @@ fn main() -> ExitCode {
     config.grpc_metrics_per_cluster = args.grpc_metrics_per_cluster;
     config.storage = storage;
     config.sled_cache_bytes = args.sled_cache_mb << 20;
+    config.sled_min_free_bytes = args.sled_min_free_mb.saturating_mul(1 << 20);
     config.max_requests_inflight = args.max_requests_inflight;
     config.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.max_requests_inflight_per_user = args.max_requests_inflight_per_user;

@@ -84,7 +84,31 @@ impl TestHub {
         backend: Backend,
         tune: impl FnOnce(&mut ServeConfig),
     ) -> anyhow::Result<TestHub> {
-        let dir = tempfile::tempdir()?;
+        TestHub::start_in_dir(tempfile::tempdir()?, backend, tune).await
+    }
+
+    /// Starts a hub (without the OCM controllers) whose data dir is a new temporary dir in
+    /// `parent` (a small filesystem of the test's own, say), after `tune` adjusted its
+    /// configuration.
+    pub async fn start_in(
+        parent: &Path,
+        backend: Backend,
+        tune: impl FnOnce(&mut ServeConfig),
+    ) -> anyhow::Result<TestHub> {
+        TestHub::start_in_dir(tempfile::tempdir_in(parent)?, backend, tune).await
+    }
+
+    /// Starts a hub (without the OCM controllers) on `dir` as its data dir, with whatever it
+    /// holds already (a store to serve on, say); the dir goes when the hub does.
+    pub async fn start_on(dir: tempfile::TempDir, backend: Backend) -> anyhow::Result<TestHub> {
+        TestHub::start_in_dir(dir, backend, |_| {}).await
+    }
+
+    async fn start_in_dir(
+        dir: tempfile::TempDir,
+        backend: Backend,
+        tune: impl FnOnce(&mut ServeConfig),
+    ) -> anyhow::Result<TestHub> {
         let mut config = ServeConfig::new(dir.path());
         config.listen = "127.0.0.1:0".parse()?;
         config.grpc_listen = Some("127.0.0.1:0".parse()?);

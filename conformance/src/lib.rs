@@ -12,6 +12,7 @@
 //!   compared with them, against the explained-differences file.
 //! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
 //! * [`flood`]: the HTTP/2 rapid-reset flood and a well-behaved client served beside it.
+//! * [`tmpfs`]: a small filesystem of a test's own, filled and freed (a full disk on demand).
 //! * [`skip`]: the one way a test skips (a run told to do without etcd, kubectl or promtool):
 //!   a `SKIPPED` line on stderr and in the file `scripts/test.sh` counts.
 //!
@@ -33,3 +34,4 @@ pub mod prom;
 pub mod replicas;
 pub mod skip;
 pub mod storage_suite;
+pub mod tmpfs;

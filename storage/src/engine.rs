@@ -59,6 +59,10 @@ impl Default for LocalOptions {
     }
 }
 
+/// The default of [`SledOptions::min_free_bytes`]: 64 MiB, a few hundred of the largest
+/// commits.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
+
 /// Options of the sled backend.
 #[derive(Debug, Clone)]
 pub struct SledOptions {
@@ -71,6 +75,9 @@ pub struct SledOptions {
     /// **Breaks durability; for the crash test's negative control only.** Acknowledges writes
     /// without waiting for the flush, so a crash loses acknowledged writes.
     pub unsafe_ack_before_flush: bool,
+    /// The free space below which the store refuses writes (read-only until there is more),
+    /// so that sled never meets a full disk: its failed writes can wedge it. `0`: none kept.
+    pub min_free_bytes: u64,
 }
 
 impl SledOptions {
@@ -81,6 +88,7 @@ impl SledOptions {
             cache_capacity: 128 * 1024 * 1024,
             local: LocalOptions::default(),
             unsafe_ack_before_flush: false,
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
         }
     }
 }

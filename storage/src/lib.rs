@@ -28,6 +28,11 @@
 //! * **Durability.** A write returns `Ok` only once it is durable: after the backend's flush
 //!   (sled) or after etcd committed it. Reads never return a value that is not yet durable, and
 //!   watchers receive an event only once its write is durable.
+//! * **Failures.** An embedded store whose disk fills, or whose write, sync or compaction fails,
+//!   turns read-only: writes get [`Error::Unavailable`] ("the store cannot write: <cause>",
+//!   [`Storage::cannot_write`]) while reads and watches serve what is durable, and it heals by
+//!   itself once it can write again, losing nothing it acknowledged; one that cannot heal in
+//!   place says so ([`Storage::failed`]).
 //! * **Reads.** [`Storage::get`] answers [`Error::NotFound`] for an absent key (see
 //!   [`Storage::try_get`]). [`Storage::list`] returns a consistent snapshot in ascending key order,
 //!   at the current revision or at a past one still in the kept history; pages of one list share
@@ -77,7 +82,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
-pub use engine::{Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions};
+pub use engine::{
+    DEFAULT_MIN_FREE_BYTES, Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions,
+};
 pub use error::{BoxError, Error, Result};
 pub use fence::Fence;
 pub use revision::Revision;
@@ -166,6 +173,10 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Whether the store refuses all work until it is reopened (see [`Storage::failed`]).
     fn failed(&self) -> bool {
         false
+    }
+    /// Why the store refuses writes now, while it does (see [`Storage::cannot_write`]).
+    fn cannot_write(&self) -> Option<String> {
+        None
     }
 }
 
@@ -457,12 +468,22 @@ impl Storage {
         self.inner.current_revision().await
     }
 
-    /// Whether the store will not serve again until it is reopened: an embedded store whose
-    /// write, sync or compaction failed refuses all work from then on (what it acknowledged
-    /// stays durable; reopening recovers to it). An outage of a remote store (etcd) is not a
-    /// failure: it serves again when etcd does.
+    /// Whether the store will not serve again until the process opens it again: an embedded
+    /// store that, reopened after a failed write, found acknowledged writes missing or damage,
+    /// or could not be reopened although it had room. A store that merely cannot write (a full
+    /// disk) is not failed: it heals in place ([`Storage::cannot_write`]); nor is an outage of
+    /// a remote store (etcd): it serves again when etcd does.
     pub fn failed(&self) -> bool {
         self.inner.failed()
+    }
+
+    /// Why the store refuses writes now, while it does: an embedded store whose write, sync or
+    /// compaction failed (a full disk, say) serves reads of what is durable and refuses writes
+    /// with [`Error::Unavailable`] ("the store cannot write: <cause>") until it heals: once its
+    /// backend has room again it is reopened from disk, every acknowledged write there, and
+    /// writes resume. `None` for a remote store (etcd), whose outages show as failing calls.
+    pub fn cannot_write(&self) -> Option<String> {
+        self.inner.cannot_write()
     }
 
     /// Discards the history below `revision`. Compacting at or below an earlier compaction is a

@@ -20,14 +20,23 @@
 //! changed after `R` rolled back to its value at `R` from the history (the `prev` of its first
 //! later event). So a read never shows a write that is not yet durable, and a list at a past
 //! revision inside the window is exact.
+//!
+//! A failed batch, sync or compaction makes the store read-only until it heals (`heal.rs`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::sync::{broadcast, mpsc, oneshot};
+
+/// How a failed store goes on reading and heals. A child of this module, beside it as the sled
+/// backend's children are beside `sled.rs`.
+#[path = "heal.rs"]
+mod heal;
+
+pub(crate) use heal::{Healing, keep_reserve};
 
 use crate::engine::{HistoryWindow, LocalOptions};
 use crate::error::{Error, Result};
@@ -124,7 +133,10 @@ struct Gate {
 
 /// The shared engine over one backend.
 pub(crate) struct Core<B: Backend> {
-    backend: B,
+    /// `None` only while a failed backend is being reopened, or could not be.
+    backend: RwLock<Option<Arc<B>>>,
+    /// How to reopen the backend after a failure (`None`: it never fails, or cannot heal).
+    healing: Option<Healing<B>>,
     gate: RwLock<Gate>,
     /// The last durable revision; reads and watch replays never go past it.
     durable: AtomicU64,
@@ -136,9 +148,17 @@ pub(crate) struct Core<B: Backend> {
     queue: mpsc::UnboundedSender<Queued>,
     /// Each durable commit's events, one message per revision.
     events: broadcast::Sender<Events>,
-    /// Set when a sync or a batch failed: applied writes may not be durable, or a batch may be
-    /// half visible, so the store refuses all work until it is reopened.
-    failed: AtomicBool,
+    /// Serving, read-only after a failed batch, sync or compaction, or worse (`heal.rs`).
+    health: Arc<heal::Health>,
+    /// The keys of a failed batch, read as they were before it until the backend is reopened.
+    hidden: heal::Hidden,
+    /// Counts the backend's reopenings: a batch applied to an earlier handle is never
+    /// acknowledged by a later one's sync.
+    epoch: AtomicU64,
+    /// Held while batches are synced and published, and while the backend is reopened.
+    syncing: std::sync::Mutex<()>,
+    /// Where syncs run, bounded in time.
+    sync_thread: heal::SyncThread<B>,
     window: HistoryWindow,
 }
 
@@ -161,6 +181,8 @@ struct Queued {
 
 /// A batch the committer applied, waiting for the syncer.
 struct Applied {
+    /// The backend's epoch it was applied in.
+    epoch: u64,
     /// The last revision applied when the batch was done.
     target: u64,
     /// The events of each commit applied, in revision order.
@@ -178,7 +200,11 @@ fn closed() -> Error {
 
 /// An error every write of a batch gets (errors carry sources and are not `Clone`).
 fn shared(e: &Error) -> Error {
-    Error::Unavailable { message: e.to_string(), source: None }
+    let message = match e {
+        Error::Unavailable { message, source: None } => message.clone(),
+        other => other.to_string(),
+    };
+    Error::Unavailable { message, source: None }
 }
 
 /// The [`Store`] over a [`Core`].
@@ -187,24 +213,41 @@ pub(crate) struct Local<B: Backend>(Arc<Core<B>>);
 impl<B: Backend> Local<B> {
     /// Starts the engine over an opened backend and its recovered state.
     pub(crate) fn start(backend: B, recovered: Recovered, options: LocalOptions) -> Arc<dyn Store> {
+        Local::start_healing(backend, recovered, options, None)
+    }
+
+    /// Starts the engine over a backend that heals after a failure by `healing`.
+    pub(crate) fn start_healing(
+        backend: B,
+        recovered: Recovered,
+        options: LocalOptions,
+        healing: Option<Healing<B>>,
+    ) -> Arc<dyn Store> {
         // Out-of-range tuning is clamped rather than allowed to panic a background task.
         let (events, _) = broadcast::channel(options.watch_buffer.clamp(16, 1 << 20));
         let (queue, queued) = mpsc::unbounded_channel();
+        let health = Arc::new(heal::Health::new());
         let core = Arc::new(Core {
-            backend,
+            backend: RwLock::new(Some(Arc::new(backend))),
+            healing,
             gate: RwLock::new(Gate { applied: recovered.revision, times: recovered.times.into() }),
             durable: AtomicU64::new(recovered.revision),
             compacted: AtomicU64::new(recovered.compacted),
             compacting: std::sync::Mutex::new(()),
             queue,
             events,
-            failed: AtomicBool::new(false),
+            health: Arc::clone(&health),
+            hidden: heal::Hidden::default(),
+            epoch: AtomicU64::new(0),
+            syncing: std::sync::Mutex::new(()),
+            sync_thread: heal::SyncThread::default(),
             window: options.history,
         });
         let (to_syncer, applied) = mpsc::unbounded_channel();
         tokio::spawn(committer(Arc::downgrade(&core), queued, to_syncer));
         tokio::spawn(syncer(Arc::downgrade(&core), applied));
         spawn_retention(Arc::downgrade(&core));
+        heal::spawn_healer(Arc::downgrade(&core), health);
         Arc::new(Local(core))
     }
 }
@@ -213,15 +256,29 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+impl<B: Backend> Drop for Core<B> {
+    fn drop(&mut self) {
+        self.health.close();
+    }
+}
+
 impl<B: Backend> Core<B> {
-    fn check_ok(&self) -> Result<()> {
-        if self.failed.load(Ordering::SeqCst) {
-            return Err(Error::Unavailable {
-                message: "an earlier write, flush or compaction failed; reopen the store".into(),
-                source: None,
-            });
-        }
-        Ok(())
+    /// Refuses a write or compaction while the store cannot write.
+    fn check_writable(&self) -> Result<()> {
+        self.health.write_error().map_or(Ok(()), Err)
+    }
+
+    /// Refuses a read while there is no backend to read (a failed one not yet reopened); waits
+    /// while one is being reopened.
+    fn check_readable(&self) -> Result<()> {
+        let _gate = self.read_gate();
+        self.backend().map(drop)
+    }
+
+    /// The backend, while it is open.
+    fn backend(&self) -> Result<Arc<B>> {
+        let backend = self.backend.read().unwrap_or_else(|p| p.into_inner()).clone();
+        backend.ok_or_else(|| self.health.read_error())
     }
 
     fn read_gate(&self) -> RwLockReadGuard<'_, Gate> {
@@ -234,7 +291,7 @@ impl<B: Backend> Core<B> {
 
     /// Queues a commit and waits until it is durable (or refused).
     async fn write(&self, ops: Vec<(String, Op)>) -> Result<Vec<Written>> {
-        self.check_ok()?;
+        self.check_writable()?;
         let (reply, answer) = oneshot::channel();
         self.queue.send(Queued { ops, reply }).map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
@@ -294,6 +351,7 @@ impl<B: Backend> Core<B> {
     /// batch left them (`None` = deleted) or as stored; the first key that fails fails it all.
     fn decide_commit(
         &self,
+        backend: &B,
         batch_state: &HashMap<String, Option<Record>>,
         ops: Vec<(String, Op)>,
         revision: u64,
@@ -303,7 +361,7 @@ impl<B: Backend> Core<B> {
         for (key, op) in ops {
             let current = match batch_state.get(&key) {
                 Some(record) => record.clone(),
-                None => self.backend.get(&key)?,
+                None => self.stored(backend, &key)?,
             };
             let (record, event, w) = Self::decide(&key, op, current, revision)?;
             decided.push((record, Arc::new(event)));
@@ -315,17 +373,23 @@ impl<B: Backend> Core<B> {
     /// The committer's step: checks and applies a batch of commits as one atomic backend batch.
     fn apply_batch(&self, batch: Vec<Queued>) -> Applied {
         let mut gate = self.write_gate();
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let mut replies = Vec::with_capacity(batch.len());
-        if let Err(e) = self.check_ok() {
-            replies.extend(batch.into_iter().map(|q| (q.reply, Err(shared(&e)))));
-            return Applied { target: gate.applied, commits: Vec::new(), replies };
-        }
+        let ready = self.check_writable().and_then(|()| self.check_room());
+        let backend = match ready.and_then(|()| self.backend()) {
+            Ok(backend) => backend,
+            Err(e) => {
+                let refused = self.health.write_error().unwrap_or(e);
+                replies.extend(batch.into_iter().map(|q| (q.reply, Err(shared(&refused)))));
+                return Applied { epoch, target: gate.applied, commits: Vec::new(), replies };
+            }
+        };
         // Records as the earlier commits of this batch left them (`None` = deleted).
         let mut batch_state: HashMap<String, Option<Record>> = HashMap::new();
         let mut decided: Vec<Decided> = Vec::new();
         let mut revision = gate.applied;
         for Queued { ops, reply } in batch {
-            match self.decide_commit(&batch_state, ops, revision + 1) {
+            match self.decide_commit(&backend, &batch_state, ops, revision + 1) {
                 Ok((commit, written)) => {
                     revision += 1;
                     for (record, event) in &commit {
@@ -338,7 +402,7 @@ impl<B: Backend> Core<B> {
             }
         }
         if decided.is_empty() {
-            return Applied { target: gate.applied, commits: Vec::new(), replies };
+            return Applied { epoch, target: gate.applied, commits: Vec::new(), replies };
         }
         let at_ms = now_ms();
         let changes: Vec<Change<'_>> = decided
@@ -346,18 +410,21 @@ impl<B: Backend> Core<B> {
             .flatten()
             .map(|(record, event)| Change { record: record.as_ref(), event, at_ms })
             .collect();
-        if let Err(e) = self.backend.apply(&changes) {
+        if let Err(e) = backend.apply(&changes) {
             // Every write in the batch fails. sled applies a batch atomically only for crash
             // recovery: after an error part of it may be visible until the store is reopened, so
-            // the store refuses all work from now on (as after a failed sync).
-            self.failed.store(true, Ordering::SeqCst);
-            tracing::error!(error = %e, "storage batch write failed; refusing further work");
+            // its keys are read as they were before it, and the store refuses writes until it
+            // heals.
+            drop(changes);
+            self.hide(&decided);
+            self.health.fail(heal::Level::ReadOnly, &e);
+            let refused = self.health.write_error().unwrap_or(e);
             for (_, result) in &mut replies {
                 if result.is_ok() {
-                    *result = Err(shared(&e));
+                    *result = Err(shared(&refused));
                 }
             }
-            return Applied { target: gate.applied, commits: Vec::new(), replies };
+            return Applied { epoch, target: gate.applied, commits: Vec::new(), replies };
         }
         drop(changes);
         // The successful commits took the revisions after the last applied, one each.
@@ -368,18 +435,49 @@ impl<B: Backend> Core<B> {
             .into_iter()
             .map(|commit| commit.into_iter().map(|(_, event)| event).collect())
             .collect();
-        Applied { target: revision, commits, replies }
+        Applied { epoch, target: revision, commits, replies }
     }
 
-    /// Makes everything applied durable.
-    async fn sync(self: &Arc<Self>) -> Result<()> {
-        if !B::SYNCS {
-            return self.backend.sync();
+    /// The syncer's step, run with `syncing` held: syncs once for the batches of the current
+    /// epoch, advances `durable` and publishes their commits; says for each batch whether its
+    /// writes are durable. A batch of an earlier epoch was applied to a backend since reopened
+    /// (the reopening published whatever of it was found durable), and a store whose backend
+    /// failed acknowledges nothing more, not even by a later sync.
+    fn settle(&self, batches: &[(u64, u64, Vec<Events>)]) -> Vec<Result<()>> {
+        let _syncing = self.syncing.lock().unwrap_or_else(|p| p.into_inner());
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let current = batches.iter().filter(|(e, _, _)| *e == epoch);
+        let target = current.clone().map(|(_, target, _)| *target).max().unwrap_or(0);
+        // A store refusing writes for want of room still acknowledges what it applied before;
+        // one whose backend failed acknowledges nothing more.
+        let mut synced = self.health.backend_error().map_or(Ok(()), Err);
+        if synced.is_ok() && target > self.durable.load(Ordering::SeqCst) {
+            synced =
+                self.backend().and_then(|backend| self.sync_thread.sync(backend, &self.health));
         }
-        let core = Arc::clone(self);
-        tokio::task::spawn_blocking(move || core.backend.sync())
-            .await
-            .unwrap_or_else(|e| Err(Error::unavailable("flush task failed", e)))
+        if synced.is_ok() {
+            // Advance `durable` before publishing: a watcher that subscribes and then reads
+            // `durable` either sees the new value (and replays these events from the history)
+            // or subscribed before the sends below (and receives them live).
+            self.durable.fetch_max(target, Ordering::SeqCst);
+            for commit in current.flat_map(|(_, _, commits)| commits) {
+                // No receivers is fine: nobody is watching.
+                let _ = self.events.send(Arc::clone(commit));
+            }
+        }
+        let refused = || {
+            self.health.write_error().unwrap_or_else(|| Error::Unavailable {
+                message: "the store was reopened before the write was durable".into(),
+                source: None,
+            })
+        };
+        batches
+            .iter()
+            .map(|(e, _, _)| match &synced {
+                Ok(()) if *e == epoch => Ok(()),
+                _ => Err(refused()),
+            })
+            .collect()
     }
 
     /// The revision a read should use, checked against the kept history.
@@ -412,7 +510,7 @@ impl<B: Backend> Core<B> {
                 oldest: Revision(compacted),
             });
         }
-        let events = self.backend.history(from, to)?;
+        let events = self.backend()?.history(from, to)?;
         // The next revision expected; an event of the revision before it belongs to the same
         // commit as the one before.
         let mut expected = from;
@@ -466,10 +564,9 @@ impl<B: Backend> Core<B> {
     }
 
     fn get(&self, key: &str) -> Result<KeyValue> {
-        self.check_ok()?;
         let gate = self.read_gate();
         let at = self.read_revision(None)?;
-        let record = self.backend.get(key)?;
+        let record = self.stored(&*self.backend()?, key)?;
         let stored_is_newer = record.is_some();
         let value = match record {
             Some(r) if r.modified <= at => Some(r.into_kv(key)),
@@ -494,8 +591,8 @@ impl<B: Backend> Core<B> {
     }
 
     fn list(&self, req: &ListRequest<'_>) -> Result<BackendPage> {
-        self.check_ok()?;
         let gate = self.read_gate();
+        let backend = self.backend()?;
         let at = self.read_revision(req.revision)?;
         let start = match req.start_after {
             Some(after) => format!("{after}\0"),
@@ -512,7 +609,7 @@ impl<B: Backend> Core<B> {
         // records are enough to find `limit + 1` items of the snapshot.
         let want = if req.limit == 0 { usize::MAX } else { req.limit + 1 };
         let scan_limit = want.saturating_add(rolled.len());
-        let current = self.backend.scan(&start, &end, scan_limit)?;
+        let current = self.stored_range(&backend, &start, &end, scan_limit)?;
         let truncated = current.len() == scan_limit;
         let horizon = if truncated { current.last().map(|(k, _)| k.clone()) } else { None };
 
@@ -546,7 +643,9 @@ impl<B: Backend> Core<B> {
         let more = req.limit != 0 && items.len() > req.limit;
         items.truncate(if req.limit == 0 { items.len() } else { req.limit });
         let remaining = match items.last() {
-            Some(last) if more => self.count_at(&format!("{}\0", last.key), &end, &existed)?,
+            Some(last) if more => {
+                self.count_at(&backend, &format!("{}\0", last.key), &end, &existed)?
+            }
             _ => 0,
         };
         Ok(BackendPage { items, revision: Revision(at), more, remaining })
@@ -554,10 +653,16 @@ impl<B: Backend> Core<B> {
 
     /// How many keys in `[from, end)` the snapshot holds: the current records, less the
     /// rolled-back keys that exist now, plus those that existed in the snapshot.
-    fn count_at(&self, from: &str, end: &str, existed: &[(String, bool)]) -> Result<u64> {
-        let mut count = self.backend.count(from, end)?;
+    fn count_at(
+        &self,
+        backend: &B,
+        from: &str,
+        end: &str,
+        existed: &[(String, bool)],
+    ) -> Result<u64> {
+        let mut count = self.stored_count(backend, from, end)?;
         for (key, was) in existed.iter().filter(|(k, _)| k.as_str() >= from) {
-            let is = self.backend.get(key)?.is_some();
+            let is = self.stored(backend, key)?.is_some();
             match (*was, is) {
                 (true, false) => count += 1,
                 (false, true) => count = count.saturating_sub(1),
@@ -568,7 +673,7 @@ impl<B: Backend> Core<B> {
     }
 
     fn watch(self: &Arc<Self>, prefix: &str, from: Revision) -> Result<CommitStream> {
-        self.check_ok()?;
+        self.check_readable()?;
         // Subscribe before reading `durable`; see `syncer` for why this misses nothing.
         let mut live = self.events.subscribe();
         let replay_to = self.durable.load(Ordering::SeqCst);
@@ -625,11 +730,12 @@ impl<B: Backend> Core<B> {
     ///
     /// The gate is held only to advance `compacted`: from then on no reader goes below it (reads
     /// check it under the gate), so the old events are deleted outside the gate and writers are
-    /// not stalled behind the deletion. If the deletion fails, the store refuses all work until
-    /// reopened.
+    /// not stalled behind the deletion. If the deletion fails, the store refuses writes until it
+    /// heals.
     fn compact_step(&self, to: u64) -> Result<bool> {
-        self.check_ok()?;
+        self.check_writable()?;
         let _one_at_a_time = self.compacting.lock().unwrap_or_else(|p| p.into_inner());
+        let backend = self.backend()?;
         let (from, step) = {
             let mut gate = self.write_gate();
             let compacted = self.compacted.load(Ordering::SeqCst);
@@ -650,12 +756,11 @@ impl<B: Backend> Core<B> {
             }
             (compacted, step)
         };
-        if let Err(e) = self.backend.compact(from, step) {
-            // The batch may be half visible until the store is reopened (sled's recovery is
-            // atomic, and the open cleans events left below the persisted compaction revision),
-            // so the store refuses work from now on, as after a failed write.
-            self.failed.store(true, Ordering::SeqCst);
-            tracing::error!(error = %e, "storage compaction failed; refusing further work");
+        if let Err(e) = backend.compact(from, step) {
+            // The batch may be half applied until the store is reopened (sled's recovery is
+            // atomic, and the open cleans events left below the persisted compaction revision).
+            // What it drops no reader asks for any more: only writes are refused.
+            self.health.fail(heal::Level::ReadOnly, &e);
             return Err(e);
         }
         Ok(step == to)
@@ -717,34 +822,28 @@ async fn syncer<B: Backend>(core: Weak<Core<B>>, mut applied: mpsc::UnboundedRec
             batches.push(more);
         }
         let Some(core) = core.upgrade() else { return };
-        let target = batches.iter().map(|b| b.target).max().unwrap_or(0);
-        let synced = if core.failed.load(Ordering::SeqCst) {
-            // After a failed sync nothing more is acknowledged, not even by a later sync.
-            core.check_ok()
-        } else if target > core.durable.load(Ordering::SeqCst) {
-            core.sync().await
+        let (settling, answers): (Vec<_>, Vec<_>) =
+            batches.into_iter().map(|b| ((b.epoch, b.target, b.commits), b.replies)).unzip();
+        let verdicts = if B::SYNCS {
+            let syncing = Arc::clone(&core);
+            let settled = tokio::task::spawn_blocking(move || syncing.settle(&settling)).await;
+            settled.unwrap_or_else(|e| {
+                let e = Error::unavailable("flush task failed", e);
+                answers.iter().map(|_| Err(shared(&e))).collect()
+            })
         } else {
-            Ok(())
+            core.settle(&settling)
         };
-        let replies: Vec<(Reply, Result<Vec<Written>>)> = match synced {
-            Ok(()) => {
-                // Advance `durable` before publishing: a watcher that subscribes and then reads
-                // `durable` either sees the new value (and replays these events from the history)
-                // or subscribed before the sends below (and receives them live).
-                core.durable.fetch_max(target, Ordering::SeqCst);
-                for commit in batches.iter().flat_map(|b| &b.commits) {
-                    // No receivers is fine: nobody is watching.
-                    let _ = core.events.send(Arc::clone(commit));
-                }
-                batches.into_iter().flat_map(|b| b.replies).collect()
-            }
-            Err(e) => {
-                core.failed.store(true, Ordering::SeqCst);
-                tracing::error!(error = %e, "storage flush failed; refusing further work");
-                let replies = batches.into_iter().flat_map(|b| b.replies);
-                replies.map(|(reply, _)| (reply, Err(shared(&e)))).collect()
-            }
-        };
+        let replies: Vec<(Reply, Result<Vec<Written>>)> = answers
+            .into_iter()
+            .zip(verdicts)
+            .flat_map(|(replies, verdict)| {
+                replies.into_iter().map(move |(reply, result)| match &verdict {
+                    Ok(()) => (reply, result),
+                    Err(e) => (reply, Err(shared(e))),
+                })
+            })
+            .collect();
         // Let go of the core before answering: a caller that drops its last handle right after
         // its write returns must find the backend closed (sled holds a file lock until then).
         drop(core);
@@ -763,8 +862,8 @@ fn spawn_retention<B: Backend>(core_ref: Weak<Core<B>>) {
         loop {
             tick.tick().await;
             let Some(core) = core_ref.upgrade() else { return };
-            if core.failed.load(Ordering::SeqCst) {
-                return;
+            if core.health.write_error().is_some() {
+                continue;
             }
             let target = core.retention_target();
             drop(core);
@@ -791,7 +890,11 @@ fn spawn_retention<B: Backend>(core_ref: Weak<Core<B>>) {
 #[async_trait::async_trait]
 impl<B: Backend> Store for Local<B> {
     fn failed(&self) -> bool {
-        self.0.failed.load(Ordering::SeqCst)
+        self.0.health.level() == heal::Level::Broken
+    }
+
+    fn cannot_write(&self) -> Option<String> {
+        self.0.health.cannot_write()
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
@@ -849,7 +952,7 @@ impl<B: Backend> Store for Local<B> {
     }
 
     async fn current_revision(&self) -> Result<Revision> {
-        self.0.check_ok()?;
+        self.0.check_readable()?;
         Ok(Revision(self.0.durable.load(Ordering::SeqCst)))
     }
 

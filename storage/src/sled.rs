@@ -10,7 +10,8 @@
 //!   key, each under `h<revision u64><key>`, so they sort by key within their revision.
 //! * `v<revision>`, `v<revision><key>`, `c<hash>`, `r<hash>` → large values by content
 //!   ([`chunked`]);
-//! * `m/compacted` → the compaction revision; `m/format` → [`FORMAT`].
+//! * `m/compacted` → the compaction revision; `m/format` → [`FORMAT`], also in the file
+//!   `format` beside the tree ([`marker`]), read before sled opens it.
 //!
 //! A large value is stored once, when its revision writes it: the record, the event and the next
 //! event's `prev` all name it. The next event on the key (an update or the delete) is the last
@@ -37,6 +38,9 @@ mod chunked;
 /// The byte layouts of records and events: a child of this module beside it, as `chunked` is.
 #[path = "codec.rs"]
 mod codec;
+/// The format marker file, read before sled opens the store: a child beside it likewise.
+#[path = "marker.rs"]
+mod marker;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -48,7 +52,7 @@ use bytes::Bytes;
 
 use crate::engine::SledOptions;
 use crate::error::{Error, Result};
-use crate::local::{Backend, Change, Local, Record, Recovered};
+use crate::local::{Backend, Change, Healing, Local, Record, Recovered, keep_reserve};
 use crate::{Store, WatchEvent};
 use chunked::{EXTERNAL_BYTES, Recent, Refs, ValueId};
 pub(crate) use codec::read_u64;
@@ -107,10 +111,24 @@ struct Sled {
 
 pub(crate) async fn open(options: SledOptions) -> Result<Arc<dyn Store>> {
     let local = options.local;
-    let (sled, recovered) = tokio::task::spawn_blocking(move || Sled::open(&options))
-        .await
-        .map_err(|e| Error::unavailable("sled open task failed", e))??;
-    Ok(Local::start(sled, recovered, local))
+    let again = options.clone();
+    let (sled, recovered) = tokio::task::spawn_blocking(move || {
+        let opened = Sled::open(&options)?;
+        // Room to reopen the store after a failed write, kept beside it.
+        if let Err(e) = keep_reserve(&options.path) {
+            tracing::warn!(error = %e, "sled: no reserve; a full disk may leave the store unreadable");
+        }
+        Ok::<_, Error>(opened)
+    })
+    .await
+    .map_err(|e| Error::unavailable("sled open task failed", e))??;
+    // After a failed write the store is opened again from disk (see `local::heal`).
+    let healing = Healing {
+        dir: again.path.clone(),
+        min_free: again.min_free_bytes,
+        reopen: Box::new(move || Sled::open(&again)),
+    };
+    Ok(Local::start_healing(sled, recovered, local, Some(healing)))
 }
 
 pub(crate) fn sled_error(context: &str, e: sled::Error) -> Error {
@@ -193,6 +211,8 @@ fn shared_revisions(changes: &[Change<'_>]) -> HashSet<u64> {
 
 impl Sled {
     fn open(options: &SledOptions) -> Result<(Sled, Recovered)> {
+        // Before sled touches the files: a store it refuses stays exactly as it was.
+        marker::check(&options.path)?;
         std::fs::create_dir_all(&options.path).map_err(|e| {
             Error::unavailable(format!("cannot create {}", options.path.display()), e)
         })?;
@@ -215,6 +235,7 @@ impl Sled {
             }
             None => return Err(Error::corrupt("m/format", "data present but no format marker")),
         }
+        marker::write(&options.path)?;
         let data_path = options.path.join("db");
         let data_file = File::open(&data_path)
             .map_err(|e| Error::unavailable(format!("cannot open {}", data_path.display()), e))?;
@@ -402,20 +423,19 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 impl Drop for Sled {
     /// sled 0.34 flushes when its last handle goes and, once its files are gone (a data
     /// directory removed under a running hub), waits for that flush forever: a hub told to stop
-    /// would never exit. The last flush runs on a thread of its own instead; one that fails or
-    /// does not finish within [`CLOSE_WAIT`] is given up (its handle is leaked, so no later drop
-    /// tries again). What was acknowledged had been synced already.
+    /// would never exit. The last flush runs on a thread of its own instead; one that does not
+    /// finish within [`CLOSE_WAIT`] is given up (the thread keeps the handle). One that fails
+    /// closes the handle anyway: sled fails at once on a handle whose write failed, and closing
+    /// it lets the store be opened again in this process (the healing after a full disk does).
+    /// What was acknowledged had been synced already.
     fn drop(&mut self) {
         let db = self.db.clone();
         let (done, finished) = std::sync::mpsc::channel();
         let closing = std::thread::Builder::new().name("sled-close".into()).spawn(move || {
-            match db.flush() {
-                Ok(_) => drop(db),
-                Err(e) => {
-                    tracing::error!(error = %e, "sled: the last flush failed; closing without it");
-                    std::mem::forget(db);
-                }
+            if let Err(e) = db.flush() {
+                tracing::error!(error = %e, "sled: the last flush failed; closing without it");
             }
+            drop(db);
             let _ = done.send(());
         });
         match closing {
@@ -867,6 +887,43 @@ mod tests {
         drop(db);
         let refused = Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await;
         assert!(matches!(refused.err(), Some(Error::Corrupt { .. })));
+    }
+
+    /// Every file under `dir` and its bytes.
+    fn files(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+        let mut out = std::collections::BTreeMap::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(files(&path));
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+        out
+    }
+
+    /// A store whose marker file names a newer format (as a newer release writes it, the tree
+    /// marked alike) is refused before sled opens it: every file stays byte for byte as it was.
+    #[tokio::test]
+    async fn a_newer_format_marked_beside_the_tree_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open_path(dir.path()).await;
+            store.create("/k/a", "kept").await.unwrap();
+        }
+        assert_eq!(std::fs::read(dir.path().join("format")).unwrap(), b"ocm-storage/sled/3\n");
+        {
+            let db = raw_open(dir.path());
+            db.insert(META_FORMAT, &b"ocm-storage/sled/9"[..]).unwrap();
+            db.flush().unwrap();
+        }
+        std::fs::write(dir.path().join("format"), "ocm-storage/sled/9\n").unwrap();
+        let before = files(dir.path());
+        let refused = Storage::open(Engine::Sled(SledOptions::new(dir.path()))).await;
+        let Err(err) = refused else { panic!("a newer format is refused") };
+        assert!(matches!(err, Error::NewerFormat { found: 9, supported: 3 }), "{err:?}");
+        assert!(files(dir.path()) == before, "the refused store's files changed");
     }
 
     /// A history with a hole is refused at open with `Corrupt`.

@@ -5,6 +5,7 @@
 //! through is `client.rs`.
 
 mod client;
+mod format;
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub(crate) async fn open(options: EtcdOptions) -> Result<Arc<dyn Store>> {
     tokio::time::timeout(options.connect_timeout, etcd.current_revision())
         .await
         .map_err(|e| Error::unavailable("etcd did not answer", e))??;
+    format::check(&etcd).await?;
     Ok(Arc::new(etcd))
 }
 

@@ -113,11 +113,11 @@ fn error_response(err: &ApiError) -> Response {
     resp
 }
 
-fn text(code: StatusCode, body: &'static str) -> Response {
+fn text(code: StatusCode, body: impl Into<Body>) -> Response {
     Response::builder()
         .status(code)
         .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .body(Body::from(body))
+        .body(body.into())
         .expect("static headers are valid")
 }
 
@@ -253,15 +253,20 @@ async fn public_endpoint(state: &ApiState, path: &str) -> Option<Response> {
     }
 }
 
-/// `/livez`: alive unless the store will not serve again until the hub reopens it (an embedded
-/// store whose write, sync or compaction failed, say on a full disk), so a supervisor that
+/// `/livez`: alive unless the store will not serve again until the hub opens it again (an
+/// embedded store that could not heal in place after a failed write), so a supervisor that
 /// restarts on a failing liveness probe (systemd, a kubelet) brings the hub back, its
-/// acknowledged writes intact.
+/// acknowledged writes intact, or has it refuse to start naming the damage. A store that only
+/// cannot write now (a full disk) heals without a restart: the hub stays alive.
 fn livez(state: &ApiState) -> Response {
     if state.registry.storage.failed() {
+        let cause = state.registry.storage.cannot_write().unwrap_or_default();
         return text(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "[-]storage failed: the store refuses all work until the hub restarts\nlivez check failed",
+            format!(
+                "[-]storage failed: the store will not recover until the hub restarts: {cause}\n\
+                 livez check failed"
+            ),
         );
     }
     text(StatusCode::OK, "ok")
@@ -271,13 +276,20 @@ fn livez(state: &ApiState) -> Response {
 const READYZ_STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `/readyz`, as kube-apiserver words it: ready once started and while the store answers (its
-/// current revision within 2 s); a store that cannot serve (etcd down, a failed store) makes
-/// the hub not ready, so a load balancer sends requests to another replica.
+/// current revision within 2 s) and can write; a store that cannot serve (etcd down) or cannot
+/// write (a full disk: reads still served) makes the hub not ready, so a load balancer sends
+/// requests to another replica.
 async fn readyz(state: &ApiState) -> Response {
     if !state.ready.load(Ordering::Acquire) {
         return text(
             StatusCode::INTERNAL_SERVER_ERROR,
             "[-]storage not ready\nreadyz check failed",
+        );
+    }
+    if let Some(cause) = state.registry.storage.cannot_write() {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("[-]storage failed: the store cannot write: {cause}\nreadyz check failed"),
         );
     }
     let revision = state.registry.storage.current_revision();

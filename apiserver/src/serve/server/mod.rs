@@ -66,6 +66,9 @@ pub struct ServeConfig {
     /// sled's page cache, in bytes (`--sled-cache-mb`). Reads are served by the watch cache,
     /// so sled's own cache holds little more than the pages being written.
     pub sled_cache_bytes: u64,
+    /// The free space the sled store keeps on its disk (`--sled-min-free-mb`): with less it
+    /// refuses writes until there is more again.
+    pub sled_min_free_bytes: u64,
     /// What to serve.
     pub profile: Profile,
     /// Watch cache tuning.
@@ -132,6 +135,7 @@ impl ServeConfig {
             storage: StorageChoice::Sled,
             leader_election: Default::default(),
             sled_cache_bytes: DEFAULT_SLED_CACHE_MB << 20,
+            sled_min_free_bytes: ocm_storage::DEFAULT_MIN_FREE_BYTES,
             profile: Profile::Hub,
             cache: CacheConfig::default(),
             bookmark_every: Duration::from_secs(60),
@@ -217,6 +221,9 @@ pub enum ServeError {
     /// Opening storage.
     #[error("storage: {0}")]
     Storage(#[from] ocm_storage::Error),
+    /// The store failed for good while serving (it cannot heal in place).
+    #[error("the store cannot recover without a restart: {0}")]
+    StoreFailed(String),
     /// Certificates.
     #[error(transparent)]
     Pki(#[from] PkiError),
@@ -257,6 +264,7 @@ pub async fn open_storage(config: &ServeConfig) -> Result<Storage, ServeError> {
         StorageChoice::Sled => {
             let mut options = SledOptions::new(config.data_dir.join("db"));
             options.cache_capacity = config.sled_cache_bytes;
+            options.min_free_bytes = config.sled_min_free_bytes;
             Engine::Sled(options)
         }
         StorageChoice::Memory => Engine::Memory(Default::default()),
@@ -332,6 +340,12 @@ pub async fn run(
     tracing::info!(%server_url, "serving");
     on_ready(Running { https: listeners.https_addr, grpc: grpc_addr, join_command });
 
+    let store_failed = Arc::default();
+    let shutdown = stop_if_the_store_fails(
+        shutdown,
+        state.registry.storage.clone(),
+        Arc::clone(&store_failed),
+    );
     serve_https(&config, &state, listeners.https, https, &background, shutdown).await;
     state.ready.store(false, Ordering::Release);
     // Connections, controllers and cache followers go before the storage closes (the last
@@ -340,7 +354,39 @@ pub async fn run(
     if let Some(election) = core.election {
         election.release().await;
     }
-    Ok(())
+    match store_failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        Some(cause) => Err(ServeError::StoreFailed(cause)),
+        None => Ok(()),
+    }
+}
+
+/// How often the hub looks whether its store failed for good.
+const STORE_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Resolves with `shutdown`, or once the store cannot recover without a restart
+/// (`Storage::failed`: an embedded store that could not heal in place), noting why in `failed`:
+/// the hub then stops and `run` fails, so that its supervisor (systemd's `Restart=on-failure`,
+/// a kubelet) starts it again on what the store made durable.
+async fn stop_if_the_store_fails(
+    shutdown: impl Future<Output = ()>,
+    storage: Storage,
+    failed: Arc<std::sync::Mutex<Option<String>>>,
+) {
+    let broken = async {
+        loop {
+            if storage.failed() {
+                return storage.cannot_write().unwrap_or_default();
+            }
+            tokio::time::sleep(STORE_CHECK_EVERY).await;
+        }
+    };
+    tokio::select! {
+        () = shutdown => {}
+        cause = broken => {
+            tracing::error!(%cause, "the store cannot recover without a restart; the hub stops for its supervisor to start it again");
+            *failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cause);
+        }
+    }
 }
 
 /// Raises this process's soft open-file limit to its hard one (as Go's runtime does) and
