@@ -100,6 +100,15 @@ impl Replica {
         }
     }
 
+    /// SIGTERM, as a supervisor stops it, and waits for the process to exit.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        self.signal("TERM")?;
+        if let Some(mut child) = self.child.take() {
+            child.wait()?;
+        }
+        Ok(())
+    }
+
     /// Sends `signal` (`STOP`, `CONT`, `TERM`) to the process.
     pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
         let pid = self.pid().context("the replica is not running")?;

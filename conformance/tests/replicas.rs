@@ -154,9 +154,17 @@ async fn replicas_serve_one_api_and_fail_over_without_losing_writes() -> anyhow:
     create_placement(&http, &replicas[(next + 1) % 3].url(), "two-of-three").await?;
     decided(&http, &replicas[next].url(), "two-of-three").await?;
 
-    // A replica gone for good leaves the published list once its Lease expires.
+    // A replica stopped cleanly deletes its own Lease and leaves the published list.
     let gone = (next + 1) % 3;
-    replicas[gone].kill();
+    let own_lease = format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ocm-hub-{}",
+        replicas[next].url(),
+        replicas[gone].identity()?.rsplit('_').next().unwrap_or_default()
+    );
+    ensure!(http.get(&own_lease).send().await?.status() == 200, "no replica Lease {own_lease}");
+    replicas[gone].stop()?;
+    let status = http.get(&own_lease).send().await?.status();
+    ensure!(status == 404, "a cleanly stopped replica's Lease: {status}");
     let expected: Vec<String> = [next, (next + 2) % 3].iter().map(|&i| replicas[i].url()).collect();
     published(&http, &replicas[next].url(), &expected).await?;
 

@@ -62,6 +62,16 @@ pub fn register(registry: &Registry, background: &Background, identity: &str, ur
     });
 }
 
+/// Deletes this replica's Lease as the hub stops cleanly (bounded to 2 s), so the leader drops
+/// it from the published list at once rather than when it expires.
+pub async fn deregister(registry: &Registry, identity: &str) {
+    let Some(rt) = leases(registry) else { return };
+    let opts = DeleteOptions::default();
+    let name = lease_name(identity);
+    let delete = registry.delete(&rt, "kube-system", &name, &opts);
+    let _ = tokio::time::timeout(Duration::from_secs(2), delete).await;
+}
+
 /// The Lease name of the replica `identity` (`<host>_<uuid>`): `ocm-hub-<uuid>`.
 fn lease_name(identity: &str) -> String {
     let id = identity.rsplit('_').next().unwrap_or(identity);

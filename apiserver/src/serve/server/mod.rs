@@ -351,6 +351,9 @@ pub async fn run(
     // Connections, controllers and cache followers go before the storage closes (the last
     // reference to it is dropped as `run` returns).
     background.stop().await;
+    if let Some(identity) = &core.replica {
+        crate::controllers::replicas::deregister(&core.registry, identity).await;
+    }
     if let Some(election) = core.election {
         election.release().await;
     }
