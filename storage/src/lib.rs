@@ -55,6 +55,20 @@
 //!   `r` and later still work. Embedded backends also compact on their own to keep a configured
 //!   window ([`HistoryWindow`]). A backend may keep more than the contract promises (etcd keeps the
 //!   event at exactly `r`), never less.
+//! * **Restore.** [`Storage::restore`]`(engine, after)` makes a new store from a snapshot (keys
+//!   and values, as a list at one revision reads them) on any backend; a target that holds any
+//!   key or revision already (for etcd: any key under the prefix) is [`Error::NotEmpty`] and
+//!   left as it was. Keys go in with [`Restore::put`] in strictly ascending order (else
+//!   [`Error::Restore`]); [`Restore::finish`] returns the store and its revision `R > after`.
+//!   Every key holds its value with create and mod revisions in `(after, R]` (the embedded
+//!   backends write them all at `after + 1`, as one commit; etcd in transactions, its own
+//!   revisions shifted by an offset the restore records under the prefix). `R` is also the
+//!   compaction revision: reads at and watches from revisions below it are
+//!   [`Error::Compacted`], so a reader of the original store, whose revisions are at most
+//!   `after`, relists rather than resuming into a different history; at `R` and later
+//!   everything works, and revisions go on after `R`, across restarts. A store whose restore
+//!   did not finish is refused: opening it is [`Error::Restore`] (naming what to delete), and
+//!   restoring into it again is `NotEmpty` (or that same error).
 //!
 //! Backends: `memory` (the reference semantics and the test double), `sled` (the embedded
 //! default) and `etcd` (several hub replicas). They are chosen at start-up with [`Engine`]; no code
@@ -67,6 +81,8 @@ mod error;
 mod etcd;
 mod local;
 mod memory;
+mod offset;
+mod restore;
 mod revision;
 mod sled;
 mod types;
@@ -78,6 +94,7 @@ use futures::stream::BoxStream;
 
 pub use engine::{Engine, EtcdOptions, HistoryWindow, LocalOptions, SledOptions};
 pub use error::{BoxError, Error, Result};
+pub use restore::Restore;
 pub use revision::Revision;
 pub use types::{
     Commit, Committed, Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Update,
@@ -151,6 +168,15 @@ pub(crate) trait Store: Send + Sync + 'static {
     fn failed(&self) -> bool {
         false
     }
+    /// Restore, embedded backends only ([`Storage::restore`]): stores `items` (validated,
+    /// ascending, absent keys) at revision `at`, without events.
+    async fn import(&self, _at: Revision, _items: Vec<(String, Bytes)>) -> Result<()> {
+        Err(Error::Restore { reason: "this backend restores through its own writes".into() })
+    }
+    /// Restore: makes `at` the store's revision and compaction revision, durably.
+    async fn finish_import(&self, _at: Revision) -> Result<()> {
+        Err(Error::Restore { reason: "this backend restores through its own writes".into() })
+    }
 }
 
 /// The handle to an open store. Cheap to clone; every clone shares the backend.
@@ -211,7 +237,7 @@ impl Storage {
         let inner = match engine {
             Engine::Memory(options) => crate::memory::open(options),
             Engine::Sled(options) => crate::sled::open(options).await?,
-            Engine::Etcd(options) => crate::etcd::open(options).await?,
+            Engine::Etcd(options) => crate::restore::open_etcd(options).await?,
         };
         Ok(Storage { inner, observer: None })
     }

@@ -111,6 +111,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn apply(&self, changes: &[Change<'_>]) -> Result<()>;
     /// Drops the events in `(from, to]` and records `to` as the compaction revision, atomically.
     fn compact(&self, from: u64, to: u64) -> Result<()>;
+    /// Restore only: stores `records` (keys absent until now) in one atomic batch, with no
+    /// events, and marks the store as being restored (a store opened so is refused).
+    fn import(&self, records: &[(String, Record)]) -> Result<()>;
+    /// Restore only: records `at` as the compaction revision and clears the mark, atomically.
+    fn finish_import(&self, at: u64) -> Result<()>;
     /// Makes every change applied so far durable.
     fn sync(&self) -> Result<()>;
 }
@@ -857,6 +862,55 @@ impl<B: Backend> Store for Local<B> {
         while !self.0.compact_step(revision.0)? {
             tokio::task::yield_now().await;
         }
+        Ok(())
+    }
+
+    async fn import(&self, at: Revision, items: Vec<(String, Bytes)>) -> Result<()> {
+        let core = Arc::clone(&self.0);
+        tokio::task::spawn_blocking(move || core.import(at.0, items))
+            .await
+            .unwrap_or_else(|e| Err(Error::unavailable("restore task failed", e)))
+    }
+
+    async fn finish_import(&self, at: Revision) -> Result<()> {
+        let core = Arc::clone(&self.0);
+        tokio::task::spawn_blocking(move || core.finish_import(at.0))
+            .await
+            .unwrap_or_else(|e| Err(Error::unavailable("restore task failed", e)))
+    }
+}
+
+/// Restore ([`crate::Storage::restore`]): records written straight to the backend of a store
+/// nobody else uses yet, then one revision made the compaction point.
+impl<B: Backend> Core<B> {
+    /// Stores `items` (ascending distinct keys, validated) at revision `at` as one batch,
+    /// without events: the store's revision stays 0 until [`Core::finish_import`].
+    fn import(&self, at: u64, items: Vec<(String, Bytes)>) -> Result<()> {
+        self.check_ok()?;
+        let gate = self.write_gate();
+        if gate.applied != 0 || self.compacted.load(Ordering::SeqCst) != 0 {
+            return Err(Error::NotEmpty { target: "the store".into() });
+        }
+        let records: Vec<(String, Record)> = items
+            .into_iter()
+            .map(|(key, value)| (key, Record { create: at, modified: at, value }))
+            .collect();
+        self.backend.import(&records)
+    }
+
+    /// Makes `at` the store's revision and its compaction revision, durably: reads and
+    /// watches from before it are `Compacted`, writes go on after it.
+    fn finish_import(&self, at: u64) -> Result<()> {
+        self.check_ok()?;
+        let mut gate = self.write_gate();
+        if gate.applied != 0 {
+            return Err(Error::NotEmpty { target: "the store".into() });
+        }
+        self.backend.finish_import(at)?;
+        self.backend.sync()?;
+        gate.applied = at;
+        self.durable.store(at, Ordering::SeqCst);
+        self.compacted.store(at, Ordering::SeqCst);
         Ok(())
     }
 }
