@@ -12,17 +12,23 @@ pub fn find(name: &str, override_var: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|c| c.is_file())
 }
 
-/// The `ocm-hub` binary of this build (the README's test command builds it beside the tests).
+/// The `ocm-hub` binary of this build (the README's test command builds it beside the tests),
+/// or `$OCM_HUB_BIN`.
 pub fn ocm_hub() -> anyhow::Result<PathBuf> {
-    built("ocm-hub", "ocm-apiserver")
+    built("ocm-hub", "ocm-apiserver", "OCM_HUB_BIN")
 }
 
-/// The `klusterlet` binary of this build.
+/// The `klusterlet` binary of this build, or `$OCM_KLUSTERLET_BIN`.
 pub fn klusterlet() -> anyhow::Result<PathBuf> {
-    built("klusterlet", "ocm-agent")
+    built("klusterlet", "ocm-agent", "OCM_KLUSTERLET_BIN")
 }
 
-fn built(name: &str, package: &str) -> anyhow::Result<PathBuf> {
+/// `$override_var` when set (a build directory shared by several checkouts holds whichever
+/// checkout's binary was built last), else the binary beside the test.
+fn built(name: &str, package: &str, override_var: &str) -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os(override_var) {
+        return Ok(PathBuf::from(path));
+    }
     let exe = std::env::current_exe()?;
     // target/<profile>/deps/<test> -> target/<profile>/<name>
     let dir = exe.parent().and_then(|deps| deps.parent());

@@ -11,8 +11,10 @@
 //! The embedded backends store the keys straight into their records at one revision, as one
 //! commit would, with no events ([`crate::local`]). etcd numbers its own revisions, so the keys
 //! are written in transactions and an offset is recorded under the prefix (`<prefix>!restore`)
-//! that the etcd backend adds to every revision from then on ([`crate::offset`]); a hub opening
-//! a prefix whose restore did not finish is refused.
+//! that the etcd backend adds to every revision from then on ([`crate::offset`]). The record's
+//! last write ends the restore, so its revision is the restored store's (and, as the newest
+//! revision, what a hub's watch cache finds itself at when it starts); a hub opening a prefix
+//! whose restore did not finish is refused.
 
 use std::sync::Arc;
 
@@ -145,10 +147,10 @@ impl Restore {
                 Ok((store, at))
             }
             Target::Etcd { raw, offset, marker } => {
-                let floor = raw.current_revision().await?.0.saturating_add(offset);
-                let done = encode_marker(offset, floor, true);
-                raw.update(MARKER, done, marker.mod_revision).await?;
-                let shift = Shift { offset, floor };
+                // The marker's last write is the restore's last: its revision is the floor.
+                let done = raw.update(MARKER, encode_marker(offset, true), marker.mod_revision).await?;
+                let shift = Shift { offset, floor: done.mod_revision.0.saturating_add(offset) };
+                let floor = shift.floor;
                 let inner: Arc<dyn Store> = Arc::new(Offset { inner: raw, shift });
                 Ok((Storage { inner, observer: None }, Revision(floor)))
             }
@@ -188,7 +190,7 @@ async fn etcd_target(options: EtcdOptions, at: Revision) -> Result<Target> {
     let now = raw.current_revision().await?;
     // Everything written from now on has an etcd revision above `now`.
     let offset = at.0.saturating_sub(now.0 + 1);
-    let marker = match raw.create(MARKER, encode_marker(offset, 0, false)).await {
+    let marker = match raw.create(MARKER, encode_marker(offset, false)).await {
         Err(Error::AlreadyExists { .. }) => return Err(Error::NotEmpty { target: what }),
         other => other?,
     };
@@ -204,7 +206,8 @@ pub(crate) async fn open_etcd(options: EtcdOptions) -> Result<Arc<dyn Store>> {
         Err(Error::NotFound { .. }) => return Ok(raw),
         Err(e) => return Err(e),
     };
-    let (offset, floor, done) = decode_marker(&marker.value)?;
+    let (offset, done) = decode_marker(&marker.value)?;
+    let floor = marker.mod_revision.0.saturating_add(offset);
     if !done {
         return Err(Error::Restore {
             reason: format!(
@@ -216,14 +219,13 @@ pub(crate) async fn open_etcd(options: EtcdOptions) -> Result<Arc<dyn Store>> {
     Ok(Arc::new(Offset { inner: raw, shift: Shift { offset, floor } }))
 }
 
-fn encode_marker(offset: u64, floor: u64, done: bool) -> Bytes {
+fn encode_marker(offset: u64, done: bool) -> Bytes {
     let state = if done { "done" } else { "restoring" };
-    Bytes::from(format!("{MARKER_FORMAT} offset={offset} floor={floor} state={state}"))
+    Bytes::from(format!("{MARKER_FORMAT} offset={offset} state={state}"))
 }
 
-fn decode_marker(bytes: &[u8]) -> Result<(u64, u64, bool)> {
-    let bad =
-        || Error::corrupt(MARKER, format!("unreadable: {:?}", String::from_utf8_lossy(bytes)));
+fn decode_marker(bytes: &[u8]) -> Result<(u64, bool)> {
+    let bad = || Error::corrupt(MARKER, format!("unreadable: {:?}", String::from_utf8_lossy(bytes)));
     let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
     let mut words = text.split(' ');
     if words.next() != Some(MARKER_FORMAT) {
@@ -233,13 +235,12 @@ fn decode_marker(bytes: &[u8]) -> Result<(u64, u64, bool)> {
         words.next().and_then(|w| w.strip_prefix(name)).and_then(|w| w.strip_prefix('='))
     };
     let offset = field("offset").and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-    let floor = field("floor").and_then(|v| v.parse().ok()).ok_or_else(bad)?;
     let done = match field("state") {
         Some("done") => true,
         Some("restoring") => false,
         _ => return Err(bad()),
     };
-    Ok((offset, floor, done))
+    Ok((offset, done))
 }
 
 #[cfg(test)]
@@ -248,10 +249,9 @@ mod tests {
 
     #[test]
     fn the_marker_round_trips_and_refuses_damage() {
-        let m = encode_marker(12, 345, true);
-        assert_eq!(decode_marker(&m).unwrap(), (12, 345, true));
-        assert_eq!(decode_marker(&encode_marker(0, 0, false)).unwrap(), (0, 0, false));
-        for bad in ["", "ocm-storage/restore/1 offset=x floor=1 state=done", "other offset=1"] {
+        assert_eq!(decode_marker(&encode_marker(12, true)).unwrap(), (12, true));
+        assert_eq!(decode_marker(&encode_marker(0, false)).unwrap(), (0, false));
+        for bad in ["", "ocm-storage/restore/1 offset=x state=done", "other offset=1"] {
             assert!(decode_marker(bad.as_bytes()).is_err(), "{bad:?}");
         }
     }
