@@ -148,7 +148,8 @@ impl Restore {
             }
             Target::Etcd { raw, offset, marker } => {
                 // The marker's last write is the restore's last: its revision is the floor.
-                let done = raw.update(MARKER, encode_marker(offset, true), marker.mod_revision).await?;
+                let done =
+                    raw.update(MARKER, encode_marker(offset, true), marker.mod_revision).await?;
                 let shift = Shift { offset, floor: done.mod_revision.0.saturating_add(offset) };
                 let floor = shift.floor;
                 let inner: Arc<dyn Store> = Arc::new(Offset { inner: raw, shift });
@@ -225,7 +226,8 @@ fn encode_marker(offset: u64, done: bool) -> Bytes {
 }
 
 fn decode_marker(bytes: &[u8]) -> Result<(u64, bool)> {
-    let bad = || Error::corrupt(MARKER, format!("unreadable: {:?}", String::from_utf8_lossy(bytes)));
+    let bad =
+        || Error::corrupt(MARKER, format!("unreadable: {:?}", String::from_utf8_lossy(bytes)));
     let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
     let mut words = text.split(' ');
     if words.next() != Some(MARKER_FORMAT) {
