@@ -112,21 +112,13 @@ impl Restore {
         match &self.target {
             Target::Local { store, at } => store.inner.import(*at, items).await,
             Target::Etcd { raw, .. } => {
-                let commits = etcd_commits(items);
-                futures::stream::iter(commits)
-                    .map(|writes| {
+                futures::stream::iter(etcd_batches(items))
+                    .map(|batch| {
                         let raw = Arc::clone(raw);
                         async move {
-                            match writes.len() {
-                                1 => {
-                                    let Some(Write::Create { key, value }) =
-                                        writes.into_iter().next()
-                                    else {
-                                        unreachable!("a restore only creates");
-                                    };
-                                    raw.create(&key, value).await.map(drop)
-                                }
-                                _ => raw.commit(writes).await.map(drop),
+                            match batch {
+                                Batch::One(key, value) => raw.create(&key, value).await.map(drop),
+                                Batch::Many(writes) => raw.commit(writes).await.map(drop),
                             }
                         }
                     })
@@ -159,24 +151,43 @@ impl Restore {
     }
 }
 
-/// The items as transactions of creates within the commit limits; an item too large to share
-/// one goes alone (created by itself).
-fn etcd_commits(items: Vec<(String, Bytes)>) -> Vec<Vec<Write>> {
-    let mut commits: Vec<Vec<Write>> = Vec::new();
+/// What one etcd request of a restore writes.
+#[derive(Debug, PartialEq, Eq)]
+enum Batch {
+    /// One key, created by itself: a value too large to share a transaction (or the last).
+    One(String, Bytes),
+    /// Several keys, one transaction of creates.
+    Many(Vec<Write>),
+}
+
+/// The items as transactions of creates within the commit limits.
+fn etcd_batches(items: Vec<(String, Bytes)>) -> Vec<Batch> {
+    let mut groups: Vec<Vec<(String, Bytes)>> = Vec::new();
     let mut bytes = 0;
     for (key, value) in items {
         let size = key.len() + value.len();
-        let full = commits
+        let full = groups
             .last()
-            .is_none_or(|c| c.len() >= MAX_COMMIT_KEYS || bytes + size > MAX_COMMIT_BYTES);
+            .is_none_or(|g| g.len() >= MAX_COMMIT_KEYS || bytes + size > MAX_COMMIT_BYTES);
         if full {
-            commits.push(Vec::new());
+            groups.push(Vec::new());
             bytes = 0;
         }
         bytes += size;
-        commits.last_mut().expect("pushed").push(Write::Create { key, value });
+        groups.last_mut().expect("pushed").push((key, value));
     }
-    commits
+    groups
+        .into_iter()
+        .map(|mut group| match group.len() {
+            1 => {
+                let (key, value) = group.remove(0);
+                Batch::One(key, value)
+            }
+            _ => Batch::Many(
+                group.into_iter().map(|(key, value)| Write::Create { key, value }).collect(),
+            ),
+        })
+        .collect()
 }
 
 /// Opens an etcd prefix for a restore: nothing under it, no marker; writes the marker with the
@@ -259,12 +270,16 @@ mod tests {
     }
 
     #[test]
-    fn etcd_commits_keep_within_the_limits() {
+    fn etcd_batches_keep_within_the_limits() {
+        let len = |b: &Batch| match b {
+            Batch::One(..) => 1,
+            Batch::Many(w) => w.len(),
+        };
         let small = |i: usize| (format!("/k/{i:04}"), Bytes::from(vec![b'a'; 100]));
-        let commits = etcd_commits((0..300).map(small).collect());
-        assert_eq!(commits.iter().map(Vec::len).collect::<Vec<_>>(), [128, 128, 44]);
+        let batches = etcd_batches((0..300).map(small).collect());
+        assert_eq!(batches.iter().map(len).collect::<Vec<_>>(), [128, 128, 44]);
         let big = |i: usize| (format!("/b/{i}"), Bytes::from(vec![b'a'; MAX_VALUE_BYTES]));
-        let commits = etcd_commits(vec![small(0), big(1), small(2)]);
-        assert_eq!(commits.iter().map(Vec::len).collect::<Vec<_>>(), [1, 1, 1]);
+        let batches = etcd_batches(vec![small(0), big(1), small(2)]);
+        assert!(batches.iter().all(|b| matches!(b, Batch::One(..))), "{batches:?}");
     }
 }
