@@ -133,6 +133,8 @@ pub(crate) struct ListRequest<'a> {
     pub(crate) limit: usize,
     /// The snapshot to read; `None` = current.
     pub(crate) revision: Option<Revision>,
+    /// Whether to count the keys after the page ([`ListOptions::skip_remaining`]).
+    pub(crate) count_remaining: bool,
 }
 
 /// What a backend returns for one list request.
@@ -308,6 +310,7 @@ impl Storage {
             start_after,
             limit: options.limit,
             revision: token.as_ref().map(|t| t.revision).or(options.revision),
+            count_remaining: !options.skip_remaining,
         };
         let page = self.timed(Operation::List, prefix, self.inner.list(req)).await?;
         let continue_token = match (page.more, page.items.last()) {
@@ -316,7 +319,8 @@ impl Storage {
             }
             _ => None,
         };
-        let remaining = if continue_token.is_some() { page.remaining } else { 0 };
+        let counted = continue_token.is_some() && !options.skip_remaining;
+        let remaining = if counted { page.remaining } else { 0 };
         Ok(ListPage { items: page.items, revision: page.revision, continue_token, remaining })
     }
 

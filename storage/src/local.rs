@@ -511,6 +511,7 @@ impl<B: Backend> Core<B> {
         // Which rolled-back keys existed in the snapshot, for counting what follows a page.
         let existed: Vec<(String, bool)> = match req.limit {
             0 => Vec::new(),
+            _ if !req.count_remaining => Vec::new(),
             _ => rolled.iter().map(|(k, v)| (k.clone(), v.is_some())).collect(),
         };
         // Rolled-back keys can hide at most `rolled.len()` current records, so this many current
@@ -551,7 +552,9 @@ impl<B: Backend> Core<B> {
         let more = req.limit != 0 && items.len() > req.limit;
         items.truncate(if req.limit == 0 { items.len() } else { req.limit });
         let remaining = match items.last() {
-            Some(last) if more => self.count_at(&format!("{}\0", last.key), &end, &existed)?,
+            Some(last) if more && req.count_remaining => {
+                self.count_at(&format!("{}\0", last.key), &end, &existed)?
+            }
             _ => 0,
         };
         Ok(BackendPage { items, revision: Revision(at), more, remaining })

@@ -76,8 +76,13 @@ impl Storage {
                     _ => "the store".to_owned(),
                 };
                 let store = Storage::open(local).await?;
-                let first =
-                    ListRequest { prefix: "/", start_after: None, limit: 1, revision: None };
+                let first = ListRequest {
+                    prefix: "/",
+                    start_after: None,
+                    limit: 1,
+                    revision: None,
+                    count_remaining: false,
+                };
                 let revision = store.inner.current_revision().await?;
                 if revision != Revision::ZERO || !store.inner.list(first).await?.items.is_empty() {
                     return Err(Error::NotEmpty { target: what });
@@ -195,7 +200,13 @@ fn etcd_batches(items: Vec<(String, Bytes)>) -> Vec<Batch> {
 async fn etcd_target(options: EtcdOptions, at: Revision) -> Result<Target> {
     let what = format!("etcd prefix {:?}", options.prefix);
     let raw = crate::etcd::open(options).await?;
-    let first = ListRequest { prefix: "/", start_after: None, limit: 1, revision: None };
+    let first = ListRequest {
+        prefix: "/",
+        start_after: None,
+        limit: 1,
+        revision: None,
+        count_remaining: false,
+    };
     if !raw.list(first).await?.items.is_empty() {
         return Err(Error::NotEmpty { target: what });
     }

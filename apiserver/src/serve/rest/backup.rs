@@ -26,7 +26,7 @@ const PAGE: usize = 256;
 /// read is an error status; a failure later ends the stream with an `X` frame.
 pub(super) async fn backup(state: &ApiState) -> Result<Response, ApiError> {
     let storage: Storage = state.registry.storage.clone();
-    let options = ListOptions { limit: PAGE, ..ListOptions::default() };
+    let options = ListOptions { limit: PAGE, skip_remaining: true, ..ListOptions::default() };
     let first =
         storage.list("/", &options).await.map_err(|e| from_storage(e, Default::default()))?;
     let revision = first.revision.get();
@@ -45,7 +45,12 @@ pub(super) async fn backup(state: &ApiState) -> Result<Response, ApiError> {
             }
             yield Ok(chunk.freeze());
             let Some(token) = page.continue_token else { break };
-            let next = ListOptions { limit: PAGE, continue_token: Some(token), ..ListOptions::default() };
+            let next = ListOptions {
+                limit: PAGE,
+                continue_token: Some(token),
+                skip_remaining: true,
+                ..ListOptions::default()
+            };
             page = match storage.list("/", &next).await {
                 Ok(page) => page,
                 Err(e) => {
