@@ -72,6 +72,43 @@ enum Command {
         #[command(subcommand)]
         verb: RolloutVerb,
     },
+    /// Backs up the running hub: its store at one revision (an online, consistent snapshot,
+    /// whatever the backend) and its identity (the data dir's pki/), into one private file.
+    Backup {
+        /// The file to write: mode 0600, and only once complete.
+        #[arg(long)]
+        to: PathBuf,
+        /// The hub's data directory (its admin.kubeconfig reaches the hub; its pki/ is the
+        /// identity backed up).
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+    },
+    /// Makes a new data dir (and store) from a backup; `ocm-hub serve` on it is the same hub,
+    /// and joined clusters keep working without joining again.
+    Restore {
+        /// The backup file.
+        #[arg(long)]
+        from: PathBuf,
+        /// The data dir to create (absent or empty).
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// Where the store goes: sled in the data dir, or etcd (an empty prefix).
+        #[arg(long, value_enum, default_value = "sled")]
+        storage: RestoreStorageArg,
+        /// etcd endpoints, comma-separated (with --storage etcd).
+        #[arg(long, value_delimiter = ',')]
+        etcd_endpoints: Vec<String>,
+        /// How many revisions past the backup's the restored store starts, so that no
+        /// revision the original issued after the backup is issued again.
+        #[arg(long, default_value_t = ocm_apiserver::cli::backup::DEFAULT_BUMP_REVISION)]
+        bump_revision: u64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RestoreStorageArg {
+    Sled,
+    Etcd,
 }
 
 /// Which set a rollout command is about.
@@ -436,6 +473,17 @@ fn main() -> ExitCode {
         Command::Accept { clusters, data_dir } => return accept(&clusters, &data_dir),
         Command::Get(what) => return get(what),
         Command::Rollout { verb } => return rollout(verb),
+        Command::Backup { to, data_dir } => return backup(&to, &data_dir),
+        Command::Restore { from, data_dir, storage, etcd_endpoints, bump_revision } => {
+            let target = match storage {
+                RestoreStorageArg::Sled => ocm_apiserver::cli::backup::Target::Sled,
+                RestoreStorageArg::Etcd if etcd_endpoints.is_empty() => {
+                    return usage_error("--storage etcd needs --etcd-endpoints");
+                }
+                RestoreStorageArg::Etcd => ocm_apiserver::cli::backup::Target::Etcd(etcd_endpoints),
+            };
+            return restore(&from, &data_dir, &target, bump_revision);
+        }
         Command::Create(CreateCommand::Work {
             name,
             file,
@@ -550,6 +598,53 @@ fn accept(clusters: &[String], data_dir: &Path) -> ExitCode {
             "accepted: {} (check with `kubectl --kubeconfig {} get managedclusters`)",
             clusters.join(", "),
             data_dir.join("admin.kubeconfig").display()
+        );
+        Ok(())
+    })
+}
+
+/// Runs `backup` against the running hub: one line saying what the file holds.
+fn backup(to: &Path, data_dir: &Path) -> ExitCode {
+    client_command(async {
+        let w = ocm_apiserver::cli::backup::backup(data_dir, to).await?;
+        println!(
+            "backed up {} objects at revision {} ({}) and {} identity files to {} ({} bytes)",
+            w.objects,
+            w.revision,
+            w.backend,
+            w.files,
+            to.display(),
+            w.bytes
+        );
+        Ok(())
+    })
+}
+
+/// Runs `restore`: one line saying what was made and how to serve it.
+fn restore(
+    from: &Path,
+    data_dir: &Path,
+    target: &ocm_apiserver::cli::backup::Target,
+    bump: u64,
+) -> ExitCode {
+    client_command(async {
+        let r = ocm_apiserver::cli::backup::restore(from, data_dir, target, bump).await?;
+        let storage = match target {
+            ocm_apiserver::cli::backup::Target::Sled => String::new(),
+            ocm_apiserver::cli::backup::Target::Etcd(endpoints) => {
+                format!(" --storage etcd --etcd-endpoints {}", endpoints.join(","))
+            }
+        };
+        println!(
+            "restored {} objects (backup revision {}, now revision {}) and {} identity files into \
+             {}: serve it with `ocm-hub serve --data-dir {}{storage}` on the original hub's \
+             addresses",
+            r.objects,
+            r.backup_revision,
+            r.revision,
+            r.files,
+            data_dir.display(),
+            data_dir.display()
         );
         Ok(())
     })

@@ -1,5 +1,6 @@
 //! Opening each storage backend fresh for a test: a memory store, a sled store in a temporary
-//! directory, or an etcd backend on a real etcd started for the test.
+//! directory, or an etcd backend on a real etcd started for the test; each with an empty target
+//! of the same backend to restore into.
 
 use std::any::Any;
 
@@ -11,13 +12,16 @@ use crate::etcd::EtcdServer;
 pub struct TestStore {
     /// The store under test.
     pub storage: Storage,
+    /// An empty store of the same backend, not yet opened (another directory; another prefix
+    /// of the same etcd), for restores.
+    pub restore_target: Engine,
     _keep: Box<dyn Any + Send>,
 }
 
 impl TestStore {
-    /// Wraps a store and the resources it needs.
-    pub fn new(storage: Storage, keep: impl Any + Send) -> TestStore {
-        TestStore { storage, _keep: Box::new(keep) }
+    /// Wraps a store, an empty target beside it and the resources both need.
+    pub fn new(storage: Storage, restore_target: Engine, keep: impl Any + Send) -> TestStore {
+        TestStore { storage, restore_target, _keep: Box::new(keep) }
     }
 }
 
@@ -29,7 +33,7 @@ pub async fn memory() -> Option<TestStore> {
 /// A fresh memory store with the given options.
 pub async fn memory_with(options: LocalOptions) -> Option<TestStore> {
     let storage = Storage::open(Engine::Memory(options)).await.expect("open memory store");
-    Some(TestStore::new(storage, ()))
+    Some(TestStore::new(storage, Engine::Memory(options), ()))
 }
 
 /// A fresh sled store in a temporary directory.
@@ -40,9 +44,10 @@ pub async fn sled() -> Option<TestStore> {
 /// A fresh sled store with the given options.
 pub async fn sled_with(local: LocalOptions) -> Option<TestStore> {
     let dir = tempfile::tempdir().expect("temp dir");
-    let options = SledOptions { local, ..SledOptions::new(dir.path()) };
+    let options = SledOptions { local, ..SledOptions::new(dir.path().join("store")) };
     let storage = Storage::open(Engine::Sled(options)).await.expect("open sled store");
-    Some(TestStore::new(storage, dir))
+    let target = SledOptions { local, ..SledOptions::new(dir.path().join("restored")) };
+    Some(TestStore::new(storage, Engine::Sled(target), dir))
 }
 
 /// A fresh etcd (own process, own data dir) and the etcd backend on it; `None` when the etcd
@@ -58,5 +63,6 @@ pub async fn etcd() -> Option<TestStore> {
         .unwrap_or_else(|e| panic!("{e:#}"));
     let options = EtcdOptions::new(vec![server.endpoint.clone()], "/ocm-test");
     let storage = Storage::open(Engine::Etcd(options)).await.expect("open etcd store");
-    Some(TestStore::new(storage, server))
+    let target = EtcdOptions::new(vec![server.endpoint.clone()], "/ocm-test-restored");
+    Some(TestStore::new(storage, Engine::Etcd(target), server))
 }

@@ -126,6 +126,33 @@ impl TestHub {
             }
         };
         tune(&mut config);
+        TestHub::launch(dir, config, etcd).await
+    }
+
+    /// Starts a hub on a data dir made beforehand (a restored one) with the store `storage`
+    /// names (`etcd` kept running as long as the hub), after `tune` (which may set the
+    /// addresses: a restored hub serves on its original's).
+    pub async fn start_restored(
+        dir: tempfile::TempDir,
+        storage: StorageChoice,
+        etcd: Option<EtcdServer>,
+        tune: impl FnOnce(&mut ServeConfig),
+    ) -> anyhow::Result<TestHub> {
+        let mut config = ServeConfig::new(dir.path());
+        config.listen = "127.0.0.1:0".parse()?;
+        config.grpc_listen = Some("127.0.0.1:0".parse()?);
+        config.registration.enabled = false;
+        config.storage = storage;
+        tune(&mut config);
+        TestHub::launch(dir, config, etcd).await
+    }
+
+    /// Runs `config`'s hub on `dir` until it is ready.
+    async fn launch(
+        dir: tempfile::TempDir,
+        mut config: ServeConfig,
+        etcd: Option<EtcdServer>,
+    ) -> anyhow::Result<TestHub> {
         let dir = Arc::new(dir);
         let path = dir.path().to_path_buf();
         let (stop, task, ready_rx) = spawn_hub(config.clone(), Arc::clone(&dir));
@@ -183,6 +210,11 @@ impl TestHub {
     /// The data dir.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// The HTTPS and gRPC addresses it listens on (a hub started in its place binds them).
+    pub fn addresses(&self) -> (std::net::SocketAddr, Option<std::net::SocketAddr>) {
+        (self.config.listen, self.config.grpc_listen)
     }
 
     /// The etcd the hub stores into (`Backend::Etcd` only) and the key prefix it uses there.

@@ -3,7 +3,9 @@
 //!
 //! * [`storage_suite`]: one function per behaviour of the `ocm-storage` contract; the
 //!   `storage_suite!` macro turns them into tests for one backend (`tests/storage_*.rs`).
-//! * [`backends`]: fresh memory, sled and etcd stores for tests.
+//! * [`restore_suite`]: the suite's restore behaviours (`Storage::restore`), per backend.
+//! * [`backends`]: fresh memory, sled and etcd stores for tests, each with an empty target of
+//!   its backend to restore into.
 //! * [`data`]: incompressible test data, the same in every process.
 //! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
 //! * [`hub`]: a real hub on a free port over real TLS, with reqwest and kube clients.
@@ -32,6 +34,7 @@ pub mod kubectl;
 pub mod programs;
 pub mod prom;
 pub mod replicas;
+pub mod restore_suite;
 pub mod skip;
 pub mod storage_suite;
 pub mod tmpfs;

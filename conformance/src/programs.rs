@@ -23,6 +23,8 @@ pub fn klusterlet() -> anyhow::Result<PathBuf> {
     built("klusterlet", "ocm-agent", "OCM_KLUSTERLET_BIN")
 }
 
+/// `$override_var` when set (a build directory shared by several checkouts holds whichever
+/// checkout's binary was built last), else the binary beside the test.
 fn built(name: &str, package: &str, override_var: &str) -> anyhow::Result<PathBuf> {
     if let Some(path) = std::env::var_os(override_var) {
         return Ok(PathBuf::from(path));

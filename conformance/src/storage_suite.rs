@@ -16,7 +16,8 @@ use ocm_storage::{
 };
 
 /// Generates one `#[tokio::test]` per behaviour of the suite for the backend that `$open`
-/// (an `async fn() -> Option<TestStore>`) opens.
+/// (an `async fn() -> Option<TestStore>`) opens, and the restore behaviours of
+/// [`crate::restore_suite`].
 #[macro_export]
 macro_rules! storage_suite {
     ($open:path) => {
@@ -66,6 +67,12 @@ macro_rules! storage_suite {
                 $crate::storage_suite::$name(&store.storage).await;
             }
         )*
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn restore_makes_a_new_store_past_the_snapshot() {
+            let Some(store) = $open().await else { return };
+            $crate::restore_suite::restore_makes_a_new_store_past_the_snapshot(&store).await;
+        }
     };
 }
 

@@ -121,6 +121,20 @@ pub enum Error {
         /// The fence key.
         key: String,
     },
+    /// A restore ([`crate::Storage::restore`]) found its target holding data already: a
+    /// restore only ever makes a new store.
+    #[error("{target} is not empty: a restore makes a new store and overwrites nothing")]
+    NotEmpty {
+        /// The target (a directory, an etcd prefix).
+        target: String,
+    },
+    /// A restore was given what a snapshot cannot hold (keys out of order, a revision past the
+    /// snapshot's), or a store's restore never finished.
+    #[error("restore: {reason}")]
+    Restore {
+        /// What is wrong.
+        reason: String,
+    },
     /// Stored bytes could not be decoded. Never a panic; nothing is overwritten.
     #[error("corrupt record at {key:?}: {detail}")]
     Corrupt {

@@ -60,6 +60,20 @@
 //!   `r` and later still work. Embedded backends also compact on their own to keep a configured
 //!   window ([`HistoryWindow`]). A backend may keep more than the contract promises (etcd keeps the
 //!   event at exactly `r`), never less.
+//! * **Restore.** [`Storage::restore`]`(engine, after)` makes a new store from a snapshot (keys
+//!   and values, as a list at one revision reads them) on any backend; a target that holds any
+//!   key or revision already (for etcd: any key under the prefix) is [`Error::NotEmpty`] and
+//!   left as it was. Keys go in with [`Restore::put`] in strictly ascending order (else
+//!   [`Error::Restore`]); [`Restore::finish`] returns the store and its revision `R > after`.
+//!   Every key holds its value with create and mod revisions in `(after, R]` (the embedded
+//!   backends write them all at `after + 1`, as one commit; etcd in transactions, its own
+//!   revisions shifted by an offset the restore records under the prefix). `R` is also the
+//!   compaction revision: reads at and watches from revisions below it are
+//!   [`Error::Compacted`], so a reader of the original store, whose revisions are at most
+//!   `after`, relists rather than resuming into a different history; at `R` and later
+//!   everything works, and revisions go on after `R`, across restarts. A store whose restore
+//!   did not finish is refused: opening it is [`Error::Restore`] (naming what to delete), and
+//!   restoring into it again is `NotEmpty` (or that same error).
 //!
 //! Backends: `memory` (the reference semantics and the test double), `sled` (the embedded
 //! default) and `etcd` (several hub replicas). They are chosen at start-up with [`Engine`]; no code
@@ -73,6 +87,8 @@ mod etcd;
 mod fence;
 mod local;
 mod memory;
+mod offset;
+mod restore;
 mod revision;
 mod sled;
 mod types;
@@ -87,6 +103,7 @@ pub use engine::{
 };
 pub use error::{BoxError, Error, Result};
 pub use fence::Fence;
+pub use restore::Restore;
 pub use revision::Revision;
 pub use types::{
     Commit, Committed, Deleted, EventKind, KeyValue, ListOptions, ListPage, Preconditions, Update,
@@ -125,6 +142,8 @@ pub(crate) struct ListRequest<'a> {
     pub(crate) limit: usize,
     /// The snapshot to read; `None` = current.
     pub(crate) revision: Option<Revision>,
+    /// Whether to count the keys after the page ([`ListOptions::skip_remaining`]).
+    pub(crate) count_remaining: bool,
 }
 
 /// What a backend returns for one list request.
@@ -177,6 +196,15 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Why the store refuses writes now, while it does (see [`Storage::cannot_write`]).
     fn cannot_write(&self) -> Option<String> {
         None
+    }
+    /// Restore, embedded backends only ([`Storage::restore`]): stores `items` (validated,
+    /// ascending, absent keys) at revision `at`, without events.
+    async fn import(&self, _at: Revision, _items: Vec<(String, Bytes)>) -> Result<()> {
+        Err(Error::Restore { reason: "this backend restores through its own writes".into() })
+    }
+    /// Restore: makes `at` the store's revision and compaction revision, durably.
+    async fn finish_import(&self, _at: Revision) -> Result<()> {
+        Err(Error::Restore { reason: "this backend restores through its own writes".into() })
     }
 }
 
@@ -240,7 +268,7 @@ impl Storage {
         let inner = match engine {
             Engine::Memory(options) => crate::memory::open(options),
             Engine::Sled(options) => crate::sled::open(options).await?,
-            Engine::Etcd(options) => crate::etcd::open(options).await?,
+            Engine::Etcd(options) => crate::restore::open_etcd(options).await?,
         };
         Ok(Storage { inner, observer: None, fence: None })
     }
@@ -311,6 +339,7 @@ impl Storage {
             start_after,
             limit: options.limit,
             revision: token.as_ref().map(|t| t.revision).or(options.revision),
+            count_remaining: !options.skip_remaining,
         };
         let page = self.timed(Operation::List, prefix, self.inner.list(req)).await?;
         let continue_token = match (page.more, page.items.last()) {
@@ -319,7 +348,8 @@ impl Storage {
             }
             _ => None,
         };
-        let remaining = if continue_token.is_some() { page.remaining } else { 0 };
+        let counted = continue_token.is_some() && !options.skip_remaining;
+        let remaining = if counted { page.remaining } else { 0 };
         Ok(ListPage { items: page.items, revision: page.revision, continue_token, remaining })
     }
 

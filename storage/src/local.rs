@@ -35,6 +35,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 /// backend's children are beside `sled.rs`.
 #[path = "heal.rs"]
 mod heal;
+#[path = "import.rs"]
+mod import;
 
 pub(crate) use heal::{Healing, keep_reserve};
 
@@ -120,6 +122,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn apply(&self, changes: &[Change<'_>]) -> Result<()>;
     /// Drops the events in `(from, to]` and records `to` as the compaction revision, atomically.
     fn compact(&self, from: u64, to: u64) -> Result<()>;
+    /// Restore only: stores `records` (keys absent until now) in one atomic batch, with no
+    /// events, and marks the store as being restored (a store opened so is refused).
+    fn import(&self, records: &[(String, Record)]) -> Result<()>;
+    /// Restore only: records `at` as the compaction revision and clears the mark, atomically.
+    fn finish_import(&self, at: u64) -> Result<()>;
     /// Makes every change applied so far durable.
     fn sync(&self) -> Result<()>;
 }
@@ -603,6 +610,7 @@ impl<B: Backend> Core<B> {
         // Which rolled-back keys existed in the snapshot, for counting what follows a page.
         let existed: Vec<(String, bool)> = match req.limit {
             0 => Vec::new(),
+            _ if !req.count_remaining => Vec::new(),
             _ => rolled.iter().map(|(k, v)| (k.clone(), v.is_some())).collect(),
         };
         // Rolled-back keys can hide at most `rolled.len()` current records, so this many current
@@ -643,7 +651,7 @@ impl<B: Backend> Core<B> {
         let more = req.limit != 0 && items.len() > req.limit;
         items.truncate(if req.limit == 0 { items.len() } else { req.limit });
         let remaining = match items.last() {
-            Some(last) if more => {
+            Some(last) if more && req.count_remaining => {
                 self.count_at(&backend, &format!("{}\0", last.key), &end, &existed)?
             }
             _ => 0,
@@ -961,5 +969,19 @@ impl<B: Backend> Store for Local<B> {
             tokio::task::yield_now().await;
         }
         Ok(())
+    }
+
+    async fn import(&self, at: Revision, items: Vec<(String, Bytes)>) -> Result<()> {
+        let core = Arc::clone(&self.0);
+        tokio::task::spawn_blocking(move || core.import(at.0, items))
+            .await
+            .unwrap_or_else(|e| Err(Error::unavailable("restore task failed", e)))
+    }
+
+    async fn finish_import(&self, at: Revision) -> Result<()> {
+        let core = Arc::clone(&self.0);
+        tokio::task::spawn_blocking(move || core.finish_import(at.0))
+            .await
+            .unwrap_or_else(|e| Err(Error::unavailable("restore task failed", e)))
     }
 }

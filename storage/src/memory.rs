@@ -96,4 +96,16 @@ impl Backend for Memory {
     fn sync(&self) -> Result<()> {
         Ok(())
     }
+
+    fn import(&self, records: &[(String, Record)]) -> Result<()> {
+        let mut state = self.state();
+        for (key, record) in records {
+            state.records.insert(key.clone(), record.clone());
+        }
+        Ok(())
+    }
+
+    fn finish_import(&self, at: u64) -> Result<()> {
+        self.compact(0, at)
+    }
 }

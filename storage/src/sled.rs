@@ -73,6 +73,8 @@ const FORMAT_NUMBER: u32 = 3;
 const FORMAT_PREFIX: &str = "ocm-storage/sled/";
 const META_COMPACTED: &[u8] = b"m/compacted";
 const META_FORMAT: &[u8] = b"m/format";
+/// Present while a restore writes the store (its revision): such a store is refused at open.
+const META_RESTORING: &[u8] = b"m/restoring";
 /// Why a store with format marker `marker` (none this build reads) is refused: a newer
 /// release's format, or damage.
 fn unreadable_format(marker: &[u8]) -> Error {
@@ -235,6 +237,7 @@ impl Sled {
             }
             None => return Err(Error::corrupt("m/format", "data present but no format marker")),
         }
+        refuse_unfinished_restore(&db, &options.path)?;
         marker::write(&options.path)?;
         let data_path = options.path.join("db");
         let data_file = File::open(&data_path)
@@ -417,6 +420,41 @@ impl Sled {
     }
 }
 
+/// A store whose restore did not finish holds only part of its keys: it is refused.
+fn refuse_unfinished_restore(db: &sled::Db, path: &std::path::Path) -> Result<()> {
+    if db.get(META_RESTORING).map_err(|e| sled_error("read", e))?.is_some() {
+        return Err(Error::Restore {
+            reason: format!(
+                "the restore into {} did not finish: remove it and restore again",
+                path.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Sled {
+    /// Restore: stores `records` in one batch, with no events. The records of a restore share
+    /// one revision, so a large value is named by revision and key (`v<revision><key>`), as a
+    /// commit of several keys names it.
+    fn import_records(&self, records: &[(String, Record)]) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        let mut refs = Refs::default();
+        for (key, record) in records {
+            let external = record.value.len() >= EXTERNAL_BYTES;
+            if external {
+                let list = refs.add_value(&record.value);
+                batch.insert(chunked::value_key(record.modified, Some(key)), list);
+            }
+            batch.insert(data_key(key), encode_record(record, external));
+        }
+        batch.insert(META_RESTORING, &records.first().map_or(0, |(_, r)| r.modified).to_be_bytes());
+        let _counts = self.counts();
+        refs.write(&self.db, &mut batch)?;
+        self.db.apply_batch(batch).map_err(|e| sled_error("restore", e))
+    }
+}
+
 /// How long closing waits for sled's last flush.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -546,6 +584,17 @@ impl Backend for Sled {
 
     fn compact(&self, from: u64, to: u64) -> Result<()> {
         self.drop_events(from, to, Some(to))
+    }
+
+    fn import(&self, records: &[(String, Record)]) -> Result<()> {
+        self.import_records(records)
+    }
+
+    fn finish_import(&self, at: u64) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        batch.insert(META_COMPACTED, &at.to_be_bytes());
+        batch.remove(META_RESTORING);
+        self.db.apply_batch(batch).map_err(|e| sled_error("restore", e))
     }
 
     fn sync(&self) -> Result<()> {

@@ -148,6 +148,10 @@ pub struct ListOptions {
     /// Start after this key (which must lie under the prefix): for callers that keep their own
     /// position, such as the registry's continue tokens. Ignored when a continue token is given.
     pub start_after: Option<String>,
+    /// Leave [`ListPage::remaining`] at 0 rather than count the keys after the page, which on
+    /// the embedded backends scans the rest of the range: for readers that page through a whole
+    /// prefix and report no count, such as a backup.
+    pub skip_remaining: bool,
 }
 
 /// One page of a list.

@@ -1,9 +1,11 @@
 //! API machinery, the lowest layer: objects and their metadata, Kubernetes errors, the table of
 //! served kinds and their strategies, merges and patches, encodings, tables, OpenAPI, discovery,
-//! who asks (the requester and the authorizer trait), metrics families and the task tracker.
+//! who asks (the requester and the authorizer trait), metrics families, the task tracker and the
+//! backup format.
 
 pub mod background;
 pub mod backoff;
+pub mod backup;
 pub mod clock;
 pub mod core_validation;
 pub mod discovery;

@@ -2,6 +2,7 @@
 //! bodies under the size limit, calls the one generic registry recipe and writes JSON answers,
 //! watch streams and `Status` errors. No kind has its own handler.
 
+mod backup;
 mod body;
 mod documents;
 mod duplicates;
@@ -82,6 +83,8 @@ pub struct ApiState {
     pub views: crate::controllers::Views,
     /// The hub's metrics (`/metrics`).
     pub metrics: Arc<Metrics>,
+    /// The backend the store runs on (`memory`, `sled`, `etcd`), as a backup records it.
+    pub storage_backend: &'static str,
 }
 
 /// The router: every path goes through [`handle`].
@@ -373,7 +376,8 @@ async fn authorize(
     if allowed { Ok(()) } else { Err(denied) }
 }
 
-/// The handler a path names: discovery and OpenAPI documents, `/metrics`, or a resource.
+/// The handler a path names: discovery and OpenAPI documents, `/metrics`, the backup stream,
+/// or a resource.
 async fn route(
     state: &Arc<ApiState>,
     segments: &[&str],
@@ -389,6 +393,7 @@ async fn route(
             None => Err(ApiError::path_not_found()),
         },
         ["metrics"] => Ok(metrics_response(state).await),
+        ["ocm", "v1", "backup"] if req.method() == Method::GET => backup::backup(state).await,
         ["openapi", "v3"] => Ok(openapi_root(state, req.headers())),
         ["openapi", "v3", rest @ ..] => openapi_document(state, &rest.join("/"), &q),
         ["api", "v1"] => group_version(state, "", "v1"),

@@ -46,6 +46,17 @@ pub enum StorageChoice {
     Memory,
 }
 
+impl StorageChoice {
+    /// The backend's name, as `--storage` spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StorageChoice::Sled => "sled",
+            StorageChoice::Etcd(_) => "etcd",
+            StorageChoice::Memory => "memory",
+        }
+    }
+}
+
 /// How to run the hub.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -328,6 +339,7 @@ pub async fn run(
         delegate_authz,
         views,
         metrics: Arc::clone(&core.metrics),
+        storage_backend: config.storage.name(),
     });
     let connections = Arc::new(tokio::sync::Semaphore::new(connection_cap(config.max_connections)));
     let https = Acceptor { tls: acceptor, state: tls, connections };

@@ -1,0 +1,481 @@
+//! `ocm-hub backup` and `ocm-hub restore`: a running hub's store at one revision, streamed from
+//! its `/ocm/v1/backup` (`serve/rest/backup.rs`) with the data dir's `admin.kubeconfig`, plus the
+//! hub's identity (`pki/`) read from the data dir, so private keys never cross the wire; and a
+//! new data dir (and store: sled, or an etcd prefix) made from such a file.
+//!
+//! A backup is written to a temporary name beside the target, private (0600) from its
+//! creation, and renamed only once complete and synced. A restore reads the file twice: first
+//! its length and checksum against the header (a truncated or damaged file is refused before
+//! anything is created), then its frames into the new store.
+
+use std::io::{BufReader, BufWriter, Read as _, Seek as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures::AsyncReadExt as _;
+use ocm_storage::{Engine, EtcdOptions, Revision, SledOptions, Storage};
+use sha2::Digest as _;
+
+use super::admin::{CliError, client};
+use crate::machinery::backup::{End, FORMAT, Frame, HEADER_BYTES, Header, PATH, hex};
+
+/// How far past the backup's revision a restored store starts by default: more than a hub
+/// writes in weeks, so revisions clients saw from the original after the backup was taken are
+/// still below it (etcd's documented restore for Kubernetes bumps by the same).
+pub const DEFAULT_BUMP_REVISION: u64 = 1_000_000_000;
+
+/// Keys handed to the store at a time while restoring, and the bytes they may hold.
+const RESTORE_BATCH_KEYS: usize = 2048;
+const RESTORE_BATCH_BYTES: usize = 8 << 20;
+
+/// What a backup wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The store's revision the keys were read at.
+    pub revision: u64,
+    /// The backend the hub serves from.
+    pub backend: String,
+    /// Keys written.
+    pub objects: u64,
+    /// Identity files written.
+    pub files: u64,
+    /// The file's length.
+    pub bytes: u64,
+}
+
+/// Where a restore puts the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// sled, in `DATA_DIR/db` (as `ocm-hub serve` opens it).
+    Sled,
+    /// etcd at these endpoints, under the hub's prefix.
+    Etcd(Vec<String>),
+}
+
+/// What a restore made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The backup's revision.
+    pub backup_revision: u64,
+    /// The restored store's revision (its compaction point).
+    pub revision: u64,
+    /// Keys restored.
+    pub objects: u64,
+    /// Identity files restored.
+    pub files: u64,
+}
+
+fn usage(what: impl std::fmt::Display) -> CliError {
+    CliError::Usage(what.to_string())
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
+    move |e| usage(format!("{}: {e}", path.display()))
+}
+
+/// The hub's identity files under `data_dir/pki` (regular files, names relative to it), with
+/// their modes.
+fn read_identity(data_dir: &Path) -> Result<Vec<Frame>, CliError> {
+    let pki = data_dir.join("pki");
+    if !pki.join("ca.key").is_file() {
+        return Err(usage(format!(
+            "{} holds no hub CA: --data-dir must name the hub's data dir (its pki/ is the hub's \
+             identity)",
+            pki.display()
+        )));
+    }
+    let mut files = Vec::new();
+    let mut dirs = vec![(pki.clone(), String::new())];
+    while let Some((dir, prefix)) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
+            let entry = entry.map_err(io(&dir))?;
+            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+            let kind = entry.file_type().map_err(io(&entry.path()))?;
+            if kind.is_dir() {
+                dirs.push((entry.path(), format!("{name}/")));
+            } else if kind.is_file() && !name.ends_with(".tmp") {
+                let path = entry.path();
+                let contents = std::fs::read(&path).map_err(io(&path))?;
+                files.push(Frame::File { name, mode: mode_of(&path)?, contents: contents.into() });
+            }
+        }
+    }
+    files.sort_by(|a, b| file_name(a).cmp(file_name(b)));
+    Ok(files)
+}
+
+fn file_name(frame: &Frame) -> &str {
+    match frame {
+        Frame::File { name, .. } => name,
+        _ => "",
+    }
+}
+
+#[cfg(unix)]
+fn mode_of(path: &Path) -> Result<u32, CliError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    Ok(std::fs::metadata(path).map_err(io(path))?.permissions().mode() & 0o777)
+}
+
+#[cfg(not(unix))]
+fn mode_of(_: &Path) -> Result<u32, CliError> {
+    Ok(0o600)
+}
+
+/// Creates `path` for writing, readable by its owner only from the start.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
+
+/// The frame at `at` of `reader` and its bytes as read; `None` at a clean end between frames.
+/// What is wrong is said without naming where the bytes come from.
+async fn next_frame(
+    reader: &mut (impl futures::AsyncRead + Unpin),
+    at: u64,
+) -> Result<Option<(Frame, Bytes)>, String> {
+    let mut head = [0u8; 5];
+    let mut got = 0;
+    while got < head.len() {
+        let n = reader.read(&mut head[got..]).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(format!("it ends inside the frame at byte {at}"));
+        }
+        got += n;
+    }
+    let len = Frame::payload_len(&head, at).map_err(|e| e.to_string())?;
+    let mut raw = vec![0u8; 5 + len];
+    raw[..5].copy_from_slice(&head);
+    reader.read_exact(&mut raw[5..]).await.map_err(|e| format!("the frame at byte {at}: {e}"))?;
+    let raw = Bytes::from(raw);
+    let frame = Frame::decode(head[0], raw.slice(5..), at).map_err(|e| e.to_string())?;
+    Ok(Some((frame, raw)))
+}
+
+fn hub_stream(what: impl std::fmt::Display) -> CliError {
+    CliError::HubState(format!("the hub's backup stream: {what}"))
+}
+
+/// `ocm-hub backup --to FILE`: streams the running hub's store (found through
+/// `data_dir/admin.kubeconfig`) into FILE, with the identity under `data_dir/pki`.
+pub async fn backup(data_dir: &Path, to: &Path) -> Result<Written, CliError> {
+    if to.is_dir() {
+        return Err(usage(format!(
+            "{} is a directory; --to names the file to write",
+            to.display()
+        )));
+    }
+    let identity = read_identity(data_dir)?;
+    let client = client(data_dir).await?;
+    let name = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let partial = to.with_file_name(format!(".{name}.{}.partial", std::process::id()));
+    let file = create_private(&partial).map_err(io(&partial))?;
+    let written = write_backup(file, &client, identity, to).await.and_then(|written| {
+        std::fs::rename(&partial, to).map_err(io(to))?;
+        sync_dir(to);
+        Ok(written)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written
+}
+
+/// Syncs the directory holding `path`, so a rename into it survives a crash.
+fn sync_dir(path: &Path) {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Writes the header's room, the hub's stream of keys, the identity files and the end into
+/// `file`, then the header; syncs it.
+async fn write_backup(
+    mut file: std::fs::File,
+    client: &kube::Client,
+    identity: Vec<Frame>,
+    to: &Path,
+) -> Result<Written, CliError> {
+    let request = http::Request::get(PATH).body(Vec::new()).map_err(usage)?;
+    let mut stream = client.request_stream(request).await?;
+    let mut out = BufWriter::with_capacity(1 << 20, &mut file);
+    out.write_all(&[b' '; HEADER_BYTES]).map_err(io(to))?;
+    let mut sha = sha2::Sha256::new();
+    let mut body = 0u64;
+    let mut write = |out: &mut BufWriter<_>, bytes: &[u8]| -> Result<(), CliError> {
+        sha.update(bytes);
+        body += bytes.len() as u64;
+        out.write_all(bytes).map_err(io(to))
+    };
+    let first = next_frame(&mut stream, 0).await.map_err(hub_stream)?;
+    let Some((Frame::Start(start), raw)) = first else {
+        return Err(hub_stream("it does not start with its revision"));
+    };
+    if start.format != FORMAT {
+        return Err(hub_stream(format!(
+            "it is in format {:?}; this ocm-hub writes {FORMAT:?}: use the hub's own release",
+            start.format
+        )));
+    }
+    let mut at = raw.len() as u64;
+    let mut objects = 0u64;
+    loop {
+        let Some((frame, raw)) = next_frame(&mut stream, at).await.map_err(hub_stream)? else {
+            return Err(hub_stream("it ended early"));
+        };
+        at += raw.len() as u64;
+        match frame {
+            Frame::Key { .. } => {
+                objects += 1;
+                write(&mut out, &raw)?;
+            }
+            Frame::End(end) if end.objects == objects && end.revision == start.revision => break,
+            Frame::End(end) => {
+                return Err(hub_stream(format!(
+                    "it ended with {} keys at revision {}, after {objects} keys at revision {}",
+                    end.objects, end.revision, start.revision
+                )));
+            }
+            Frame::Failed(reason) => {
+                return Err(CliError::HubState(format!("the hub failed the backup: {reason}")));
+            }
+            _ => return Err(hub_stream(format!("an unexpected frame at byte {at}"))),
+        }
+    }
+    let files = identity.len() as u64;
+    for frame in identity {
+        write(&mut out, &frame.encode())?;
+    }
+    let end = End { revision: start.revision, objects, files };
+    write(&mut out, &Frame::End(end).encode())?;
+    out.flush().map_err(io(to))?;
+    drop(out);
+    let header = Header {
+        format: FORMAT.to_owned(),
+        revision: start.revision,
+        backend: start.backend.clone(),
+        objects,
+        files,
+        bytes: body,
+        sha256: hex(&sha.finalize()),
+        created: crate::machinery::object::now_rfc3339(),
+    };
+    let line = header.encode().map_err(|e| usage(e.to_string()))?;
+    file.seek(std::io::SeekFrom::Start(0)).map_err(io(to))?;
+    file.write_all(&line).map_err(io(to))?;
+    file.sync_all().map_err(io(to))?;
+    Ok(Written {
+        revision: start.revision,
+        backend: start.backend,
+        objects,
+        files,
+        bytes: HEADER_BYTES as u64 + body,
+    })
+}
+
+/// Checks a backup file whole: its header, its length and its checksum. Every problem is
+/// one line naming the file.
+pub fn verify(from: &Path) -> Result<Header, CliError> {
+    let damaged =
+        |what: String| usage(format!("{} is not a usable backup: {what}", from.display()));
+    let mut file = std::fs::File::open(from).map_err(io(from))?;
+    let length = file.metadata().map_err(io(from))?.len();
+    let mut line = vec![0u8; HEADER_BYTES];
+    let mut got = 0;
+    while got < HEADER_BYTES {
+        match file.read(&mut line[got..]).map_err(io(from))? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    line.truncate(got);
+    let header = Header::decode(&line).map_err(|e| damaged(e.to_string()))?;
+    let expected = HEADER_BYTES as u64 + header.bytes;
+    if length < expected {
+        return Err(damaged(format!("it is truncated ({length} of {expected} bytes)")));
+    }
+    if length > expected {
+        return Err(damaged(format!(
+            "it has {} bytes more than its header says",
+            length - expected
+        )));
+    }
+    let mut sha = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf).map_err(io(from))? {
+            0 => break,
+            n => sha.update(&buf[..n]),
+        }
+    }
+    if hex(&sha.finalize()) != header.sha256 {
+        return Err(damaged("it is damaged (its checksum does not match)".to_owned()));
+    }
+    Ok(header)
+}
+
+/// Whether `dir` is absent or an empty directory (a restore makes a new data dir).
+fn check_new_dir(dir: &Path) -> Result<bool, CliError> {
+    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_none()) {
+        Ok(true) => Ok(false),
+        Ok(false) => Err(usage(format!(
+            "{} is not empty: restore makes a new data dir and overwrites nothing",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(usage(format!("{}: {e}", dir.display()))),
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// `ocm-hub restore --from FILE --data-dir DIR`: a new data dir (and store) from a backup. The
+/// store starts `bump` revisions past the backup's; see [`DEFAULT_BUMP_REVISION`].
+pub async fn restore(
+    from: &Path,
+    data_dir: &Path,
+    target: &Target,
+    bump: u64,
+) -> Result<Restored, CliError> {
+    let created = check_new_dir(data_dir)?;
+    let header = verify(from)?;
+    create_private_dir(data_dir).map_err(io(data_dir))?;
+    let restored = restore_into(from, data_dir, target, bump, &header).await;
+    if restored.is_err() {
+        // Nothing half made is left to be served: the data dir goes (or is emptied again).
+        if created {
+            let _ = std::fs::remove_dir_all(data_dir);
+        } else if let Ok(entries) = std::fs::read_dir(data_dir) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_dir_all(entry.path())
+                    .or_else(|_| std::fs::remove_file(entry.path()));
+            }
+        }
+    }
+    restored
+}
+
+async fn restore_into(
+    from: &Path,
+    data_dir: &Path,
+    target: &Target,
+    bump: u64,
+    header: &Header,
+) -> Result<Restored, CliError> {
+    let engine = match target {
+        Target::Sled => Engine::Sled(SledOptions::new(data_dir.join("db"))),
+        Target::Etcd(endpoints) => {
+            Engine::Etcd(EtcdOptions::new(endpoints.clone(), crate::serve::server::ETCD_PREFIX))
+        }
+    };
+    let after = Revision(header.revision.saturating_add(bump));
+    let mut restore = match Storage::restore(engine, after).await {
+        Ok(r) => r,
+        Err(e @ ocm_storage::Error::NotEmpty { .. }) => return Err(usage(e)),
+        Err(e) => return Err(CliError::HubState(format!("the store: {e}"))),
+    };
+    let stored = |e: ocm_storage::Error| {
+        let hint = match target {
+            Target::Etcd(_) => format!(
+                " (etcd keeps what was written: delete it with etcdctl del --prefix {:?} before \
+                 trying again)",
+                crate::serve::server::ETCD_PREFIX
+            ),
+            Target::Sled => String::new(),
+        };
+        CliError::HubState(format!("restoring: {e}{hint}"))
+    };
+    let mut file = BufReader::with_capacity(1 << 20, std::fs::File::open(from).map_err(io(from))?);
+    file.seek_relative(HEADER_BYTES as i64).map_err(io(from))?;
+    let mut reader = futures::io::AllowStdIo::new(file);
+    let damaged =
+        |what: String| usage(format!("{} is not a usable backup: {what}", from.display()));
+    let (mut batch, mut batch_bytes) = (Vec::new(), 0usize);
+    let (mut objects, mut identity, mut at) = (0u64, Vec::new(), 0u64);
+    let end = loop {
+        let Some((frame, raw)) = next_frame(&mut reader, at).await.map_err(damaged)? else {
+            return Err(damaged("it ends without its last frame".into()));
+        };
+        at += raw.len() as u64;
+        match frame {
+            Frame::Key { key, value, .. } => {
+                objects += 1;
+                batch_bytes += key.len() + value.len();
+                batch.push((key, value));
+                if batch.len() >= RESTORE_BATCH_KEYS || batch_bytes >= RESTORE_BATCH_BYTES {
+                    restore.put(std::mem::take(&mut batch)).await.map_err(stored)?;
+                    batch_bytes = 0;
+                }
+            }
+            Frame::File { name, mode, contents } => identity.push((name, mode, contents)),
+            Frame::End(end) => break end,
+            _ => return Err(damaged(format!("an unexpected frame at byte {at}"))),
+        }
+    };
+    let expected = End { revision: header.revision, objects: header.objects, files: header.files };
+    if end != expected || objects != header.objects || identity.len() as u64 != header.files {
+        return Err(damaged("its contents do not match its header".into()));
+    }
+    restore.put(batch).await.map_err(stored)?;
+    let (storage, revision) = restore.finish().await.map_err(stored)?;
+    drop(storage);
+    write_identity(data_dir, &identity)?;
+    Ok(Restored {
+        backup_revision: header.revision,
+        revision: revision.get(),
+        objects,
+        files: identity.len() as u64,
+    })
+}
+
+/// Writes the identity files under `data_dir/pki` with their modes (never writable by others),
+/// private until then. A name that would leave `pki/` is refused.
+fn write_identity(data_dir: &Path, files: &[(String, u32, Bytes)]) -> Result<(), CliError> {
+    let pki = data_dir.join("pki");
+    for (name, mode, contents) in files {
+        let safe = !name.is_empty()
+            && name.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
+        if !safe {
+            return Err(usage(format!("the backup names an identity file {name:?} outside pki/")));
+        }
+        let path = pki.join(name);
+        if let Some(parent) = path.parent() {
+            create_private_dir(parent).map_err(io(parent))?;
+        }
+        let mut file = create_private(&path).map_err(io(&path))?;
+        file.write_all(contents).map_err(io(&path))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let perms = std::fs::Permissions::from_mode(mode & 0o755);
+            std::fs::set_permissions(&path, perms).map_err(io(&path))?;
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+        file.sync_all().map_err(io(&path))?;
+    }
+    sync_dir(&pki.join("x"));
+    Ok(())
+}
