@@ -331,7 +331,8 @@ async fn a_newer_format_is_refused_by_the_hub_and_left_untouched() -> anyhow::Re
     Ok(())
 }
 
-/// Runs `ocm-hub serve` with `args` until it exits (within 60 s): its exit status and stderr.
+/// Runs `ocm-hub serve` with `args` until it exits, waiting at most 60 s: its exit status and
+/// stderr.
 async fn serve_until_exit(args: &[&str]) -> anyhow::Result<(std::process::ExitStatus, String)> {
     let hub = ocm_conformance::programs::ocm_hub()?;
     let out = tokio::time::timeout(

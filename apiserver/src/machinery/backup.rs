@@ -74,7 +74,7 @@ pub struct Header {
     pub bytes: u64,
     /// The body's SHA-256, in lowercase hex.
     pub sha256: String,
-    /// When the backup was taken (RFC 3339).
+    /// The time of the backup's snapshot (RFC 3339).
     pub created: String,
 }
 
