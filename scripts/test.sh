@@ -10,7 +10,8 @@
 # root with apt-get, it installs them; otherwise it stops with the command to run.
 # OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite for a quick
 # local run, OCM_SKIP_PROMTOOL=1 the promtool checks, OCM_SKIP_TMPFS=1 the full-disk tests
-# (they mount a small tmpfs, which needs root) (CI sets none of them).
+# (they mount a small tmpfs, which needs root), OCM_SKIP_NETNS=1 the partition test (it makes a
+# network namespace, which needs root and iproute2) (CI sets none of them).
 # Every test that skips all or part of itself says so in a `SKIPPED <test>: <what> (<VAR>=1)`
 # line (conformance/src/skip.rs); the count and the list are printed at the end, and with
 # OCM_FAIL_ON_SKIP=1 (set by .ci/run) any skip fails the run.
@@ -44,6 +45,10 @@ need systemd-analyze systemd
 need python3 python3
 need curl curl
 need openssl openssl
+# The partition test cuts a replica off from etcd in a network namespace of its own.
+if [ "${OCM_SKIP_NETNS:-}" != 1 ]; then
+  need ip iproute2
+fi
 if ! python3 -c 'import requests' >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "test.sh: Python's requests is missing; installing Debian's python3-requests" >&2

@@ -3,7 +3,7 @@
 //! be stopped and started again on the same ports and data (an outage).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,6 +31,8 @@ pub struct EtcdServer {
 struct Member {
     name: String,
     initial_cluster: String,
+    /// A further address it serves clients on (besides loopback), if any.
+    also_on: Option<Ipv4Addr>,
 }
 
 /// Whether this run skips etcd (`OCM_SKIP_ETCD=1`); if it does, the running test is reported as
@@ -83,6 +85,7 @@ impl EtcdServer {
         let member = Member {
             name: "test".into(),
             initial_cluster: format!("test=http://127.0.0.1:{}", ports.1),
+            also_on: None,
         };
         let child = spawn(dir.path(), ports, &member)?;
         let endpoint = format!("http://127.0.0.1:{}", ports.0);
@@ -95,9 +98,18 @@ impl EtcdServer {
     /// (a member is healthy once the cluster has a leader). Ports taken meanwhile are retried
     /// as for one member.
     pub fn start_cluster(members: usize) -> anyhow::Result<Vec<EtcdServer>> {
+        EtcdServer::start_cluster_also_on(members, None)
+    }
+
+    /// [`EtcdServer::start_cluster`] with every member also serving clients on `also_on` (an
+    /// address of this host other than loopback, such as a network namespace's link).
+    pub fn start_cluster_also_on(
+        members: usize,
+        also_on: Option<Ipv4Addr>,
+    ) -> anyhow::Result<Vec<EtcdServer>> {
         let mut attempt = 1;
         loop {
-            match EtcdServer::start_cluster_once(members) {
+            match EtcdServer::start_cluster_once(members, also_on) {
                 Err(e)
                     if attempt < START_ATTEMPTS
                         && format!("{e:#}").contains("address already in use") =>
@@ -109,7 +121,10 @@ impl EtcdServer {
         }
     }
 
-    fn start_cluster_once(members: usize) -> anyhow::Result<Vec<EtcdServer>> {
+    fn start_cluster_once(
+        members: usize,
+        also_on: Option<Ipv4Addr>,
+    ) -> anyhow::Result<Vec<EtcdServer>> {
         let ports: Vec<(u16, u16)> = (0..members)
             .map(|_| Ok((free_port()?, free_port()?)))
             .collect::<anyhow::Result<_>>()?;
@@ -122,7 +137,8 @@ impl EtcdServer {
         let mut servers = Vec::with_capacity(members);
         for (i, ports) in ports.into_iter().enumerate() {
             let dir = tempfile::tempdir().context("creating etcd data dir")?;
-            let member = Member { name: format!("m{i}"), initial_cluster: initial_cluster.clone() };
+            let member =
+                Member { name: format!("m{i}"), initial_cluster: initial_cluster.clone(), also_on };
             let child = spawn(dir.path(), ports, &member)?;
             let endpoint = format!("http://127.0.0.1:{}", ports.0);
             servers.push(EtcdServer { child, dir, ports, member, endpoint });
@@ -166,9 +182,22 @@ impl EtcdServer {
         std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
     }
 
+    /// The client URL at `host` (loopback, or the address it also serves on).
+    pub fn endpoint_at(&self, host: Ipv4Addr) -> String {
+        format!("http://{host}:{}", self.ports.0)
+    }
+
     /// The member's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+}
+
+/// Loopback's client URL, and the member's further address's if it has one.
+fn listen_client_urls(endpoint: &str, member: &Member, client_port: u16) -> String {
+    match member.also_on {
+        Some(host) => format!("{endpoint},http://{host}:{client_port}"),
+        None => endpoint.to_owned(),
     }
 }
 
@@ -185,7 +214,7 @@ fn spawn(
     Command::new(&binary)
         .arg(format!("--name={}", member.name))
         .arg(format!("--data-dir={}", dir.join("data").display()))
-        .arg(format!("--listen-client-urls={endpoint}"))
+        .arg(format!("--listen-client-urls={}", listen_client_urls(&endpoint, member, client_port)))
         .arg(format!("--advertise-client-urls={endpoint}"))
         .arg(format!("--listen-peer-urls={peer}"))
         .arg(format!("--initial-advertise-peer-urls={peer}"))

@@ -1,7 +1,8 @@
 //! Hub replicas as real `ocm-hub serve` processes over one etcd cluster, for the failover
 //! suites and benchmark: each on its own ports and data dir (the later ones holding a copy of
 //! the first one's `pki/`, as the README's "several replicas" section says), killed with
-//! SIGKILL, frozen with SIGSTOP, and started again on the same ports and data.
+//! SIGKILL, frozen with SIGSTOP, and started again on the same ports and data; one may run in a
+//! network namespace of its own ([`crate::netns`]), to be partitioned from etcd.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,10 @@ use crate::programs;
 /// One replica process.
 pub struct Replica {
     dir: tempfile::TempDir,
+    /// The address it listens on: loopback, or its network namespace's client link.
+    host: String,
+    /// The network namespace it runs in, if not the test's.
+    netns: Option<String>,
     https: u16,
     grpc: u16,
     args: Vec<String>,
@@ -42,6 +47,28 @@ impl Replica {
         pki_from: Option<&Replica>,
         extra: &[&str],
     ) -> anyhow::Result<Replica> {
+        Replica::launch("127.0.0.1".to_owned(), None, etcd, pki_from, extra).await
+    }
+
+    /// Starts a replica inside `netns`, listening on its client link and reaching `etcd` (its
+    /// members' URLs at the namespace's store link) over its store link.
+    pub async fn start_in(
+        netns: &crate::netns::Netns,
+        etcd: &[String],
+        pki_from: Option<&Replica>,
+        extra: &[&str],
+    ) -> anyhow::Result<Replica> {
+        let host = netns.client_inside().to_string();
+        Replica::launch(host, Some(netns.name().to_owned()), etcd, pki_from, extra).await
+    }
+
+    async fn launch(
+        host: String,
+        netns: Option<String>,
+        etcd: &[String],
+        pki_from: Option<&Replica>,
+        extra: &[&str],
+    ) -> anyhow::Result<Replica> {
         let dir = tempfile::tempdir()?;
         if let Some(first) = pki_from {
             copy_dir(&first.path().join("pki"), &dir.path().join("pki"))?;
@@ -49,8 +76,8 @@ impl Replica {
         let mut args = vec!["--storage".to_owned(), "etcd".to_owned()];
         args.push(format!("--etcd-endpoints={}", etcd.join(",")));
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let mut replica =
-            Replica { dir, https: free_port()?, grpc: free_port()?, args, child: None };
+        let (https, grpc) = (free_port()?, free_port()?);
+        let mut replica = Replica { dir, host, netns, https, grpc, args, child: None };
         replica.resume().await?;
         Ok(replica)
     }
@@ -60,14 +87,14 @@ impl Replica {
         self.dir.path()
     }
 
-    /// `https://127.0.0.1:PORT`.
+    /// `https://HOST:PORT`.
     pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.https)
+        format!("https://{}:{}", self.host, self.https)
     }
 
     /// The gRPC server's URL.
     pub fn grpc_url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.grpc)
+        format!("https://{}:{}", self.host, self.grpc)
     }
 
     /// The process id, while it runs.
@@ -127,12 +154,21 @@ impl Replica {
             .create(true)
             .append(true)
             .open(self.path().join("hub.log"))?;
-        let child = Command::new(programs::ocm_hub()?)
+        let hub = programs::ocm_hub()?;
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut ip = Command::new("ip");
+                ip.args(["netns", "exec", netns]).arg(hub);
+                ip
+            }
+            None => Command::new(hub),
+        };
+        let child = command
             .arg("serve")
             .arg("--data-dir")
             .arg(self.path())
-            .arg(format!("--listen=127.0.0.1:{}", self.https))
-            .arg(format!("--grpc-listen=127.0.0.1:{}", self.grpc))
+            .arg(format!("--listen={}:{}", self.host, self.https))
+            .arg(format!("--grpc-listen={}:{}", self.host, self.grpc))
             .args(&self.args)
             .env("RUST_LOG", std::env::var("OCM_HUB_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
@@ -272,4 +308,73 @@ pub async fn all_acknowledged_stored(
     let lost: Vec<&String> = acked.difference(&stored).collect();
     anyhow::ensure!(lost.is_empty(), "acknowledged writes missing: {lost:?}");
     Ok(())
+}
+
+/// Two clusters, the namespace `apps` bound to the `global` set.
+pub async fn placement_fixture(http: &reqwest::Client, replica: &str) -> anyhow::Result<()> {
+    for name in ["c1", "c2"] {
+        let cluster = crate::kubectl::cluster(name, json!({"env": "prod"}));
+        let path = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+        let (code, body) = post(http, replica, path, &cluster).await?;
+        anyhow::ensure!(code == 201, "{code} {body}");
+    }
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}});
+    let (code, body) = post(http, replica, "/api/v1/namespaces", &ns).await?;
+    anyhow::ensure!(code == 201, "{code} {body}");
+    let binding = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+        "kind": "ManagedClusterSetBinding",
+        "metadata": {"name": "global", "namespace": "apps"},
+        "spec": {"clusterSet": "global"},
+    });
+    let path = "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/apps/managedclustersetbindings";
+    let (code, body) = post(http, replica, path, &binding).await?;
+    anyhow::ensure!(code == 201, "{code} {body}");
+    Ok(())
+}
+
+/// Creates the Placement `name` in `apps` over the `global` set.
+pub async fn create_placement(
+    http: &reqwest::Client,
+    replica: &str,
+    name: &str,
+) -> anyhow::Result<()> {
+    let placement = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+        "kind": "Placement",
+        "metadata": {"name": name, "namespace": "apps"},
+        // The clusters have no agents: they turn unreachable (NoSelect), which this tolerates.
+        "spec": {"clusterSets": ["global"], "tolerations": [
+            {"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
+        ]},
+    });
+    let path = "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placements";
+    let (code, body) = post(http, replica, path, &placement).await?;
+    anyhow::ensure!(code == 201, "create placement {name}: {code} {body}");
+    Ok(())
+}
+
+/// The placement's decisions name both clusters (read through `replica`) within `limit`.
+pub async fn decided(
+    http: &reqwest::Client,
+    replica: &str,
+    placement: &str,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let path = format!(
+        "{replica}/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placementdecisions?labelSelector=cluster.open-cluster-management.io/placement={placement}"
+    );
+    eventually(&format!("decisions of {placement}"), limit, || async {
+        let list: Value = http.get(&path).send().await?.json().await?;
+        let mut clusters: Vec<&str> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|d| d["status"]["decisions"].as_array().into_iter().flatten())
+            .filter_map(|d| d["clusterName"].as_str())
+            .collect();
+        clusters.sort_unstable();
+        Ok((clusters == ["c1", "c2"]).then_some(()))
+    })
+    .await
 }

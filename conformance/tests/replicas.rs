@@ -14,7 +14,8 @@ use anyhow::{Context, ensure};
 use ocm_conformance::etcd::EtcdServer;
 use ocm_conformance::hub::eventually;
 use ocm_conformance::replicas::{
-    CONFIGMAPS, Replica, all_acknowledged_stored, configmap, leader, post, write_continuously,
+    CONFIGMAPS, Replica, all_acknowledged_stored, configmap, create_placement, decided, leader,
+    placement_fixture, post, write_continuously,
 };
 use serde_json::{Value, json};
 
@@ -101,7 +102,7 @@ async fn replicas_serve_one_api_and_fail_over_without_losing_writes() -> anyhow:
 
     placement_fixture(&http, &replicas[lead].url()).await?;
     create_placement(&http, &replicas[lead].url(), "before-failover").await?;
-    decided(&http, &replicas[(lead + 1) % 3].url(), "before-failover").await?;
+    decided(&http, &replicas[(lead + 1) % 3].url(), "before-failover", FAILOVER).await?;
 
     // A client writes through every replica in turn while leaders are killed.
     let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
@@ -118,7 +119,7 @@ async fn replicas_serve_one_api_and_fail_over_without_losing_writes() -> anyhow:
         replicas[lead].resume().await?;
         let placement = format!("after-failover-{cycle}");
         create_placement(&http, &replicas[next].url(), &placement).await?;
-        decided(&http, &replicas[(next + 1) % 3].url(), &placement).await?;
+        decided(&http, &replicas[(next + 1) % 3].url(), &placement, FAILOVER).await?;
         all_acknowledged_stored(&http, &replicas[next].url(), &acknowledged).await?;
     }
 
@@ -135,7 +136,7 @@ async fn replicas_serve_one_api_and_fail_over_without_losing_writes() -> anyhow:
     })
     .await?;
     create_placement(&http, &replicas[next].url(), "while-frozen").await?;
-    decided(&http, &replicas[next].url(), "while-frozen").await?;
+    decided(&http, &replicas[next].url(), "while-frozen", FAILOVER).await?;
     replicas[frozen].signal("CONT")?;
     ensure!(leader(&replicas, &http, FAILOVER).await? == next, "the thawed replica leads again");
 
@@ -152,7 +153,7 @@ async fn replicas_serve_one_api_and_fail_over_without_losing_writes() -> anyhow:
         ensure!(code == 201, "a write with one etcd member down: {code} {body}");
     }
     create_placement(&http, &replicas[(next + 1) % 3].url(), "two-of-three").await?;
-    decided(&http, &replicas[next].url(), "two-of-three").await?;
+    decided(&http, &replicas[next].url(), "two-of-three", FAILOVER).await?;
 
     // A replica stopped cleanly deletes its own Lease and leaves the published list.
     let gone = (next + 1) % 3;
@@ -201,65 +202,6 @@ async fn published(
         serde_json::from_str(found["data"]["kubeconfig"].as_str().context("kubeconfig")?)?;
     ensure!(kubeconfig["clusters"][0]["cluster"]["server"] == json!(expected[0]), "{kubeconfig}");
     Ok(())
-}
-
-/// Two clusters, the namespace `apps` bound to the `global` set.
-async fn placement_fixture(http: &reqwest::Client, replica: &str) -> anyhow::Result<()> {
-    for name in ["c1", "c2"] {
-        let cluster = ocm_conformance::kubectl::cluster(name, json!({"env": "prod"}));
-        let path = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
-        let (code, body) = post(http, replica, path, &cluster).await?;
-        ensure!(code == 201, "{code} {body}");
-    }
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}});
-    let (code, body) = post(http, replica, "/api/v1/namespaces", &ns).await?;
-    ensure!(code == 201, "{code} {body}");
-    let binding = json!({
-        "apiVersion": "cluster.open-cluster-management.io/v1beta2",
-        "kind": "ManagedClusterSetBinding",
-        "metadata": {"name": "global", "namespace": "apps"},
-        "spec": {"clusterSet": "global"},
-    });
-    let path = "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/apps/managedclustersetbindings";
-    let (code, body) = post(http, replica, path, &binding).await?;
-    ensure!(code == 201, "{code} {body}");
-    Ok(())
-}
-
-async fn create_placement(http: &reqwest::Client, replica: &str, name: &str) -> anyhow::Result<()> {
-    let placement = json!({
-        "apiVersion": "cluster.open-cluster-management.io/v1beta1",
-        "kind": "Placement",
-        "metadata": {"name": name, "namespace": "apps"},
-        // The clusters have no agents: they turn unreachable (NoSelect), which this tolerates.
-        "spec": {"clusterSets": ["global"], "tolerations": [
-            {"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
-        ]},
-    });
-    let path = "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placements";
-    let (code, body) = post(http, replica, path, &placement).await?;
-    ensure!(code == 201, "create placement {name}: {code} {body}");
-    Ok(())
-}
-
-/// The placement's decisions name both clusters (read through `replica`).
-async fn decided(http: &reqwest::Client, replica: &str, placement: &str) -> anyhow::Result<()> {
-    let path = format!(
-        "{replica}/apis/cluster.open-cluster-management.io/v1beta1/namespaces/apps/placementdecisions?labelSelector=cluster.open-cluster-management.io/placement={placement}"
-    );
-    eventually(&format!("decisions of {placement}"), FAILOVER, || async {
-        let list: Value = http.get(&path).send().await?.json().await?;
-        let mut clusters: Vec<&str> = list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|d| d["status"]["decisions"].as_array().into_iter().flatten())
-            .filter_map(|d| d["clusterName"].as_str())
-            .collect();
-        clusters.sort_unstable();
-        Ok((clusters == ["c1", "c2"]).then_some(()))
-    })
-    .await
 }
 
 /// A replica started on the hub's etcd without the hub's PKI, or with another hub's, is
