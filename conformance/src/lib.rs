@@ -31,6 +31,7 @@ pub mod fleet;
 pub mod flood;
 pub mod hub;
 pub mod kubectl;
+pub mod load;
 pub mod netns;
 pub mod programs;
 pub mod prom;

@@ -47,7 +47,14 @@ impl Replica {
         pki_from: Option<&Replica>,
         extra: &[&str],
     ) -> anyhow::Result<Replica> {
-        Replica::launch("127.0.0.1".to_owned(), None, etcd, pki_from, extra).await
+        Replica::launch("127.0.0.1".to_owned(), None, etcd_args(etcd), pki_from, extra).await
+    }
+
+    /// Starts one hub on its embedded sled store, as a process like the replicas (for the
+    /// benchmarks that compare the two).
+    pub async fn start_sled(extra: &[&str]) -> anyhow::Result<Replica> {
+        let storage = vec!["--storage".to_owned(), "sled".to_owned()];
+        Replica::launch("127.0.0.1".to_owned(), None, storage, None, extra).await
     }
 
     /// Starts a replica inside `netns`, listening on its client link and reaching `etcd` (its
@@ -59,13 +66,14 @@ impl Replica {
         extra: &[&str],
     ) -> anyhow::Result<Replica> {
         let host = netns.client_inside().to_string();
-        Replica::launch(host, Some(netns.name().to_owned()), etcd, pki_from, extra).await
+        let netns = Some(netns.name().to_owned());
+        Replica::launch(host, netns, etcd_args(etcd), pki_from, extra).await
     }
 
     async fn launch(
         host: String,
         netns: Option<String>,
-        etcd: &[String],
+        mut args: Vec<String>,
         pki_from: Option<&Replica>,
         extra: &[&str],
     ) -> anyhow::Result<Replica> {
@@ -73,8 +81,6 @@ impl Replica {
         if let Some(first) = pki_from {
             copy_dir(&first.path().join("pki"), &dir.path().join("pki"))?;
         }
-        let mut args = vec!["--storage".to_owned(), "etcd".to_owned()];
-        args.push(format!("--etcd-endpoints={}", etcd.join(",")));
         args.extend(extra.iter().map(|a| (*a).to_owned()));
         let (https, grpc) = (free_port()?, free_port()?);
         let mut replica = Replica { dir, host, netns, https, grpc, args, child: None };
@@ -214,6 +220,15 @@ impl Replica {
             .find(|l| l.starts_with("leader_election_master_status{name=\"ocm-hub\"}"))?;
         Some(line.ends_with(" 1"))
     }
+}
+
+/// The flags of a replica on the etcd members `endpoints`.
+fn etcd_args(endpoints: &[String]) -> Vec<String> {
+    vec![
+        "--storage".to_owned(),
+        "etcd".to_owned(),
+        format!("--etcd-endpoints={}", endpoints.join(",")),
+    ]
 }
 
 impl Drop for Replica {

@@ -11,6 +11,7 @@ use clap::Parser;
 use futures::StreamExt;
 use hdrhistogram::Histogram;
 use ocm_conformance::hub::{Backend, TestHub};
+use ocm_conformance::load::{self, configmap, hist, ms};
 use ocm_storage::{Engine, ListOptions, SledOptions, Storage};
 use rand::Rng as _;
 use serde_json::{Value, json};
@@ -35,41 +36,8 @@ struct Args {
     phases: Vec<String>,
 }
 
-const VALUE_BYTES: usize = 1024;
-
-/// One random 1 KiB value, made once: generating it per object would bill the client's random
-/// number generator to both sides of the comparison.
-fn payload() -> &'static str {
-    static VALUE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    VALUE.get_or_init(|| {
-        let mut rng = rand::rng();
-        (0..VALUE_BYTES).map(|_| rng.random_range(b'a'..=b'z') as char).collect()
-    })
-}
-
-fn configmap(name: &str, sent: Option<u128>) -> Value {
-    let mut cm = json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name},
-        "data": {"v": payload()},
-    });
-    if let Some(ns) = sent {
-        cm["metadata"]["annotations"] = json!({"bench/sent": ns.to_string()});
-    }
-    cm
-}
-
 fn now_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
-}
-
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 120_000_000, 3).expect("static bounds")
-}
-
-fn ms(h: &Histogram<u64>, q: f64) -> f64 {
-    h.value_at_quantile(q) as f64 / 1000.0
 }
 
 /// A measured operation: API and storage side by side.
@@ -99,37 +67,9 @@ async fn api_creates(
     secs: u64,
 ) -> anyhow::Result<(f64, Histogram<u64>)> {
     let url = format!("{}/api/v1/namespaces/{ns}/configmaps", hub.url);
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..clients {
-        let http = hub.http()?;
-        let url = url.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut h = hist();
-            let mut i = 0u64;
-            while Instant::now() < deadline {
-                let body = serde_json::to_vec(&configmap(&format!("c{c}-{i}"), None))?;
-                let t = Instant::now();
-                let resp = http
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-                    .await?;
-                anyhow::ensure!(resp.status() == 201, "create answered {}", resp.status());
-                let _ = resp.bytes().await?;
-                h.record(t.elapsed().as_micros() as u64)?;
-                i += 1;
-            }
-            Ok::<_, anyhow::Error>(h)
-        }));
-    }
-    let mut all = hist();
-    for t in tasks {
-        all.add(t.await??)?;
-    }
-    Ok((all.len() as f64 / start.elapsed().as_secs_f64(), all))
+    let clients =
+        (0..clients).map(|_| Ok((url.clone(), hub.http()?))).collect::<anyhow::Result<_>>()?;
+    load::creates(clients, secs).await
 }
 
 async fn raw_creates(
