@@ -30,11 +30,12 @@ fn built(name: &str, package: &str, override_var: &str) -> anyhow::Result<PathBu
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe()?;
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let dir = exe.parent().and_then(|deps| deps.parent());
-    let path = dir.map(|d| d.join(format!("{name}{}", std::env::consts::EXE_SUFFIX)));
-    match path {
-        Some(p) if p.is_file() => Ok(p),
+    // target/<profile>/deps/<test> -> target/<profile>/<name>; a benchmark's
+    // target/<profile>/<bench> -> the same.
+    let file = format!("{name}{}", std::env::consts::EXE_SUFFIX);
+    let beside = exe.ancestors().skip(1).take(2).map(|d| d.join(&file)).find(|p| p.is_file());
+    match beside {
+        Some(p) => Ok(p),
         _ => anyhow::bail!(
             "the {name} binary is not built next to the tests: run `cargo build -p {package}` \
              (the README's test command builds it)"

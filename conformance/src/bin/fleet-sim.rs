@@ -47,6 +47,8 @@ mod addons;
 mod fleet;
 #[path = "fleet_sim/mwrs.rs"]
 mod mwrs;
+#[path = "fleet_sim/replicas.rs"]
+mod replicas;
 #[path = "fleet_sim/tracker.rs"]
 mod tracker;
 #[path = "fleet_sim/work_agent.rs"]
@@ -92,6 +94,26 @@ struct Args {
     /// from the hub on the shared cores.
     #[arg(long)]
     agent_dir: Option<PathBuf>,
+    /// Renew mode over this many `ocm-hub` replicas on a three-member etcd instead of one hub on
+    /// sled (0), the agents joined to them in turn, and the measured window's renewals run by
+    /// worker processes of at most `--per-worker` agents each (`fleet_sim/replicas.rs`).
+    #[arg(long, default_value_t = 0)]
+    replicas: usize,
+    /// Agents per renewal worker process with `--replicas` (each holds one connection per
+    /// agent, within its open-files limit).
+    #[arg(long, default_value_t = 15_000)]
+    per_worker: usize,
+    /// A renewal worker's agents: `--from` up to `--to` of the fleet (`--mode renew-worker`,
+    /// started by the replicas run).
+    #[arg(long, default_value_t = 0, hide = true)]
+    from: usize,
+    #[arg(long, default_value_t = 0, hide = true)]
+    to: usize,
+    /// A renewal worker's agents' data dirs (`a<i>` each) and the hub's CA file.
+    #[arg(long, hide = true)]
+    agents_root: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    ca_file: Option<PathBuf>,
 }
 
 /// The simulator's bootstrap token: its id is fixed so the hub can trust it from the start.
@@ -290,9 +312,10 @@ async fn available(client: &kube::Client) -> anyhow::Result<BTreeSet<String>> {
         .collect())
 }
 
-/// Joins agents `range` (and keeps them running when `run`); returns each joined agent's data dir.
+/// Joins agents `range` (and keeps them running when `run`), agent `i` at `urls[i % len]`;
+/// returns each joined agent's data dir.
 async fn join_agents(
-    hub: &Hub,
+    urls: &[String],
     token: &str,
     ca: &str,
     range: std::ops::Range<usize>,
@@ -302,7 +325,7 @@ async fn join_agents(
     let mut tasks = Vec::new();
     for i in range {
         let req = JoinRequest {
-            hub: hub.url.clone(),
+            hub: urls[i % urls.len()].clone(),
             token: token.to_owned(),
             cluster_name: format!("sim-{i:05}"),
             ca: CaSource::Pem(ca.to_owned()),
@@ -322,6 +345,160 @@ async fn join_agents(
         dirs.push(t.await??);
     }
     Ok(dirs)
+}
+
+/// Joins `args.agents` agents in waves, each at the next of `urls` in turn, then runs each wave
+/// as on start until the hub shows its clusters Available (its first status report; a running
+/// agent may hold two connections, and the simulator's descriptors are bounded); then only the
+/// simulator's renewals go on. Returns the agents' data dirs.
+async fn join_and_run(
+    client: &kube::Client,
+    urls: &[String],
+    token: &str,
+    ca: &str,
+    args: &Args,
+    root: &Path,
+) -> anyhow::Result<Vec<DataDir>> {
+    let mut dirs = Vec::new();
+    let t = Instant::now();
+    for start in (0..args.agents).step_by(args.wave.max(1)) {
+        let end = (start + args.wave).min(args.agents);
+        dirs.extend(join_agents(urls, token, ca, start..end, root, false).await?);
+        eprintln!("joined {end} agents in {:.0} s", t.elapsed().as_secs_f64());
+    }
+    for wave in dirs.chunks(args.wave) {
+        run_until_available(client, wave).await?;
+    }
+    eprintln!("all {} Available at {:.0} s", args.agents, t.elapsed().as_secs_f64());
+    Ok(dirs)
+}
+
+/// Prints the renew mode's row: `agents`' renewals over `secs` seconds, the hubs' CPU in cores
+/// and RSS in KiB, and RSS per agent from `grown` KiB.
+fn print_renewals(
+    agents: usize,
+    h: &Histogram<u64>,
+    errors: usize,
+    secs: f64,
+    cores: f64,
+    rss: u64,
+    grown: u64,
+) {
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "| agents | renewals/s | p50 ms | p99 ms | max ms | errors | hub CPU (cores) | hub RSS MiB | RSS per agent KiB |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {agents} | {:.0} | {:.2} | {:.2} | {:.1} | {errors} | {cores:.2} | {:.0} | {:.1} |",
+        h.len() as f64 / secs,
+        ms(0.5),
+        ms(0.99),
+        h.max() as f64 / 1000.0,
+        rss as f64 / 1024.0,
+        grown as f64 / agents as f64,
+    );
+}
+
+/// A new dir for the agents' data dirs: under `--agent-dir`, else /dev/shm where it exists,
+/// else the temporary dir.
+fn agents_root(args: &Args) -> anyhow::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    Ok(match &args.agent_dir {
+        Some(dir) => tempfile::tempdir_in(dir)?,
+        None if shm.is_dir() => tempfile::tempdir_in(shm)?,
+        None => tempfile::tempdir()?,
+    })
+}
+
+/// A joined agent's renewal client (its own certificate and connection) and its cluster.
+type Renewer = (kube::Client, String);
+
+/// The renewal clients of the agents of `dirs`, each at the hub it joined.
+fn renewers(dirs: &[DataDir], ca: &str) -> anyhow::Result<Vec<Renewer>> {
+    dirs.iter()
+        .map(|d| {
+            let id = d.identity()?.context("identity")?;
+            let (cert, key) = d.credentials()?.context("credentials")?;
+            let c = ocm_agent::hub::with_certificate(&id.hub, ca, &cert, &key)?;
+            Ok((c, id.cluster_name))
+        })
+        .collect()
+}
+
+/// One renewal by each agent, so its connection is open before a measured window.
+async fn warm(clients: &[Renewer]) -> anyhow::Result<()> {
+    let warm: Vec<_> = clients
+        .iter()
+        .map(|(c, n)| {
+            let (c, n) = (c.clone(), n.clone());
+            tokio::spawn(async move { agent::renew_lease_with(&c, &n).await })
+        })
+        .collect();
+    for w in warm {
+        let _ = w.await?;
+    }
+    Ok(())
+}
+
+/// What a measured window of renewals found, and the clients, kept so their connections stay
+/// open.
+struct Window {
+    hist: Histogram<u64>,
+    errors: usize,
+    /// Seconds from the window's start to the last renewal's end.
+    took: f64,
+    open: Vec<kube::Client>,
+}
+
+/// Renewals for `duration`, each agent every `period`: agent `first + i` of `fleet` agents
+/// renews first `period × (first + i) / fleet` into the window, so the fleet's renewals are
+/// spread evenly over the period whichever process runs them. Renewals are scheduled only
+/// inside the window; a simulator that falls behind finishes later, and `took` says so.
+async fn renew_window(
+    clients: Vec<Renewer>,
+    first: usize,
+    fleet: usize,
+    period: Duration,
+    duration: Duration,
+) -> anyhow::Result<Window> {
+    let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let errors = Arc::new(AtomicUsize::new(0));
+    let began = Instant::now();
+    let end = tokio::time::Instant::now() + duration;
+    let mut tasks = Vec::new();
+    for (i, (c, n)) in clients.into_iter().enumerate() {
+        let (hist, errors) = (Arc::clone(&hist), Arc::clone(&errors));
+        let offset = period.mul_f64((first + i) as f64 / fleet as f64);
+        tasks.push(tokio::spawn(async move {
+            let mut next = tokio::time::Instant::now() + offset;
+            while next < end {
+                tokio::time::sleep_until(next).await;
+                let t = Instant::now();
+                match agent::renew_lease_with(&c, &n).await {
+                    Ok(()) => {
+                        let us = t.elapsed().as_micros() as u64;
+                        hist.lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .record(us.max(1))
+                            .ok();
+                    }
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                next += period;
+            }
+            c
+        }));
+    }
+    let mut open = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        open.push(t.await?);
+    }
+    let took = began.elapsed().as_secs_f64();
+    let hist = hist.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    Ok(Window { hist, errors: errors.load(Ordering::Relaxed), took, open })
 }
 
 /// Makes sure this process may open `wanted` files: its soft limit is raised to the hard one
@@ -344,6 +521,9 @@ fn ensure_open_files(wanted: u64) -> anyhow::Result<()> {
 fn open_files_needed(args: &Args) -> u64 {
     let agents = args.agents as u64;
     let peak = match args.mode.as_str() {
+        // A wave of running agents; the workers hold the renewal connections.
+        "renew" if args.replicas > 0 => 3 * args.wave.min(args.agents) as u64,
+        "renew-worker" => args.to.saturating_sub(args.from) as u64,
         // A wave of running agents, then every agent's one renewal connection.
         "renew" => (3 * args.wave.min(args.agents) as u64).max(agents),
         // A wave of running agents, and every agent's work stream.
@@ -357,6 +537,13 @@ fn open_files_needed(args: &Args) -> u64 {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     ensure_open_files(open_files_needed(&args))?;
+    if args.mode == "renew-worker" {
+        return replicas::worker(&args).await;
+    }
+    if args.replicas > 0 {
+        anyhow::ensure!(args.mode == "renew", "--replicas: only with --mode renew");
+        return replicas::run(&args).await;
+    }
     let bin = hub_binary(args.hub.clone())?;
     // The renewing agents' clients, kept (connections open) until the hub is stopped: the
     // closing scrape sees the fleet connected, and the hub is stopped with it (declared
@@ -366,19 +553,21 @@ async fn main() -> anyhow::Result<()> {
     let client = admin(&hub).await?;
     let token = create_token(&client).await?;
     let ca = std::fs::read_to_string(hub.dir.path().join("pki/ca.crt"))?;
-    let shm = Path::new("/dev/shm");
-    let root = match &args.agent_dir {
-        Some(dir) => tempfile::tempdir_in(dir)?,
-        None if shm.is_dir() => tempfile::tempdir_in(shm)?,
-        None => tempfile::tempdir()?,
-    };
+    let root = agents_root(&args)?;
     let pid = hub.child.id();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (_, rss_base) = hub_usage(pid)?;
     match args.mode.as_str() {
         "join" => {
             let start = Instant::now();
-            let joiner = join_agents(&hub, &token, &ca, 0..args.agents, root.path(), true);
+            let joiner = join_agents(
+                std::slice::from_ref(&hub.url),
+                &token,
+                &ca,
+                0..args.agents,
+                root.path(),
+                true,
+            );
             let joined = tokio::spawn({
                 let client = client.clone();
                 let n = args.agents;
@@ -409,103 +598,29 @@ async fn main() -> anyhow::Result<()> {
             requests(&client).await?;
         }
         "renew" => {
-            let mut dirs = Vec::new();
-            let t = Instant::now();
-            for start in (0..args.agents).step_by(args.wave.max(1)) {
-                let end = (start + args.wave).min(args.agents);
-                dirs.extend(join_agents(&hub, &token, &ca, start..end, root.path(), false).await?);
-                eprintln!("joined {end} agents in {:.0} s", t.elapsed().as_secs_f64());
-            }
-            // Each agent runs, as on start, until the hub shows its cluster Available (its
-            // first status report), a wave at a time (a running agent may hold two
-            // connections, and the simulator's descriptors are bounded); then only the
-            // simulator's renewals go on.
-            for wave in dirs.chunks(args.wave) {
-                run_until_available(&client, wave).await?;
-            }
-            eprintln!("all {} Available at {:.0} s", args.agents, t.elapsed().as_secs_f64());
-            let mut clients = Vec::new();
-            for d in &dirs {
-                let id = d.identity()?.context("identity")?;
-                let (cert, key) = d.credentials()?.context("credentials")?;
-                let c = ocm_agent::hub::with_certificate(&id.hub, &ca, &cert, &key)?;
-                clients.push((c, id.cluster_name));
-            }
-            let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
-            let errors = Arc::new(AtomicUsize::new(0));
+            let urls = std::slice::from_ref(&hub.url);
+            let dirs = join_and_run(&client, urls, &token, &ca, &args, root.path()).await?;
+            let clients = renewers(&dirs, &ca)?;
             let period = Duration::from_secs(args.renew_every);
             let duration = Duration::from_secs(args.duration);
-            // One renewal each first (connections open), then the measured window.
-            let warm: Vec<_> = clients
-                .iter()
-                .map(|(c, n)| {
-                    let (c, n) = (c.clone(), n.clone());
-                    tokio::spawn(async move { agent::renew_lease_with(&c, &n).await })
-                })
-                .collect();
-            for w in warm {
-                let _ = w.await?;
-            }
+            warm(&clients).await?;
             let (cpu0, _) = hub_usage(pid)?;
-            let began = Instant::now();
-            // Renewals are scheduled in [began, began + duration); a simulator that falls behind
-            // finishes later, and the rate is taken over the time it really took.
-            let end = tokio::time::Instant::now() + duration;
-            let mut tasks = Vec::new();
-            for (i, (c, n)) in clients.into_iter().enumerate() {
-                let (hist, errors) = (Arc::clone(&hist), Arc::clone(&errors));
-                let offset = period.mul_f64(i as f64 / args.agents as f64);
-                tasks.push(tokio::spawn(async move {
-                    let mut next = tokio::time::Instant::now() + offset;
-                    while next < end {
-                        tokio::time::sleep_until(next).await;
-                        let t = Instant::now();
-                        match agent::renew_lease_with(&c, &n).await {
-                            Ok(()) => {
-                                let us = t.elapsed().as_micros() as u64;
-                                hist.lock()
-                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                    .record(us.max(1))
-                                    .ok();
-                            }
-                            Err(_) => {
-                                errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        next += period;
-                    }
-                    c
-                }));
-            }
-            // Every agent keeps its connection open (until the hub stops): RSS is the hub's
-            // with all agents connected, as in a fleet.
-            let mut open = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                open.push(t.await?);
-            }
-            let took = began.elapsed().as_secs_f64();
+            let window = renew_window(clients, 0, args.agents, period, duration).await?;
+            let (hist, errors, took, open) = (window.hist, window.errors, window.took, window.open);
             let (cpu1, rss) = hub_usage(pid)?;
             // (A hub from before parking has no such gauge.)
             let parked = parked(&client).await.map_or("-".to_owned(), |n| n.to_string());
             connected.extend(open);
             let secs = took.max(duration.as_secs_f64());
-            let h = hist.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-            println!(
-                "| agents | renewals/s | p50 ms | p99 ms | max ms | errors | hub CPU (cores) | hub RSS MiB | RSS per agent KiB |"
-            );
-            println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-            println!(
-                "| {} | {:.0} | {:.2} | {:.2} | {:.1} | {} | {:.2} | {:.0} | {:.1} |",
+            let cores = (cpu1 - cpu0) / took;
+            print_renewals(
                 args.agents,
-                h.len() as f64 / secs,
-                ms(0.5),
-                ms(0.99),
-                h.max() as f64 / 1000.0,
-                errors.load(Ordering::Relaxed),
-                (cpu1 - cpu0) / took,
-                rss as f64 / 1024.0,
-                (rss.saturating_sub(rss_base)) as f64 / args.agents as f64,
+                &hist,
+                errors,
+                secs,
+                cores,
+                rss,
+                rss.saturating_sub(rss_base),
             );
             println!("HTTP/1 connections parked at the end of the window: {parked}");
         }
@@ -513,7 +628,17 @@ async fn main() -> anyhow::Result<()> {
             let mut dirs = Vec::new();
             for start in (0..args.agents).step_by(args.wave.max(1)) {
                 let end = (start + args.wave).min(args.agents);
-                dirs.extend(join_agents(&hub, &token, &ca, start..end, root.path(), false).await?);
+                dirs.extend(
+                    join_agents(
+                        std::slice::from_ref(&hub.url),
+                        &token,
+                        &ca,
+                        start..end,
+                        root.path(),
+                        false,
+                    )
+                    .await?,
+                );
             }
             if args.mode == "works" {
                 works::run(&hub, &client, &ca, &dirs, pid).await?;
