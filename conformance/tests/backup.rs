@@ -392,6 +392,10 @@ async fn an_etcd_hub_backs_up_during_writes_and_restores_into_sled() -> anyhow::
     let (read, acked, preloaded) = backup_during_writes(&hub, &file).await?;
     ensure!(read.header.backend == "etcd", "{:?}", read.header);
     check_consistent(&read, &acked, &preloaded)?;
+    // The etcd hub led its election, so the backup holds the Lease its leader held.
+    let scheme = ocm_apiserver::machinery::scheme::Scheme::new(Profile::Hub);
+    let election = ocm_apiserver::controllers::leader::lease_key(&scheme);
+    ensure!(read.keys.iter().any(|(k, _, _)| *k == election), "no election Lease backed up");
     hub.stop().await;
     let sled_dir = tempfile::tempdir()?;
     let ran = restore(&file, sled_dir.path(), None).await?;
@@ -399,6 +403,10 @@ async fn an_etcd_hub_backs_up_during_writes_and_restores_into_sled() -> anyhow::
     let restored = TestHub::start_restored(sled_dir, StorageChoice::Sled, None, |_| {}).await?;
     let expected = model_at(&preloaded, &acked, read.header.revision);
     check_restored_hub(&restored, &expected, read.header.revision).await?;
+    // No replica of the restored hub holds that Lease: the restore leaves it out.
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ocm-hub";
+    let (code, body) = restored.call(&restored.http()?, Method::GET, lease, None, &[]).await?;
+    ensure!(code == 404, "the old leader's Lease restored: {code} {body}");
     restored.stop().await;
     Ok(())
 }

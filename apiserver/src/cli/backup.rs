@@ -18,6 +18,7 @@ use sha2::Digest as _;
 
 use super::admin::{CliError, client};
 use crate::machinery::backup::{End, FORMAT, Frame, HEADER_BYTES, Header, PATH, hex};
+use crate::machinery::scheme::{Profile, Scheme};
 
 /// How far past the backup's revision a restored store starts by default: more than a hub
 /// writes in weeks, so revisions clients saw from the original after the backup was taken are
@@ -414,12 +415,16 @@ async fn restore_into(
         |what: String| usage(format!("{} is not a usable backup: {what}", from.display()));
     let (mut batch, mut batch_bytes) = (Vec::new(), 0usize);
     let (mut objects, mut identity, mut at) = (0u64, Vec::new(), 0u64);
+    let election = crate::controllers::leader::lease_key(&Scheme::new(Profile::Hub));
     let end = loop {
         let Some((frame, raw)) = next_frame(&mut reader, at).await.map_err(damaged)? else {
             return Err(damaged("it ends without its last frame".into()));
         };
         at += raw.len() as u64;
         match frame {
+            // The backed-up hub's leader held the election's Lease; no replica of the restored
+            // hub does, so it is left out and the first replica leads at once.
+            Frame::Key { key, .. } if key == election => objects += 1,
             Frame::Key { key, value, .. } => {
                 objects += 1;
                 batch_bytes += key.len() + value.len();

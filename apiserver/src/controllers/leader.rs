@@ -30,6 +30,7 @@ use crate::controllers::runtime::Leadership;
 use crate::machinery::background::Background;
 use crate::machinery::clock;
 use crate::machinery::object::rfc3339_micros;
+use crate::machinery::scheme::Scheme;
 use crate::store::registry::Registry;
 
 /// The Lease's namespace and name.
@@ -121,7 +122,7 @@ pub fn start(
 ) -> Election {
     let (leads, leadership) = watch::channel(false);
     let fence = Fence::new(FENCE_KEY);
-    let lease_key = lease_key(registry);
+    let lease_key = lease_key(&registry.scheme);
     let mut elector = Elector {
         storage: registry.storage.clone(),
         lease_key,
@@ -137,9 +138,8 @@ pub fn start(
 }
 
 /// The Lease's storage key.
-fn lease_key(registry: &Registry) -> String {
-    registry
-        .scheme
+pub fn lease_key(scheme: &Scheme) -> String {
+    scheme
         .lookup("coordination.k8s.io", "v1", "leases")
         .map(|rt| rt.key(LEASE_NAMESPACE, LEASE_NAME))
         .unwrap_or_else(|| format!("/registry/leases/{LEASE_NAMESPACE}/{LEASE_NAME}"))
