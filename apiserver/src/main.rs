@@ -83,6 +83,17 @@ enum Command {
         #[arg(long, default_value = "./ocm-data")]
         data_dir: PathBuf,
     },
+    /// Uploads the hub's certificates (a replica's pki/), sealed under a new certificate key
+    /// printed once, into the shared etcd for two hours: a new replica started with
+    /// `--certificate-key` and an empty data dir takes them from there.
+    UploadCerts {
+        /// A replica's data directory (its pki/ is the identity uploaded).
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+        /// The hub's etcd endpoints, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        etcd_endpoints: Vec<String>,
+    },
     /// Makes a new data dir (and store) from a backup; `ocm-hub serve` on it is the same hub,
     /// and joined clusters keep working without joining again.
     Restore {
@@ -376,6 +387,10 @@ struct ServeArgs {
     /// How often replicas try to take or renew the Lease.
     #[arg(long, default_value = "2s", value_parser = admin::parse_duration)]
     leader_elect_retry_period: Duration,
+    /// Joins this replica with the hub's certificates uploaded by `ocm-hub upload-certs`
+    /// (64 hexadecimal digits), when the data dir holds no pki/ yet (with --storage etcd).
+    #[arg(long, value_parser = parse_certificate_key)]
+    certificate_key: Option<ocm_apiserver::auth::sealed::CertificateKey>,
     /// What to serve: the OCM hub, or a plain Kubernetes API for agent tests.
     #[arg(long, value_enum, default_value = "hub")]
     profile: ProfileArg,
@@ -474,6 +489,9 @@ fn main() -> ExitCode {
         Command::Get(what) => return get(what),
         Command::Rollout { verb } => return rollout(verb),
         Command::Backup { to, data_dir } => return backup(&to, &data_dir),
+        Command::UploadCerts { data_dir, etcd_endpoints } => {
+            return upload_certs(&data_dir, etcd_endpoints);
+        }
         Command::Restore { from, data_dir, storage, etcd_endpoints, bump_revision } => {
             let target = match storage {
                 RestoreStorageArg::Sled => ocm_apiserver::cli::backup::Target::Sled,
@@ -531,8 +549,12 @@ fn main() -> ExitCode {
     if let Err(e) = election.check() {
         return usage_error(&e);
     }
+    if args.certificate_key.is_some() && !matches!(storage, StorageChoice::Etcd(_)) {
+        return usage_error("--certificate-key joins a replica over etcd: it needs --storage etcd");
+    }
     let mut config = ServeConfig::new(args.data_dir);
     config.leader_election = election;
+    config.certificate_key = args.certificate_key;
     config.listen = args.listen;
     config.grpc_listen = Some(args.grpc_listen);
     config.advertise_address = args.advertise_address;
@@ -615,6 +637,28 @@ fn backup(to: &Path, data_dir: &Path) -> ExitCode {
             w.files,
             to.display(),
             w.bytes
+        );
+        Ok(())
+    })
+}
+
+fn parse_certificate_key(s: &str) -> Result<ocm_apiserver::auth::sealed::CertificateKey, String> {
+    ocm_apiserver::auth::sealed::CertificateKey::parse(s).map_err(|e| e.to_string())
+}
+
+/// Runs `upload-certs`: the key, and the command that starts a replica with it.
+fn upload_certs(data_dir: &Path, endpoints: Vec<String>) -> ExitCode {
+    client_command(async {
+        let joined = endpoints.join(",");
+        let up = ocm_apiserver::cli::certs::upload(data_dir, endpoints).await?;
+        let expires = time::OffsetDateTime::from_unix_timestamp(up.expires as i64)
+            .map(ocm_apiserver::machinery::object::rfc3339)
+            .unwrap_or_else(|_| up.expires.to_string());
+        println!("uploaded the hub's certificates, sealed, until {expires}; the certificate key:");
+        println!("{}", up.key.to_hex());
+        println!(
+            "start a replica on another machine with: ocm-hub serve --storage etcd \
+             --etcd-endpoints {joined} --certificate-key <the key> --data-dir ./ocm-data"
         );
         Ok(())
     })

@@ -7,6 +7,7 @@
 //! running.
 
 use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -226,4 +227,59 @@ async fn a_replica_without_the_hubs_identity_is_refused() -> anyhow::Result<()> 
     let foreign = format!("{foreign:#}");
     ensure!(foreign.contains(&pin) && foreign.contains("but this data dir's CA is"), "{foreign}");
     Ok(())
+}
+
+/// A replica joins with a certificate key instead of a copy of `pki/`: `ocm-hub upload-certs`
+/// seals a replica's identity into the store and prints the key once; a replica started with
+/// that key and an empty data dir is the same hub (the same CA, its key private) and serves.
+/// Another key, a key that is not one, and an upload from another hub's data dir are refused.
+#[tokio::test]
+async fn a_replica_joins_with_the_uploaded_certificates() -> anyhow::Result<()> {
+    if ocm_conformance::etcd::skip("the whole test") {
+        return Ok(());
+    }
+    let etcd = tokio::task::spawn_blocking(EtcdServer::start).await??;
+    let endpoints = vec![etcd.endpoint.clone()];
+    let first = Replica::start(&endpoints, None, &[]).await?;
+    let (code, out, err) = upload_certs(first.path(), &etcd.endpoint)?;
+    ensure!(code == 0, "upload-certs: {code} {out}{err}");
+    let key = out.lines().nth(1).context("no key printed")?.trim().to_owned();
+    ensure!(key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()), "{out}");
+
+    let joined = Replica::start(&endpoints, None, &["--certificate-key", &key]).await?;
+    let read = |r: &Replica, f: &str| std::fs::read(r.path().join("pki").join(f));
+    ensure!(read(&joined, "ca.crt")? == read(&first, "ca.crt")?, "another CA");
+    ensure!(read(&joined, "ca.key")? == read(&first, "ca.key")?, "another CA key");
+    let mode = std::fs::metadata(joined.path().join("pki/ca.key"))?.permissions().mode() & 0o777;
+    ensure!(mode == 0o600, "ca.key mode {mode:o}");
+    let http = joined.http()?;
+    let (code, body) = post(&http, &joined.url(), CONFIGMAPS, &configmap("joined")).await?;
+    ensure!(code == 201, "a write through the joined replica: {code} {body}");
+
+    let other = "0".repeat(64);
+    let refused = Replica::start(&endpoints, None, &["--certificate-key", &other]).await;
+    let refused = format!("{:#}", refused.map(drop).unwrap_err());
+    ensure!(refused.contains("does not open the uploaded certificates"), "{refused}");
+    let bad = Replica::start(&endpoints, None, &["--certificate-key", "abc"]).await;
+    let bad = format!("{:#}", bad.map(drop).unwrap_err());
+    ensure!(bad.contains("64 hexadecimal digits"), "{bad}");
+
+    let other_etcd = tokio::task::spawn_blocking(EtcdServer::start).await??;
+    let stranger = Replica::start(std::slice::from_ref(&other_etcd.endpoint), None, &[]).await?;
+    let (code, _, err) = upload_certs(stranger.path(), &etcd.endpoint)?;
+    ensure!(code == 2 && err.contains("the store belongs to the hub whose CA is"), "{code} {err}");
+    Ok(())
+}
+
+/// `ocm-hub upload-certs` of `data_dir` into the etcd at `endpoint`: status, stdout, stderr.
+fn upload_certs(
+    data_dir: &std::path::Path,
+    endpoint: &str,
+) -> anyhow::Result<(i32, String, String)> {
+    let out = std::process::Command::new(ocm_conformance::programs::ocm_hub()?)
+        .args(["upload-certs", "--etcd-endpoints", endpoint, "--data-dir"])
+        .arg(data_dir)
+        .output()?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Ok((out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr)))
 }

@@ -38,6 +38,12 @@ pub enum CliError {
     HubState(String),
 }
 
+impl From<crate::auth::identity::IdentityError> for CliError {
+    fn from(e: crate::auth::identity::IdentityError) -> CliError {
+        CliError::Usage(e.to_string())
+    }
+}
+
 /// What the hub said: a Status's message and reason, or the client's error.
 fn hub_message(e: &kube::Error) -> String {
     match e {

@@ -9,7 +9,7 @@
 //! anything is created), then its frames into the new store.
 
 use std::io::{BufReader, BufWriter, Read as _, Seek as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bytes::Bytes;
 use futures::AsyncReadExt as _;
@@ -17,6 +17,7 @@ use ocm_storage::{Engine, EtcdOptions, Revision, SledOptions, Storage};
 use sha2::Digest as _;
 
 use super::admin::{CliError, client};
+use crate::auth::identity::{self, IdentityFile, create_private, create_private_dir, sync_dir};
 use crate::machinery::backup::{End, FORMAT, Frame, HEADER_BYTES, Header, PATH, hex};
 use crate::machinery::scheme::{Profile, Scheme};
 
@@ -74,67 +75,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
     move |e| usage(format!("{}: {e}", path.display()))
 }
 
-/// The hub's identity files under `data_dir/pki` (regular files, names relative to it), with
-/// their modes.
-fn read_identity(data_dir: &Path) -> Result<Vec<Frame>, CliError> {
-    let pki = data_dir.join("pki");
-    if !pki.join("ca.key").is_file() {
-        return Err(usage(format!(
-            "{} holds no hub CA: --data-dir must name the hub's data dir (its pki/ is the hub's \
-             identity)",
-            pki.display()
-        )));
-    }
-    let mut files = Vec::new();
-    let mut dirs = vec![(pki.clone(), String::new())];
-    while let Some((dir, prefix)) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
-            let entry = entry.map_err(io(&dir))?;
-            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
-            let kind = entry.file_type().map_err(io(&entry.path()))?;
-            if kind.is_dir() {
-                dirs.push((entry.path(), format!("{name}/")));
-            } else if kind.is_file() && !name.ends_with(".tmp") {
-                let path = entry.path();
-                let contents = std::fs::read(&path).map_err(io(&path))?;
-                files.push(Frame::File { name, mode: mode_of(&path)?, contents: contents.into() });
-            }
-        }
-    }
-    files.sort_by(|a, b| file_name(a).cmp(file_name(b)));
-    Ok(files)
-}
-
-fn file_name(frame: &Frame) -> &str {
-    match frame {
-        Frame::File { name, .. } => name,
-        _ => "",
-    }
-}
-
-#[cfg(unix)]
-fn mode_of(path: &Path) -> Result<u32, CliError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    Ok(std::fs::metadata(path).map_err(io(path))?.permissions().mode() & 0o777)
-}
-
-#[cfg(not(unix))]
-fn mode_of(_: &Path) -> Result<u32, CliError> {
-    Ok(0o600)
-}
-
-/// Creates `path` for writing, readable by its owner only from the start.
-fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    options.open(path)
-}
-
 /// The frame at `at` of `reader` and its bytes as read; `None` at a clean end between frames.
 /// What is wrong is said without naming where the bytes come from.
 async fn next_frame(
@@ -175,7 +115,10 @@ pub async fn backup(data_dir: &Path, to: &Path) -> Result<Written, CliError> {
             to.display()
         )));
     }
-    let identity = read_identity(data_dir)?;
+    let identity = identity::read(data_dir)?
+        .into_iter()
+        .map(|f| Frame::File { name: f.name, mode: f.mode, contents: f.contents })
+        .collect();
     let client = client(data_dir).await?;
     let name = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let partial = to.with_file_name(format!(".{name}.{}.partial", std::process::id()));
@@ -189,17 +132,6 @@ pub async fn backup(data_dir: &Path, to: &Path) -> Result<Written, CliError> {
         let _ = std::fs::remove_file(&partial);
     }
     written
-}
-
-/// Syncs the directory holding `path`, so a rename into it survives a crash.
-fn sync_dir(path: &Path) {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 /// Writes the header's room, the hub's stream of keys, the identity files and the end into
@@ -341,17 +273,6 @@ fn check_new_dir(dir: &Path) -> Result<bool, CliError> {
     }
 }
 
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
-}
-
 /// `ocm-hub restore --from FILE --data-dir DIR`: a new data dir (and store) from a backup. The
 /// store starts `bump` revisions past the backup's; see [`DEFAULT_BUMP_REVISION`].
 pub async fn restore(
@@ -434,7 +355,9 @@ async fn restore_into(
                     batch_bytes = 0;
                 }
             }
-            Frame::File { name, mode, contents } => identity.push((name, mode, contents)),
+            Frame::File { name, mode, contents } => {
+                identity.push(IdentityFile { name, mode, contents });
+            }
             Frame::End(end) => break end,
             _ => return Err(damaged(format!("an unexpected frame at byte {at}"))),
         }
@@ -446,41 +369,11 @@ async fn restore_into(
     restore.put(batch).await.map_err(stored)?;
     let (storage, revision) = restore.finish().await.map_err(stored)?;
     drop(storage);
-    write_identity(data_dir, &identity)?;
+    identity::write(data_dir, &identity)?;
     Ok(Restored {
         backup_revision: header.revision,
         revision: revision.get(),
         objects,
         files: identity.len() as u64,
     })
-}
-
-/// Writes the identity files under `data_dir/pki` with their modes (never writable by others),
-/// private until then. A name that would leave `pki/` is refused.
-fn write_identity(data_dir: &Path, files: &[(String, u32, Bytes)]) -> Result<(), CliError> {
-    let pki = data_dir.join("pki");
-    for (name, mode, contents) in files {
-        let safe = !name.is_empty()
-            && name.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
-        if !safe {
-            return Err(usage(format!("the backup names an identity file {name:?} outside pki/")));
-        }
-        let path = pki.join(name);
-        if let Some(parent) = path.parent() {
-            create_private_dir(parent).map_err(io(parent))?;
-        }
-        let mut file = create_private(&path).map_err(io(&path))?;
-        file.write_all(contents).map_err(io(&path))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let perms = std::fs::Permissions::from_mode(mode & 0o755);
-            std::fs::set_permissions(&path, perms).map_err(io(&path))?;
-        }
-        #[cfg(not(unix))]
-        let _ = mode;
-        file.sync_all().map_err(io(&path))?;
-    }
-    sync_dir(&pki.join("x"));
-    Ok(())
 }

@@ -7,7 +7,7 @@
 //! `connections` how connections are accepted, limited and served.
 
 pub(crate) mod connections;
-mod identity;
+pub mod identity;
 mod startup;
 
 use std::future::Future;
@@ -132,6 +132,9 @@ pub struct ServeConfig {
     /// The leader election's timings (replicas over etcd elect a leader; a hub on an embedded
     /// store always leads).
     pub leader_election: crate::controllers::leader::Timings,
+    /// The key a new replica opens the hub's uploaded certificates with (`--certificate-key`),
+    /// used when its data dir holds no CA yet.
+    pub certificate_key: Option<crate::auth::sealed::CertificateKey>,
 }
 
 impl ServeConfig {
@@ -145,6 +148,7 @@ impl ServeConfig {
             grpc_metrics_per_cluster: true,
             storage: StorageChoice::Sled,
             leader_election: Default::default(),
+            certificate_key: None,
             sled_cache_bytes: DEFAULT_SLED_CACHE_MB << 20,
             sled_min_free_bytes: ocm_storage::DEFAULT_MIN_FREE_BYTES,
             profile: Profile::Hub,
@@ -301,6 +305,9 @@ pub async fn run(
     let listeners = bind_listeners(&config).await?;
     // The first start is the one that finds no CA yet.
     let first_start = !config.data_dir.join("pki").join("ca.crt").exists();
+    if let Some(key) = &config.certificate_key {
+        identity::join(&core.registry.storage, key, &config.data_dir).await?;
+    }
     let recorded = identity::recorded(&core.registry.storage).await?;
     identity::check_before_pki(recorded.as_deref(), &config.data_dir)?;
     let pki = Arc::new(Pki::load_or_create(&config.data_dir, &serving_names(&config, &listeners))?);
