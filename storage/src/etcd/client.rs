@@ -13,7 +13,10 @@ use tonic::transport::{Channel, Endpoint};
 use crate::error::BoxError;
 use etcdserverpb::kv_client::KvClient;
 use etcdserverpb::watch_client::WatchClient;
-use etcdserverpb::{WatchCreateRequest, WatchRequest, WatchResponse, watch_request};
+use etcdserverpb::{
+    RangeRequest, RangeResponse, TxnRequest, TxnResponse, WatchCreateRequest, WatchRequest,
+    WatchResponse, watch_request,
+};
 
 /// `etcdserverpb`, generated from `storage/proto/etcd/api/etcdserverpb/rpc.proto` by
 /// tonic-prost-build: the messages and clients of etcd's KV, Watch and Lease services (no server,
@@ -145,6 +148,27 @@ impl Client {
                 return Err(error);
             }
         }
+    }
+
+    /// A Range (a read), failing over as [`Client::kv`] does.
+    pub(super) async fn range(
+        &self,
+        request: &RangeRequest,
+    ) -> Result<RangeResponse, tonic::Status> {
+        self.kv(Call::Read, |mut kv| {
+            let request = request.clone();
+            async move { kv.range(request).await }
+        })
+        .await
+    }
+
+    /// A Txn (a write), failing over as [`Client::kv`] does.
+    pub(super) async fn txn(&self, txn: &TxnRequest) -> Result<TxnResponse, tonic::Status> {
+        self.kv(Call::Write, |mut kv| {
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        })
+        .await
     }
 
     fn current(&self) -> usize {

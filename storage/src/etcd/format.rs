@@ -23,16 +23,7 @@ fn marker_key(prefix: &str) -> Vec<u8> {
 /// Refuses a store whose format marker names a format this build does not read; reads only.
 pub(super) async fn check(etcd: &Etcd) -> Result<()> {
     let request = RangeRequest { key: marker_key(&etcd.prefix), ..RangeRequest::default() };
-    let read =
-        |mut kv: super::client::etcdserverpb::kv_client::KvClient<tonic::transport::Channel>| {
-            let request = request.clone();
-            async move { kv.range(request).await }
-        };
-    let response = etcd
-        .client
-        .kv(super::client::Call::Read, read)
-        .await
-        .map_err(|e| unavailable("read", e))?;
+    let response = etcd.client.range(&request).await.map_err(|e| unavailable("read", e))?;
     let Some(marker) = response.kvs.into_iter().next() else {
         return Ok(()); // format 1
     };

@@ -117,23 +117,16 @@ impl Etcd {
             txn.failure.push(get(full));
         }
         let bytes: usize = writes.iter().map(|w| w.value().len()).sum();
-        let response = self
-            .client
-            .kv(Call::Write, |mut kv| {
-                let txn = txn.clone();
-                async move { kv.txn(txn).await }
-            })
-            .await
-            .map_err(|e| match classify(&e) {
-                Failure::TooLarge => Error::unavailable(
-                    format!(
-                        "etcd refused a commit of {bytes} bytes as too large: start etcd with \
+        let response = self.client.txn(&txn).await.map_err(|e| match classify(&e) {
+            Failure::TooLarge => Error::unavailable(
+                format!(
+                    "etcd refused a commit of {bytes} bytes as too large: start etcd with \
                      --max-request-bytes of at least 2097152"
-                    ),
-                    e,
                 ),
-                _ => unavailable("commit", e),
-            })?;
+                e,
+            ),
+            _ => unavailable("commit", e),
+        })?;
         let rev = header_revision(response.header)?;
         if !response.succeeded {
             let mut found: Vec<Option<mvccpb::KeyValue>> = response
@@ -201,14 +194,7 @@ impl Etcd {
     /// probed at etcd's first revision, 1). A revision not written yet is fine: watches wait.
     async fn check_readable(&self, requested: Revision) -> Result<()> {
         let at = i64::try_from(requested.0.max(1)).unwrap_or(i64::MAX);
-        match self
-            .client
-            .kv(Call::Read, |mut kv| {
-                let probe = self.probe(at);
-                async move { kv.range(probe).await }
-            })
-            .await
-        {
+        match self.client.range(&self.probe(at)).await {
             Ok(_) => Ok(()),
             Err(e) => match classify(&e) {
                 Failure::Compacted => Err(self.compacted(requested).await),
@@ -233,14 +219,8 @@ impl Etcd {
     }
 
     async fn current_revision(&self) -> Result<Revision> {
-        let response = self
-            .client
-            .kv(Call::Read, |mut kv| {
-                let probe = self.probe(0);
-                async move { kv.range(probe).await }
-            })
-            .await
-            .map_err(|e| unavailable("read", e))?;
+        let response =
+            self.client.range(&self.probe(0)).await.map_err(|e| unavailable("read", e))?;
         header_revision(response.header)
     }
 
@@ -381,14 +361,8 @@ impl Store for Etcd {
             success: vec![put(full, value.clone(), false)],
             failure: vec![],
         };
-        let response = self
-            .client
-            .kv(Call::Write, |mut kv| {
-                let txn = txn.clone();
-                async move { kv.txn(txn).await }
-            })
-            .await
-            .map_err(|e| Etcd::write_failed(key, &value, e))?;
+        let response =
+            self.client.txn(&txn).await.map_err(|e| Etcd::write_failed(key, &value, e))?;
         if !response.succeeded {
             return Err(Error::AlreadyExists { key: key.to_owned() });
         }
@@ -398,14 +372,7 @@ impl Store for Etcd {
 
     async fn get(&self, key: &str) -> Result<KeyValue> {
         let request = RangeRequest { key: self.full(key), ..RangeRequest::default() };
-        let response = self
-            .client
-            .kv(Call::Read, |mut kv| {
-                let request = request.clone();
-                async move { kv.range(request).await }
-            })
-            .await
-            .map_err(|e| unavailable("read", e))?;
+        let response = self.client.range(&request).await.map_err(|e| unavailable("read", e))?;
         match response.kvs.into_iter().next() {
             Some(kv) => self.to_kv(kv),
             None => Err(Error::NotFound { key: key.to_owned() }),
@@ -441,14 +408,7 @@ impl Store for Etcd {
             },
             None => {}
         }
-        let response = match self
-            .client
-            .kv(Call::Read, |mut kv| {
-                let request = request.clone();
-                async move { kv.range(request).await }
-            })
-            .await
-        {
+        let response = match self.client.range(&request).await {
             Ok(response) => response,
             Err(e) => {
                 let requested = req.revision.unwrap_or_default();
@@ -483,14 +443,8 @@ impl Store for Etcd {
             success: vec![put(full.clone(), value.clone(), true)],
             failure: vec![get(full)],
         };
-        let response = self
-            .client
-            .kv(Call::Write, |mut kv| {
-                let txn = txn.clone();
-                async move { kv.txn(txn).await }
-            })
-            .await
-            .map_err(|e| Etcd::write_failed(key, &value, e))?;
+        let response =
+            self.client.txn(&txn).await.map_err(|e| Etcd::write_failed(key, &value, e))?;
         let rev = header_revision(response.header)?;
         if !response.succeeded {
             return Err(match first_get(response.responses) {
@@ -523,14 +477,7 @@ impl Store for Etcd {
         }
         let txn =
             TxnRequest { compare, success: vec![delete(full.clone())], failure: vec![get(full)] };
-        let response = self
-            .client
-            .kv(Call::Write, |mut kv| {
-                let txn = txn.clone();
-                async move { kv.txn(txn).await }
-            })
-            .await
-            .map_err(|e| unavailable("delete", e))?;
+        let response = self.client.txn(&txn).await.map_err(|e| unavailable("delete", e))?;
         let rev = header_revision(response.header)?;
         if !response.succeeded {
             return match first_get(response.responses) {
