@@ -46,21 +46,23 @@ pub fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 }
 
 /// Creates ConfigMaps for `secs` seconds, one client per entry of `clients` (the collection URL
-/// it posts to and its own HTTP client), each waiting for its answer before the next: the
-/// creates per second over all of them, and their latencies.
+/// it posts to and its own HTTP client), each waiting for its answer before the next, their
+/// names `<prefix><client>-<n>`: the creates per second over all of them, and their latencies.
 pub async fn creates(
     clients: Vec<(String, reqwest::Client)>,
+    prefix: &str,
     secs: u64,
 ) -> anyhow::Result<(f64, Histogram<u64>)> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (c, (url, http)) in clients.into_iter().enumerate() {
+        let prefix = prefix.to_owned();
         tasks.push(tokio::spawn(async move {
             let mut h = hist();
             let mut i = 0u64;
             while Instant::now() < deadline {
-                let body = serde_json::to_vec(&configmap(&format!("c{c}-{i}"), None))?;
+                let body = serde_json::to_vec(&configmap(&format!("{prefix}{c}-{i}"), None))?;
                 let t = Instant::now();
                 let resp = http
                     .post(&url)

@@ -69,7 +69,7 @@ async fn api_creates(
     let url = format!("{}/api/v1/namespaces/{ns}/configmaps", hub.url);
     let clients =
         (0..clients).map(|_| Ok((url.clone(), hub.http()?))).collect::<anyhow::Result<_>>()?;
-    load::creates(clients, secs).await
+    load::creates(clients, "c", secs).await
 }
 
 async fn raw_creates(

@@ -52,7 +52,9 @@ async fn main() -> anyhow::Result<()> {
             let sides: [(&str, &[Replica]); 2] =
                 [("one hub, sled", std::slice::from_ref(&sled)), ("3 replicas, etcd", &replicas)];
             for (name, hubs) in sides {
-                let (rate, h) = load::creates(spread(hubs, clients)?, args.seconds).await?;
+                let prefix = format!("n{clients}r{round}c");
+                let (rate, h) =
+                    load::creates(spread(hubs, clients)?, &prefix, args.seconds).await?;
                 println!(
                     "| {name} | {clients} | {round} | {rate:.0} | {:.2} | {:.2} |",
                     ms(&h, 0.5),
