@@ -292,6 +292,13 @@ async fn a_denied_clusters_streams_end() -> anyhow::Result<()> {
         tokio::time::timeout(WAIT, stream_b.message()).await??.context("b's stream ended")?;
     ensure!(beat.r#type == HEARTBEAT, "{beat:?}");
 
+    // a's agent naming b is refused, and counted under no cluster's name: `consumer` is the
+    // caller's own cluster, never one it claims.
+    ensure!(refused(
+        grpc::subscribe(&a, "b", data_type::MANIFEST_BUNDLES).await,
+        "PermissionDenied"
+    ));
+
     // /metrics tells it under OCM's gRPC names and labels (the cluster as `consumer`),
     // promtool-clean.
     let (code, body) = hub.call(&hub.http()?, Method::GET, "/metrics", None, &[]).await?;
@@ -312,6 +319,7 @@ async fn a_denied_clusters_streams_end() -> anyhow::Result<()> {
     ensure!(ended == 2.0, "a's stream and its second try: {text}");
     ensure!(prom::value(&samples, "grpc_server_ce_called_total", &bundles("a"))? == 2.0);
     ensure!(prom::value(&samples, "grpc_server_ce_called_total", &bundles("b"))? == 1.0);
+    ensure!(prom::value(&samples, "grpc_server_ce_called_total", &bundles("unknown"))? == 1.0);
     // b's stream is open; its status resync request and a heartbeat at least were sent.
     let open = [("consumer", "b"), ("data_type", data_type::MANIFEST_BUNDLES)];
     ensure!(prom::value(&samples, "grpc_server_ce_subscribers", &open)? == 1.0);
@@ -367,7 +375,17 @@ async fn an_agent_streams_only_its_own_clusters_csrs() -> anyhow::Result<()> {
     let e = next(&mut stream_c1).await?;
     let sent: Value = serde_json::from_slice(e.bytes().context("data")?)?;
     ensure!(sent["metadata"]["name"] == "c1-renewal", "c1 was sent {sent}");
+    // A request labelled c2 that no agent of c2 made (the admin's, as a bootstrap identity's
+    // would be): neither its creation nor its deletion reaches c2, which never learns its id.
+    let cn = "system:open-cluster-management:c2:agent9";
+    let csr = client_csr(Some("admin-made"), "c2", cn, &["system:open-cluster-management:c2"])?;
+    let (http, path) = (hub.http()?, "/apis/certificates.k8s.io/v1/certificatesigningrequests");
+    let (code, body) = hub.call(&http, Method::POST, path, Some(&csr), &[]).await?;
+    ensure!(code == 201, "the admin's request: {code} {body}");
+    let gone = format!("{path}/admin-made");
+    let (code, body) = hub.call(&http, Method::DELETE, &gone, None, &[]).await?;
+    ensure!(code == 200, "deleting the admin's request: {code} {body}");
     let nothing = tokio::time::timeout(Duration::from_secs(1), next(&mut stream_c2)).await;
-    ensure!(nothing.is_err(), "c1's request reached c2: {nothing:?}");
+    ensure!(nothing.is_err(), "c1's request, or the admin's, reached c2: {nothing:?}");
     Ok(())
 }

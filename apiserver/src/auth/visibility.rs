@@ -61,6 +61,15 @@ pub fn visible_to(user: &UserInfo, api_group: &str, resource: &str, obj: &Value)
     Visibility::of(user, api_group, resource).is_none_or(|view| view.sees(obj))
 }
 
+/// Whether the agents of `cluster` see `obj`, an object of `resource` in `api_group` labelled
+/// for that cluster: [`Visibility::sees`] of the view every agent of the cluster has.
+pub fn cluster_agents_see(cluster: &str, api_group: &str, resource: &str, obj: &Value) -> bool {
+    if api_group != CSR_GROUP || resource != CSR_RESOURCE {
+        return true;
+    }
+    Visibility::OwnClusterRequests(cluster.to_owned()).sees(obj)
+}
+
 /// The cluster whose agent requested a CSR, by its server-recorded requester
 /// (`spec.username`), if an agent of a cluster did.
 pub fn requesting_cluster(csr: &Value) -> Option<&str> {

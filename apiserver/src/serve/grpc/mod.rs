@@ -149,6 +149,15 @@ impl Grpc {
             return;
         }
         let obj = ev.object.value();
+        // A deletion carries only the object's id, which no subscriber's view can judge: it goes
+        // out only if the cluster's agents see the object, so an agent never learns the id of a
+        // request it may not read (a bootstrap CSR labelled with its cluster).
+        let (group, resource) = (&route.rt.group, &route.rt.plural);
+        if ev.kind == Change::Deleted
+            && !crate::auth::visibility::cluster_agents_see(cluster, group, resource, &obj)
+        {
+            return;
+        }
         let action = match (ev.kind, &ev.prev) {
             (Change::Deleted, _) => Action::DeleteRequest,
             (Change::Added, _) | (Change::Modified, None) => Action::CreateRequest,
@@ -382,7 +391,8 @@ fn own_view(user: &Identity, route: &Route, cluster: &str) -> Result<Option<Visi
     }
 }
 
-/// Whether an event is in `view`: its object seen, or a deletion (which carries only an id).
+/// Whether an event is in `view`: its object seen, or a deletion (which carries only an id, and
+/// is sent only for objects the cluster's agents see: [`Grpc::forward`]).
 fn sees_event(view: &Visibility, event: &CloudEvent) -> bool {
     match event.bytes().map(serde_json::from_slice::<Value>) {
         Some(Ok(obj)) => view.sees(&obj),
@@ -397,15 +407,19 @@ impl Grpc {
         self.routes.get(name).map_or("unknown", |r| r.data_type)
     }
 
-    /// The cluster a call names, as a bounded metrics label: a registered ManagedCluster's name,
-    /// `unknown` otherwise (so callers cannot mint series).
-    fn consumer_label<'a>(&self, cluster: Option<&'a str>) -> &'a str {
-        let registered = |name: &&str| {
+    /// The cluster a call names, as a bounded metrics label: its name when the caller is that
+    /// registered ManagedCluster's agent, `unknown` otherwise. The caller's identity decides,
+    /// not what the call claims, so no caller mints series or counts under another cluster.
+    fn consumer_label<'a, T>(&self, cluster: Option<&'a str>, req: &Request<T>) -> &'a str {
+        let Some(cluster) = cluster.filter(|c| !c.is_empty()) else { return "unknown" };
+        let caller = self.authenticate(req).ok();
+        let own = caller.as_deref().and_then(crate::auth::visibility::agent_cluster);
+        let registered = || {
             self.routes
                 .get(ocm_proto::cloudevents::data_type::MANAGED_CLUSTERS)
-                .is_some_and(|r| self.state.registry.cached(&r.rt, "", name).is_some())
+                .is_some_and(|r| self.state.registry.cached(&r.rt, "", cluster).is_some())
         };
-        cluster.filter(|c| !c.is_empty()).filter(registered).unwrap_or("unknown")
+        if own == Some(cluster) && registered() { cluster } else { "unknown" }
     }
 
     /// Publish, measured by its caller.
@@ -550,7 +564,7 @@ impl CloudEventService for Grpc {
         let data_type = event
             .and_then(|e| EventType::parse(&e.r#type).ok())
             .map_or("unknown", |t| self.data_type_label(&t.data_type()));
-        let consumer = self.consumer_label(event.and_then(|e| e.string(ext::CLUSTER_NAME)));
+        let consumer = self.consumer_label(event.and_then(|e| e.string(ext::CLUSTER_NAME)), &req);
         let call = self.state.metrics.grpc_call(consumer, data_type, "Publish");
         let result = self.publish_event(req).await;
         match &result {
@@ -570,7 +584,7 @@ impl CloudEventService for Grpc {
         req: Request<SubscriptionRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let data_type = self.data_type_label(&req.get_ref().data_type);
-        let consumer = self.consumer_label(Some(&req.get_ref().cluster_name));
+        let consumer = self.consumer_label(Some(&req.get_ref().cluster_name), &req);
         let call = Arc::new(self.state.metrics.grpc_call(consumer, data_type, "Subscribe"));
         let result = self.subscribe_measured(req, Arc::clone(&call)).await;
         if let Err(status) = &result {
