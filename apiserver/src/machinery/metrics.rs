@@ -537,6 +537,31 @@ impl Metrics {
         }
     }
 
+    /// Removes every gRPC series of `consumer` (a deleted cluster), for each of `data_types`
+    /// and `unknown`, each method and each code, so the families do not keep a series per
+    /// cluster that ever existed.
+    pub fn forget_consumer(&self, consumer: &str, data_types: &[&'static str]) {
+        let g = &self.grpc;
+        if !g.consumer {
+            return;
+        }
+        let codes: Vec<&str> = (0..=16).map(|c| grpc_code(tonic::Code::from_i32(c))).collect();
+        for data_type in data_types.iter().copied().chain(["unknown"]) {
+            let _ = g.subscribers.remove_label_values(&[consumer, data_type]);
+            for method in ["Publish", "Subscribe"] {
+                let call = [consumer, data_type, method];
+                let _ = g.called.remove_label_values(&call);
+                let _ = g.received.remove_label_values(&call);
+                let _ = g.sent.remove_label_values(&call);
+                for code in &codes {
+                    let ended = [consumer, data_type, method, code];
+                    let _ = g.processed.remove_label_values(&ended);
+                    let _ = g.duration.remove_label_values(&ended);
+                }
+            }
+        }
+    }
+
     /// The storage observer feeding `ocm_storage_request_duration_seconds`.
     pub fn storage_observer(self: &Arc<Self>) -> Arc<dyn ocm_storage::Observer> {
         Arc::new(StorageObserver(Arc::clone(self)))
@@ -788,6 +813,18 @@ mod tests {
                 ("c2".into(), "Subscribe".into(), String::new(), 2)
             ]
         );
+        // A deleted cluster's series go; the others stay.
+        m.forget_consumer("c1", &[WORKS]);
+        for family in [
+            "grpc_server_ce_called_total",
+            "grpc_server_ce_processed_total",
+            "grpc_server_ce_processing_duration_seconds",
+            "grpc_server_ce_msg_received_total",
+            "grpc_server_ce_msg_sent_total",
+        ] {
+            let consumers: Vec<String> = series(&m, family).into_iter().map(|s| s.0).collect();
+            assert_eq!(consumers, ["c2"], "{family}");
+        }
         // Without the per-cluster label: the same calls, no `consumer` anywhere.
         let m = Metrics::new(&[], Profile::Hub, false);
         m.grpc_call("c1", WORKS, "Publish").end(tonic::Code::Ok);

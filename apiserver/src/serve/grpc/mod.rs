@@ -145,6 +145,13 @@ impl Grpc {
     fn forward(&self, route: &Route, ev: &crate::store::cache::CacheEvent) {
         let cluster = route.cluster_of(&ev.object);
         let cluster = cluster.as_str();
+        if route.data_type == ocm_proto::cloudevents::data_type::MANAGED_CLUSTERS
+            && ev.kind == Change::Deleted
+        {
+            let data_types: Vec<&'static str> =
+                self.routes.all().iter().map(|r| r.data_type).collect();
+            self.state.metrics.forget_consumer(cluster, &data_types);
+        }
         if cluster.is_empty() || !self.broker.has(cluster, route.data_type) {
             return;
         }
