@@ -46,6 +46,11 @@ pub struct Options {
     pub eviction_grace: Duration,
     /// How often the cluster's add-ons are looked at (`--addon-resync-seconds`).
     pub addon_resync: Duration,
+    /// Whether it evaluates and enforces its cluster's replicated policies (off with
+    /// `--disable-policies`; never where it runs no work agent).
+    pub policies: bool,
+    /// How often policies whose interval is `watch` are evaluated (`--policy-resync-seconds`).
+    pub policy_resync: Duration,
 }
 
 /// How works reach the agent.
@@ -75,6 +80,8 @@ impl Options {
             transport: Transport::Grpc { server: None, healthiness: Duration::from_secs(30) },
             eviction_grace: crate::work::EVICTION_GRACE,
             addon_resync: crate::addon::PERIOD,
+            policies: true,
+            policy_resync: crate::policy::RESYNC,
         }
     }
 }
@@ -341,6 +348,7 @@ pub async fn run(
         () = rotation_loop(Arc::clone(&shared)) => Ok(()),
         () = work_loop(Arc::clone(&shared)) => Ok(()),
         () = addon_loop(Arc::clone(&shared)) => Ok(()),
+        () = policy_loop(Arc::clone(&shared)) => Ok(()),
         () = replicas_loop(Arc::clone(&shared)) => Ok(()),
     }
 }
@@ -388,6 +396,23 @@ async fn addon_loop(shared: Arc<Shared>) {
             tracing::warn!(error = %e, "add-on round failed");
         }
         tokio::time::sleep(shared.opts.addon_resync).await;
+    }
+}
+
+/// The policy agent (`policy/`), when enabled: a round every `policy_resync`, over the REST
+/// client of the moment (rotation swaps it).
+async fn policy_loop(shared: Arc<Shared>) {
+    if !shared.opts.work || !shared.opts.policies {
+        return std::future::pending().await;
+    }
+    let mut agent = crate::policy::PolicyAgent::new(
+        &shared.id.cluster_name,
+        Arc::clone(&shared.cluster),
+        shared.opts.data_dir.clone(),
+    );
+    loop {
+        agent.round(shared.client()).await;
+        tokio::time::sleep(shared.opts.policy_resync).await;
     }
 }
 

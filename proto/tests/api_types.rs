@@ -10,6 +10,7 @@ use ocm_proto::api::addon::{self, v1alpha1 as addon_v1alpha1, v1beta1 as addon_v
 use ocm_proto::api::authentication::v1beta1 as authentication_v1beta1;
 use ocm_proto::api::cluster::{v1 as cluster_v1, v1alpha1 as cluster_v1alpha1};
 use ocm_proto::api::cluster::{v1beta1 as cluster_v1beta1, v1beta2 as cluster_v1beta2};
+use ocm_proto::api::policy::{v1 as policy_v1, v1beta1 as policy_v1beta1};
 use ocm_proto::api::work::{v1 as work_v1, v1alpha1 as work_v1alpha1};
 use ocm_proto::api::{ObjectList, Resource};
 use serde::Serialize;
@@ -233,6 +234,10 @@ macro_rules! all_kinds {
         $m!(addon_v1beta1::AddOnDeploymentConfig, "addondeploymentconfig.v1beta1.json");
         $m!(addon_v1alpha1::AddOnTemplate, "addontemplate.v1alpha1.json");
         $m!(authentication_v1beta1::ManagedServiceAccount, "managedserviceaccount.v1beta1.json");
+        $m!(policy_v1::Policy, "policy.v1.json");
+        $m!(policy_v1::PlacementBinding, "placementbinding.v1.json");
+        $m!(policy_v1::ConfigurationPolicy, "configurationpolicy.v1.json");
+        $m!(policy_v1beta1::PolicySet, "policyset.v1beta1.json");
     };
 }
 
@@ -274,6 +279,14 @@ fn authentication_kinds_round_trip_and_cover_their_schemas() {
     check_kind::<authentication_v1beta1::ManagedServiceAccount>(
         "managedserviceaccount.v1beta1.json",
     );
+}
+
+#[test]
+fn policy_kinds_round_trip_and_cover_their_schemas() {
+    check_kind::<policy_v1::Policy>("policy.v1.json");
+    check_kind::<policy_v1::PlacementBinding>("placementbinding.v1.json");
+    check_kind::<policy_v1::ConfigurationPolicy>("configurationpolicy.v1.json");
+    check_kind::<policy_v1beta1::PolicySet>("policyset.v1beta1.json");
 }
 
 #[test]

@@ -518,6 +518,7 @@ fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
         }
         "ManifestWork" => errs.extend(manifest_rules(obj)),
         "ManifestWorkReplicaSet" => errs.extend(replica_set_rules(obj)),
+        "Policy" => errs.extend(crate::machinery::policy::policy_rules(obj)),
         _ => {}
     }
     errs
