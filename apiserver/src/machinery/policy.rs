@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn long_root_names_are_refused_and_replicas_exempt() {
-        let long = "p".repeat(60);
+        let long = "p".repeat(61);
         let errs = policy_rules(&policy("ns", &long, json!({})));
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "metadata.name");
