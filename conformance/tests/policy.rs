@@ -292,7 +292,9 @@ async fn kubectl_shows(hub: &TestHub, state: &str) -> anyhow::Result<()> {
     let kubectl = Kubectl::new(hub)?;
     let out = kubectl.ok(&["get", "policy", "-A"]).await?;
     let printed = ocm_conformance::kubectl::Printed::parse(&out)?;
-    let row = printed.names().iter().position(|n| *n == "settings").context("root row")?;
+    let row = (0..printed.rows.len())
+        .find(|r| printed.cell(*r, "NAME").is_ok_and(|n| n == "settings"))
+        .with_context(|| format!("no root row in {out}"))?;
     assert_eq!(printed.cell(row, "COMPLIANCE STATE")?, state, "{out}");
     assert_eq!(printed.cell(row, "NAMESPACE")?, NS, "{out}");
     Ok(())

@@ -223,7 +223,7 @@ async fn named(
         }
         (_, Some(live)) if enforce => {
             let fixed = compare::enforced(&live, obj, content, meta);
-            let (_, written) = cluster.apply(&fixed, None, &Strategy::Update).await?;
+            let (_, written) = cluster.apply(&fixed, None, &Strategy::Replace).await?;
             Found::of(Outcome::Updated, obj, uid_of(&written))
         }
         (_, Some(live)) => Found::of(Outcome::Mismatch, obj, uid_of(&live)),
