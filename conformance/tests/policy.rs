@@ -1,5 +1,5 @@
 //! Governance policies end to end: a hub, `--profile cluster` stand-ins and a real `klusterlet`
-//! for each (REST transport), Policies placed with Placements and PlacementBindings. A
+//! for each (gRPC, and REST for one scenario), Policies placed with Placements and PlacementBindings. A
 //! `musthave` ConfigMap policy in `inform` is NonCompliant naming the missing object on every
 //! selected cluster and only there; in `enforce` the ConfigMap is created and the policy turns
 //! Compliant; drift is put back; placement changes add and remove replicas and status rows;
@@ -25,16 +25,19 @@ const NOT_FOUND: &str =
 const FOUND: &str =
     "Compliant; notification - configmaps [settings] found as specified in namespace default";
 
-/// The agents' flags: REST transport, a round every second.
-const AGENT: &[&str] = &["--transport", "kube", "--policy-resync-seconds", "1"];
+/// The agents' flags over gRPC (the default transport): a round every second.
+const GRPC: &[&str] = &["--policy-resync-seconds", "1"];
+/// The same over REST.
+const REST: &[&str] = &["--transport", "kube", "--policy-resync-seconds", "1"];
 
 fn policies(ns: &str) -> String {
     format!("{GROUP}/v1/namespaces/{ns}/policies")
 }
 
-/// A fleet of `names` with namespace `policies` bound to the `default` cluster set.
-async fn fleet(names: &[&str]) -> anyhow::Result<Fleet> {
-    let fleet = Fleet::start(names, AGENT).await?;
+/// A fleet of `names` whose agents run with `agent_args`, with namespace `policies` bound to
+/// the `default` cluster set.
+async fn fleet(names: &[&str], agent_args: &[&str]) -> anyhow::Result<Fleet> {
+    let fleet = Fleet::start(names, agent_args).await?;
     let (hub, http) = (&fleet.hub, fleet.hub.http()?);
     create(hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": NS}})).await?;
     let binding = json!({
@@ -157,7 +160,7 @@ fn row_pairs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_policy_is_reported_enforced_and_follows_its_placement() -> anyhow::Result<()> {
-    let fleet = fleet(&["c1", "c2", "c3"]).await?;
+    let fleet = fleet(&["c1", "c2", "c3"], GRPC).await?;
     for c in ["c1", "c2"] {
         label(&fleet, c, json!({"env": "prod"})).await?;
     }
@@ -303,7 +306,7 @@ async fn kubectl_shows(hub: &TestHub, state: &str) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mustnothave_deletes_mustonlyhave_trims_and_created_objects_are_pruned()
 -> anyhow::Result<()> {
-    let fleet = fleet(&["c1"]).await?;
+    let fleet = fleet(&["c1"], REST).await?;
     label(&fleet, "c1", json!({"env": "prod"})).await?;
     let c1 = &fleet.clusters["c1"];
     put_cm(c1, "forbidden", json!({"x": "1"})).await?;
@@ -346,7 +349,7 @@ async fn mustnothave_deletes_mustonlyhave_trims_and_created_objects_are_pruned()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_set_aggregates_its_policies() -> anyhow::Result<()> {
-    let fleet = fleet(&["c1"]).await?;
+    let fleet = fleet(&["c1"], GRPC).await?;
     label(&fleet, "c1", json!({"env": "prod"})).await?;
     let (hub, http) = (&fleet.hub, fleet.hub.http()?);
     let present = config("a-present", "musthave", configmap("a", json!({"k": "v"})), json!({}));
@@ -384,7 +387,7 @@ async fn a_policy_set_aggregates_its_policies() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_keeps_enforcing_while_the_hub_is_away() -> anyhow::Result<()> {
-    let mut fleet = fleet(&["c1"]).await?;
+    let mut fleet = fleet(&["c1"], GRPC).await?;
     label(&fleet, "c1", json!({"env": "prod"})).await?;
     let (hub, http) = (&fleet.hub, fleet.hub.http()?);
     let template = config(
@@ -415,7 +418,7 @@ async fn the_agent_keeps_enforcing_while_the_hub_is_away() -> anyhow::Result<()>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_editor_reaches_nothing_beyond_its_placements() -> anyhow::Result<()> {
-    let fleet = fleet(&["c1"]).await?;
+    let fleet = fleet(&["c1"], GRPC).await?;
     label(&fleet, "c1", json!({"env": "prod"})).await?;
     let (hub, admin) = (&fleet.hub, fleet.hub.http()?);
     create(hub, &admin, "/api/v1/namespaces", json!({"metadata": {"name": "team-a"}})).await?;

@@ -7,8 +7,11 @@
 //! journaled (`journal.rs`), so evaluation and enforcement go on while the hub is away; a
 //! policy the hub takes away has its objects pruned as its `pruneObjectBehavior` says.
 
+mod grpc;
 mod journal;
 mod report;
+
+pub use grpc::GrpcPolicies;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,6 +35,14 @@ pub const RESYNC: Duration = Duration::from_secs(10);
 
 /// The suffix of a message whose template is not evaluated again (`never`).
 const NEVER_AGAIN: &str = ". This policy will not be evaluated again due to spec.evaluationInterval.compliant being set to \"never\".";
+
+/// Where replicated policies come from and their status goes.
+pub enum Hub {
+    /// The hub's REST API (`--transport kube`).
+    Kube(kube::Client),
+    /// The hub's gRPC CloudEvents stream (the default).
+    Grpc(Arc<GrpcPolicies>),
+}
 
 /// The last evaluation of one template.
 struct Last {
@@ -70,16 +81,23 @@ impl PolicyAgent {
         }
     }
 
-    /// One round: the hub's list (or the journal's while the hub is away), each policy
-    /// evaluated when due and its status written to the hub when it changed.
-    pub async fn round(&mut self, hub: kube::Client) {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(hub, &self.cluster_name, &policy_resource());
-        match list(&api).await {
-            Ok(listed) => self.take(listed).await,
-            Err(e) => {
-                tracing::debug!(error = %e, "replicated policies not listed; using the journal")
-            }
+    /// The journal's policies (what a gRPC stream starts from).
+    pub fn journaled(&self) -> &[Value] {
+        &self.journal.policies
+    }
+
+    /// One round: the hub's policies (listed over REST, as the gRPC stream last said, or the
+    /// journal's while the hub is away), each evaluated when due and its status written to
+    /// the hub when it changed.
+    pub async fn round(&mut self, hub: &Hub) {
+        match hub {
+            Hub::Kube(client) => match list(&self.api(client)).await {
+                Ok(listed) => self.take(listed).await,
+                Err(e) => {
+                    tracing::debug!(error = %e, "replicated policies not listed; using the journal")
+                }
+            },
+            Hub::Grpc(stream) => self.take(stream.listed()).await,
         }
         let policies = self.journal.policies.clone();
         for raw in &policies {
@@ -87,14 +105,35 @@ impl PolicyAgent {
             let status = self.evaluate(&policy).await;
             if raw.get("status") != Some(&status) {
                 let name = policy.metadata.name.clone().unwrap_or_default();
-                let body = Patch::Merge(json!({ "status": status }));
-                if let Err(e) = api.patch_status(&name, &PatchParams::default(), &body).await {
+                if let Err(e) = self.write_status(hub, raw, &name, status).await {
                     tracing::debug!(policy = %name, error = %e, "policy status not written");
                 }
             }
         }
         if let Err(e) = self.journal.save(&self.data_dir).await {
             tracing::warn!(error = %e, "policy journal not written");
+        }
+    }
+
+    fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), &self.cluster_name, &policy_resource())
+    }
+
+    /// Writes a replica's status on the hub.
+    async fn write_status(
+        &self,
+        hub: &Hub,
+        raw: &Value,
+        name: &str,
+        status: Value,
+    ) -> Result<(), AgentError> {
+        match hub {
+            Hub::Kube(client) => {
+                let body = Patch::Merge(json!({ "status": status }));
+                self.api(client).patch_status(name, &PatchParams::default(), &body).await?;
+                Ok(())
+            }
+            Hub::Grpc(stream) => stream.write_status(raw, &status).await,
         }
     }
 
