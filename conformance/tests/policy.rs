@@ -221,6 +221,9 @@ async fn a_configmap_policy_is_reported_enforced_and_follows_its_placement() -> 
         assert!(history.iter().any(|h| h["message"] == NOT_FOUND), "{history:?}");
     }
     assert!(cm(&fleet.clusters["c3"], "settings").await?.is_none());
+    // The next evaluation finds it as specified.
+    let replica = format!("{}/policies.settings", policies("c1"));
+    wait_for(&fleet, "found as specified", &replica, |r| newest(r) == FOUND).await?;
     kubectl_shows(hub, "Compliant").await?;
 
     // Drift is put back at the next evaluation.
