@@ -38,18 +38,7 @@ fn policies(ns: &str) -> String {
 /// the `default` cluster set.
 async fn fleet(names: &[&str], agent_args: &[&str]) -> anyhow::Result<Fleet> {
     let fleet = Fleet::start(names, agent_args).await?;
-    let (hub, http) = (&fleet.hub, fleet.hub.http()?);
-    create(hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": NS}})).await?;
-    let binding = json!({
-        "apiVersion": "cluster.open-cluster-management.io/v1beta2",
-        "kind": "ManagedClusterSetBinding",
-        "metadata": {"name": "default", "namespace": NS},
-        "spec": {"clusterSet": "default"},
-    });
-    let path = format!(
-        "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/{NS}/managedclustersetbindings"
-    );
-    create(hub, &http, &path, binding).await?;
+    fleet.bind_namespace(NS).await?;
     Ok(fleet)
 }
 
@@ -91,6 +80,16 @@ async fn place(fleet: &Fleet, name: &str, env: &str, subject: (&str, &str)) -> a
         "subjects": [{"apiGroup": "policy.open-cluster-management.io", "kind": subject.0, "name": subject.1}]});
     create(hub, &http, &format!("{GROUP}/v1/namespaces/{NS}/placementbindings"), binding).await?;
     Ok(())
+}
+
+/// The policy `settings` (ConfigMap `default/settings` with `mode: strict`, `musthave`) with
+/// remediation `action`, bound to the Placement `prod` of clusters labelled `env=prod`.
+async fn settings_policy(fleet: &Fleet, action: &str) -> anyhow::Result<()> {
+    let data = json!({"mode": "strict"});
+    let template = config("settings-present", "musthave", configmap("settings", data), json!({}));
+    let http = fleet.hub.http()?;
+    create(&fleet.hub, &http, &policies(NS), policy("settings", action, vec![template])).await?;
+    place(fleet, "prod", "prod", ("Policy", "settings")).await
 }
 
 async fn label(fleet: &Fleet, cluster: &str, labels: Value) -> anyhow::Result<()> {
@@ -165,14 +164,7 @@ async fn a_configmap_policy_is_reported_enforced_and_follows_its_placement() -> 
         label(&fleet, c, json!({"env": "prod"})).await?;
     }
     let (hub, http) = (&fleet.hub, fleet.hub.http()?);
-    let template = config(
-        "settings-present",
-        "musthave",
-        configmap("settings", json!({"mode": "strict"})),
-        json!({}),
-    );
-    create(hub, &http, &policies(NS), policy("settings", "inform", vec![template])).await?;
-    place(&fleet, "prod", "prod", ("Policy", "settings")).await?;
+    settings_policy(&fleet, "inform").await?;
     let root = format!("{}/settings", policies(NS));
 
     // inform: NonCompliant, naming the missing object, on c1 and c2 only.
@@ -392,15 +384,7 @@ async fn a_policy_set_aggregates_its_policies() -> anyhow::Result<()> {
 async fn the_agent_keeps_enforcing_while_the_hub_is_away() -> anyhow::Result<()> {
     let mut fleet = fleet(&["c1"], GRPC).await?;
     label(&fleet, "c1", json!({"env": "prod"})).await?;
-    let (hub, http) = (&fleet.hub, fleet.hub.http()?);
-    let template = config(
-        "settings-present",
-        "musthave",
-        configmap("settings", json!({"mode": "strict"})),
-        json!({}),
-    );
-    create(hub, &http, &policies(NS), policy("settings", "enforce", vec![template])).await?;
-    place(&fleet, "prod", "prod", ("Policy", "settings")).await?;
+    settings_policy(&fleet, "enforce").await?;
     let replica = format!("{}/policies.settings", policies("c1"));
     wait_for(&fleet, "Compliant", &replica, |r| r["status"]["compliant"] == "Compliant").await?;
     fleet.hub.pause().await;

@@ -55,15 +55,7 @@ impl GrpcPolicies {
         let client = self.client.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let client = client
             .ok_or_else(|| AgentError::Invalid("not connected to the hub's gRPC server".into()))?;
-        let t = EventType::new(data_type::POLICIES, Subresource::Status, Action::UpdateRequest)
-            .map_err(|e| AgentError::Invalid(e.to_string()))?;
-        let cluster = &self.source.cluster;
-        let mut event = CloudEvent::ocm(
-            format!("{cluster}-policy-agent"),
-            &t,
-            cluster,
-            crate::clock::offset_now(),
-        );
+        let mut event = self.event(Subresource::Status, Action::UpdateRequest)?;
         let mut obj = policy.clone();
         obj["status"] = status.clone();
         let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
@@ -72,6 +64,15 @@ impl GrpcPolicies {
             .set(ext::RESOURCE_VERSION, Attr::CeString(rv.to_owned()))
             .set_json(serde_json::to_vec(&obj).unwrap_or_default());
         grpc::publish(&client, event).await
+    }
+
+    /// A new event of this agent (source `<cluster>-policy-agent`) about its policies.
+    fn event(&self, subresource: Subresource, action: Action) -> Result<CloudEvent, AgentError> {
+        let t = EventType::new(data_type::POLICIES, subresource, action)
+            .map_err(|e| AgentError::Invalid(e.to_string()))?;
+        let cluster = &self.source.cluster;
+        let source = format!("{cluster}-policy-agent");
+        Ok(CloudEvent::ocm(source, &t, cluster, crate::clock::offset_now()))
     }
 
     /// Follows the stream for good: reconnects with backoff, to the next replica's server when
@@ -139,15 +140,7 @@ impl GrpcPolicies {
                     .unwrap_or(0),
             })
             .collect();
-        let t = EventType::new(data_type::POLICIES, Subresource::Spec, Action::ResyncRequest)
-            .map_err(|e| AgentError::Invalid(e.to_string()))?;
-        let cluster = &self.source.cluster;
-        let mut ask = CloudEvent::ocm(
-            format!("{cluster}-policy-agent"),
-            &t,
-            cluster,
-            crate::clock::offset_now(),
-        );
+        let mut ask = self.event(Subresource::Spec, Action::ResyncRequest)?;
         ask.set_json(serde_json::to_vec(&SpecResync { resource_versions }).unwrap_or_default());
         Ok(ask)
     }

@@ -4,7 +4,7 @@
 //! over its templates (NonCompliant wins, then Pending; Compliant only when all are).
 
 use ocm_proto::api::policy::v1::{ComplianceHistory, DetailsPerTemplate, RawObject};
-use ocm_proto::api::policy::{COMPLIANT, NON_COMPLIANT, PENDING};
+use ocm_proto::api::policy::{COMPLIANT, NON_COMPLIANT, PENDING, overall};
 use serde_json::json;
 
 /// The most history entries a template keeps.
@@ -53,16 +53,7 @@ fn compliance_of(message: &str) -> &'static str {
 
 /// The policy's compliance over its templates' details (none when it has none).
 pub(super) fn policy_compliance(details: &[DetailsPerTemplate]) -> Option<String> {
-    let states: Vec<&str> = details.iter().filter_map(|d| d.compliant.as_deref()).collect();
-    if states.is_empty() {
-        None
-    } else if states.contains(&NON_COMPLIANT) {
-        Some(NON_COMPLIANT.to_owned())
-    } else if states.contains(&PENDING) {
-        Some(PENDING.to_owned())
-    } else {
-        Some(COMPLIANT.to_owned())
-    }
+    overall(details.iter().filter_map(|d| d.compliant.as_deref())).map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use crate::machinery::error::ApiError;
 use crate::machinery::object;
 use crate::machinery::scheme::ResourceType;
 use crate::store::cache::CachedObject;
-use crate::store::registry::{DeleteOptions, Patch, Registry, WriteOptions};
+use crate::store::registry::{Patch, Registry, WriteOptions};
 
 use select::Reach;
 use status::Member;
@@ -251,21 +251,7 @@ impl Controller {
 
     /// Deletes replicas (already gone is fine).
     async fn delete_replicas(&self, replicas: Vec<Arc<CachedObject>>) -> Result<(), ApiError> {
-        use futures::StreamExt as _;
-        let results: Vec<Result<(), ApiError>> = futures::stream::iter(replicas)
-            .map(|r| async move {
-                let (ns, name) = r.namespace_name();
-                let opts = DeleteOptions::default();
-                match self.registry.delete(&self.kinds.policies, ns, name, &opts).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.code == 404 => Ok(()),
-                    Err(e) => Err(e),
-                }
-            })
-            .buffer_unordered(WRITES_AT_ONCE)
-            .collect()
-            .await;
-        results.into_iter().collect()
+        self.registry.delete_each(&self.kinds.policies, &replicas, WRITES_AT_ONCE).await
     }
 
     /// Writes `status` into `obj`'s status subresource unless it already holds it: a merge

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ocm_proto::api::policy::v1::{CompliancePerClusterStatus, PolicyStatus};
 use ocm_proto::api::policy::v1beta1::{PolicySetPlacement, PolicySetStatus};
-use ocm_proto::api::policy::{COMPLIANT, NON_COMPLIANT, PENDING};
+use ocm_proto::api::policy::{COMPLIANT, NON_COMPLIANT, PENDING, overall};
 
 use super::select::Selection;
 
@@ -95,15 +95,11 @@ pub(super) fn set_status(
     } else {
         parts.join("; ")
     };
-    let compliant = (unknown.is_empty() && !found.is_empty()).then(|| {
-        if found.iter().any(|s| s == NON_COMPLIANT) {
-            NON_COMPLIANT.to_owned()
-        } else if found.iter().any(|s| s == PENDING) {
-            PENDING.to_owned()
-        } else {
-            COMPLIANT.to_owned()
-        }
-    });
+    let compliant = if unknown.is_empty() {
+        overall(found.iter().map(String::as_str)).map(str::to_owned)
+    } else {
+        None
+    };
     PolicySetStatus {
         compliant,
         exclusions: Vec::new(),
@@ -118,21 +114,12 @@ pub(super) fn compliance_among(
     rows: &[CompliancePerClusterStatus],
     clusters: &[String],
 ) -> Option<String> {
-    let states: Vec<&str> = rows
+    let states = rows
         .iter()
         .filter(|r| r.clustername.as_ref().is_some_and(|c| clusters.contains(c)))
         .filter_map(|r| r.compliant.as_deref())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if states.is_empty() {
-        None
-    } else if states.contains(&NON_COMPLIANT) {
-        Some(NON_COMPLIANT.to_owned())
-    } else if states.contains(&PENDING) {
-        Some(PENDING.to_owned())
-    } else {
-        Some(COMPLIANT.to_owned())
-    }
+        .filter(|s| !s.is_empty());
+    overall(states).map(str::to_owned)
 }
 
 #[cfg(test)]

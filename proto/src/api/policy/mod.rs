@@ -51,6 +51,20 @@ pub fn replica_name(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
+/// The compliance over several (a policy's over its templates or clusters, a set's over its
+/// policies): NonCompliant wins, then Pending, else Compliant; `None` when there are none.
+pub fn overall<'a>(states: impl IntoIterator<Item = &'a str>) -> Option<&'static str> {
+    let mut out = None;
+    for s in states {
+        out = Some(match (out, s) {
+            (_, NON_COMPLIANT) | (Some(NON_COMPLIANT), _) => NON_COMPLIANT,
+            (_, PENDING) | (Some(PENDING), _) => PENDING,
+            _ => COMPLIANT,
+        });
+    }
+    out
+}
+
 /// Whether a `remediationAction` value (any case) says enforce.
 pub fn is_enforce(action: &str) -> bool {
     action.eq_ignore_ascii_case(ENFORCE)
