@@ -35,7 +35,7 @@ fn uid_of(p: &Value) -> Option<&str> {
 
 impl GrpcPolicies {
     /// Follows the policies of `source.cluster`, starting from `journal` (what the agent held).
-    pub(crate) fn new(source: GrpcSource, journal: &[Value]) -> Arc<GrpcPolicies> {
+    pub fn new(source: GrpcSource, journal: &[Value]) -> Arc<GrpcPolicies> {
         let by_uid =
             journal.iter().filter_map(|p| Some((uid_of(p)?.to_owned(), p.clone()))).collect();
         Arc::new(GrpcPolicies { source, held: Mutex::new(by_uid), client: Mutex::new(None) })
@@ -77,7 +77,7 @@ impl GrpcPolicies {
 
     /// Follows the stream for good: reconnects with backoff, to the next replica's server when
     /// one cannot be reached.
-    pub(crate) async fn follow(self: Arc<GrpcPolicies>) {
+    pub async fn follow(self: Arc<GrpcPolicies>) {
         let mut backoff =
             Backoff::new(std::time::Duration::from_millis(500), std::time::Duration::from_secs(10));
         let mut at = 0;

@@ -47,6 +47,8 @@ mod addons;
 mod fleet;
 #[path = "fleet_sim/mwrs.rs"]
 mod mwrs;
+#[path = "fleet_sim/policies.rs"]
+mod policies;
 #[path = "fleet_sim/tracker.rs"]
 mod tracker;
 #[path = "fleet_sim/work_agent.rs"]
@@ -60,8 +62,9 @@ struct Args {
     agents: usize,
     /// `join` (time until all are Available), `renew` (join, then lease renewals), `works`
     /// (join, subscribe over gRPC, then ManifestWork delivery), `fanout` (join, subscribe,
-    /// then one big work to every cluster), `mwrs` (ManifestWorkReplicaSet rollouts) or
-    /// `addons` (a template add-on installed across the fleet).
+    /// then one big work to every cluster), `mwrs` (ManifestWorkReplicaSet rollouts),
+    /// `addons` (a template add-on installed across the fleet) or `policies` (100 policies
+    /// placed on the fleet, evaluated by the agents' policy agents).
     #[arg(long, default_value = "join")]
     mode: String,
     /// Seconds between one agent's renewals (renew mode).
@@ -348,6 +351,7 @@ fn open_files_needed(args: &Args) -> u64 {
         "renew" => (3 * args.wave.min(args.agents) as u64).max(agents),
         // A wave of running agents, and every agent's work stream.
         "mwrs" | "addons" => 3 * args.wave.min(args.agents) as u64 + agents,
+        "policies" => 3 * args.wave.min(args.agents) as u64 + 2 * agents,
         _ => 3 * agents,
     };
     peak + 2048
@@ -509,7 +513,7 @@ async fn main() -> anyhow::Result<()> {
             );
             println!("HTTP/1 connections parked at the end of the window: {parked}");
         }
-        "works" | "fanout" | "mwrs" | "addons" => {
+        "works" | "fanout" | "mwrs" | "addons" | "policies" => {
             let mut dirs = Vec::new();
             for start in (0..args.agents).step_by(args.wave.max(1)) {
                 let end = (start + args.wave).min(args.agents);
@@ -521,11 +525,15 @@ async fn main() -> anyhow::Result<()> {
                 mwrs::run(&hub, &client, &ca, &dirs, pid, args.wave, &args.scenarios).await?;
             } else if args.mode == "addons" {
                 addons::run(&hub, &client, &ca, &dirs, pid, args.wave).await?;
+            } else if args.mode == "policies" {
+                policies::run(&hub, &client, &ca, &dirs, pid, args.wave).await?;
             } else {
                 works::fanout(&hub, &client, &ca, &dirs, pid, args.work_kib).await?;
             }
         }
-        other => anyhow::bail!("--mode {other:?}: join, renew, works, fanout, mwrs or addons"),
+        other => {
+            anyhow::bail!("--mode {other:?}: join, renew, works, fanout, mwrs, addons or policies")
+        }
     }
     scrape(&client, args.agents).await?;
     Ok(())
