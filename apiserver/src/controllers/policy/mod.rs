@@ -38,6 +38,8 @@ use status::Member;
 const MANAGER: &str = "ocm-hub-policy-propagator";
 /// Policies reconciled at once.
 const WORKERS: usize = 4;
+/// The most often replicas' reports rerun their root.
+const REPORTS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Replica writes of one run in flight at once.
 const WRITES_AT_ONCE: usize = 32;
 
@@ -380,10 +382,11 @@ fn bindings_of_placement(c: &Controller, ns: &str, placement: &str) -> Vec<Arc<C
 /// the decisions of their placements.
 fn policy_watches(c: &Arc<Controller>) -> Vec<Watch> {
     let k = &c.kinds;
-    let of_policy = |p: &CachedObject| match p.label(LABEL_ROOT_POLICY) {
-        Some(_) => root_key_of_replica(p).into_iter().collect(),
+    let of_root = |p: &CachedObject| match p.label(LABEL_ROOT_POLICY) {
+        Some(_) => Vec::new(),
         None => vec![key_of(p)],
     };
+    let of_replica = |p: &CachedObject| root_key_of_replica(p).into_iter().collect();
     let of_binding = {
         let c = Arc::clone(c);
         move |b: &CachedObject| policies_of_binding(&c, b)
@@ -406,7 +409,10 @@ fn policy_watches(c: &Arc<Controller>) -> Vec<Watch> {
         }
     };
     vec![
-        Watch::new(&k.policies, of_policy),
+        Watch::new(&k.policies, of_root),
+        // Every cluster's report wakes its root: a burst (a fleet reporting) is one pass per
+        // second, not one status write of the root per cluster.
+        Watch::new(&k.policies, of_replica).debounced(REPORTS_EVERY),
         Watch::new(&k.bindings, of_binding),
         Watch::new(&k.sets, of_set),
         Watch::new(&k.decisions, of_decision),
@@ -444,7 +450,7 @@ fn set_watches(c: &Arc<Controller>) -> Vec<Watch> {
     };
     vec![
         Watch::new(&k.sets, key_of_vec),
-        Watch::new(&k.policies, of_policy),
+        Watch::new(&k.policies, of_policy).debounced(REPORTS_EVERY),
         Watch::new(&k.bindings, of_binding),
     ]
 }
