@@ -216,6 +216,21 @@ async fn a_configmap_policy_is_reported_enforced_and_follows_its_placement() -> 
     // The next evaluation finds it as specified.
     let replica = format!("{}/policies.settings", policies("c1"));
     wait_for(&fleet, "found as specified", &replica, |r| newest(r) == FOUND).await?;
+    // The template is kept on the cluster, in its namespace, with its related objects.
+    let c1 = &fleet.clusters["c1"];
+    let path = format!("{GROUP}/v1/namespaces/c1/configurationpolicies/settings-present");
+    let kept = eventually("the template on c1", WAIT, || async {
+        Ok(get(c1, &path).await?.filter(|t| t["status"]["compliant"] == "Compliant"))
+    })
+    .await?;
+    assert_eq!(
+        kept["metadata"]["labels"]["policy.open-cluster-management.io/policy"],
+        "policies.settings"
+    );
+    let related = &kept["status"]["relatedObjects"][0];
+    assert_eq!(related["object"]["metadata"], json!({"name": "settings", "namespace": "default"}));
+    assert_eq!(related["reason"], "K8s `must have` object already exists");
+    assert_eq!(related["properties"]["createdByPolicy"], true);
     kubectl_shows(hub, "Compliant").await?;
 
     // Drift is put back at the next evaluation.

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use ocm_proto::api::policy::v1::RelatedObject;
+
 use crate::cluster::Applied;
 use crate::error::AgentError;
 use crate::state::DataDir;
@@ -70,6 +72,28 @@ impl Journal {
             .collect();
         if !now.is_empty() {
             self.managed.insert(key.to_owned(), now);
+        }
+    }
+}
+
+impl Journal {
+    /// Marks the related objects of template `key` the policy created (by uid), as OCM's
+    /// `createdByPolicy` stays true while the object lives.
+    pub(super) fn mark_created(&self, key: &str, related: &mut [RelatedObject]) {
+        let created: Vec<&str> = self
+            .managed
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|m| m.created)
+            .filter_map(|m| m.object.uid.as_deref())
+            .collect();
+        for r in related {
+            if let Some(p) = r.properties.as_mut() {
+                if p.uid.as_deref().is_some_and(|u| created.contains(&u)) {
+                    p.created_by_policy = Some(true);
+                }
+            }
         }
     }
 }

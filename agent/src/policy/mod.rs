@@ -9,6 +9,7 @@
 
 mod grpc;
 mod journal;
+mod local;
 mod report;
 
 pub use grpc::GrpcPolicies;
@@ -60,6 +61,7 @@ pub struct PolicyAgent {
     journal: Journal,
     last: BTreeMap<String, Last>,
     details: BTreeMap<String, Vec<DetailsPerTemplate>>,
+    written: local::Written,
 }
 
 /// The hub's Policy resource.
@@ -78,6 +80,7 @@ impl PolicyAgent {
             journal,
             last: BTreeMap::new(),
             details: BTreeMap::new(),
+            written: local::Written::default(),
         }
     }
 
@@ -180,6 +183,8 @@ impl PolicyAgent {
                 }
             }
             self.last.remove(&key);
+            let obj = local::object(&cfg, &replica, &self.cluster_name);
+            local::remove(self.cluster.as_ref(), &mut self.written, &obj).await;
         }
         self.details.remove(&replica);
     }
@@ -198,9 +203,21 @@ impl PolicyAgent {
                 Some(message) => message,
                 None => {
                     let enforce = is_enforce(&remediation(policy, &cfg));
-                    let eval =
+                    let mut eval =
                         configpolicy::evaluate(self.cluster.as_ref(), &cfg.spec, enforce).await;
                     self.journal.record(&key, eval.managed.clone(), &eval.created);
+                    self.journal.mark_created(&key, &mut eval.related);
+                    let obj = local::object(&cfg, &replica, &self.cluster_name);
+                    let kept = local::keep(
+                        self.cluster.as_ref(),
+                        &mut self.written,
+                        obj,
+                        &eval,
+                        generation,
+                    );
+                    if let Err(e) = kept.await {
+                        tracing::debug!(template = %key, error = %e, "template object not kept");
+                    }
                     let message = message_of(&eval, &cfg);
                     let last = Last {
                         at: Instant::now(),
