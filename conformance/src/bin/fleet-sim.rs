@@ -100,10 +100,32 @@ struct Args {
 /// The simulator's bootstrap token: its id is fixed so the hub can trust it from the start.
 const TOKEN_ID: &str = "fleets";
 
-/// A cluster that answers from memory: healthy, a fixed version and size, no claims. (It has
-/// nothing to record yet: what it would apply comes with the work agent.)
+/// A cluster that answers from memory: healthy, a fixed version and size, no claims; the
+/// objects written to it (by the policy agent of the `policies` mode; namespaced kinds such as
+/// ConfigMaps) kept in a map.
 #[derive(Default)]
-struct MemoryCluster;
+struct MemoryCluster(Mutex<std::collections::HashMap<String, Value>>);
+
+/// An object's key in a [`MemoryCluster`].
+fn memory_key(obj: &Value) -> String {
+    let t = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let ns = t("/metadata/namespace");
+    format!("{}/{}/{}/{}", t("/apiVersion"), t("/kind"), ns, t("/metadata/name"))
+}
+
+/// What names an object of a [`MemoryCluster`] (core kinds, plural by an `s`).
+fn memory_applied(obj: &Value) -> ocm_agent::cluster::Applied {
+    let t = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let ns = t("/metadata/namespace");
+    ocm_agent::cluster::Applied {
+        group: None,
+        version: "v1".into(),
+        resource: format!("{}s", t("/kind").to_lowercase()),
+        namespace: Some(if ns.is_empty() { "default".to_owned() } else { ns }),
+        name: t("/metadata/name"),
+        uid: Some(t("/metadata/uid")).filter(|u| !u.is_empty()),
+    }
+}
 
 impl Cluster for MemoryCluster {
     fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>> {
@@ -127,6 +149,34 @@ impl Cluster for MemoryCluster {
 
     fn claims(&self) -> BoxFuture<'_, Result<Vec<Claim>, AgentError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn resolve<'a>(
+        &'a self,
+        manifest: &'a Value,
+    ) -> BoxFuture<'a, Result<ocm_agent::cluster::Applied, AgentError>> {
+        Box::pin(async move { Ok(memory_applied(manifest)) })
+    }
+
+    fn get<'a>(&'a self, manifest: &'a Value) -> BoxFuture<'a, Result<Option<Value>, AgentError>> {
+        let objects = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let found = objects.get(&memory_key(manifest)).cloned();
+        Box::pin(async move { Ok(found) })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        manifest: &'a Value,
+        _owner: Option<&'a Value>,
+        _strategy: &'a ocm_agent::cluster::Strategy,
+    ) -> BoxFuture<'a, Result<(ocm_agent::cluster::Applied, Value), AgentError>> {
+        static UIDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut obj = manifest.clone();
+        let uid = UIDS.fetch_add(1, Ordering::Relaxed);
+        obj["metadata"]["uid"] = Value::String(format!("sim-{uid}"));
+        let mut objects = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        objects.insert(memory_key(&obj), obj.clone());
+        Box::pin(async move { Ok((memory_applied(&obj), obj)) })
     }
 }
 
@@ -234,9 +284,13 @@ async fn run_until_available(client: &kube::Client, wave: &[DataDir]) -> anyhow:
         // Lease and status only: the simulator measures registration and heartbeats.
         opts.work = false;
         let mut stopped = stopped.clone();
-        running.push(tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })));
+        running.push(tokio::spawn(agent::run(
+            opts,
+            Arc::new(MemoryCluster::default()),
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            },
+        )));
     }
     let since = Instant::now();
     loop {
@@ -315,7 +369,11 @@ async fn join_agents(
             agent::join(&req, &opts, |_| {}).await?;
             let dir = opts.data_dir.clone();
             if run {
-                tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), std::future::pending()));
+                tokio::spawn(agent::run(
+                    opts,
+                    Arc::new(MemoryCluster::default()),
+                    std::future::pending(),
+                ));
             }
             Ok::<_, AgentError>(dir)
         }));

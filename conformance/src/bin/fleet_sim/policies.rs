@@ -1,21 +1,17 @@
 //! The `policies` mode: governance across the simulated fleet (`fleet.rs`). Each cluster runs
 //! the klusterlet's own policy agent (`ocm_agent::policy`: the gRPC stream, evaluation,
-//! enforcement and status) over a cluster that keeps its objects in memory; 100 policies, each
+//! enforcement and status) over the simulator's in-memory cluster; 100 policies, each
 //! one ConfigurationPolicy template (`musthave` of a ConfigMap, `enforce`), are bound to the
 //! fleet's placement. Timed from the binding's create until every root policy has every
 //! cluster's row Compliant; the hub's RSS before, after and settled, per replicated policy;
 //! the simulator's CPU per agent round (each round evaluates the cluster's 100 templates).
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use ocm_agent::cluster::{Applied, Claim, Cluster, Resources, Strategy};
-use ocm_agent::error::AgentError;
 use ocm_agent::grpc::Endpoint;
 use ocm_agent::policy::{GrpcPolicies, Hub as PolicyHub, PolicyAgent};
 use ocm_agent::state::DataDir;
@@ -23,7 +19,7 @@ use ocm_agent::transport::GrpcSource;
 use serde_json::{Value, json};
 
 use super::fleet::{self, NS, PLACEMENT, resource, wait_for};
-use super::{Hub, hub_usage};
+use super::{Hub, MemoryCluster, hub_usage};
 
 const GROUP: &str = "policy.open-cluster-management.io";
 /// Policies bound to the fleet.
@@ -33,71 +29,6 @@ const ROUND: Duration = Duration::from_secs(10);
 /// How long after the last row is Compliant the settled RSS is read (past the watch cache's
 /// 75 s history).
 const SETTLE: Duration = Duration::from_secs(80);
-
-/// A cluster that keeps the objects the policy agent writes in memory (namespaced kinds only,
-/// as ConfigMaps are).
-#[derive(Default)]
-struct Objects(Mutex<HashMap<String, Value>>);
-
-fn key(obj: &Value) -> String {
-    let t = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
-    format!(
-        "{}/{}/{}/{}",
-        t("/kind"),
-        t("/metadata/namespace"),
-        t("/metadata/name"),
-        t("/apiVersion")
-    )
-}
-
-fn applied(obj: &Value) -> Applied {
-    let t = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
-    Applied {
-        group: None,
-        version: "v1".into(),
-        resource: format!("{}s", t("/kind").to_lowercase()),
-        namespace: Some(t("/metadata/namespace"))
-            .filter(|n| !n.is_empty())
-            .or(Some("default".into())),
-        name: t("/metadata/name"),
-        uid: Some(t("/metadata/uid")).filter(|u| !u.is_empty()),
-    }
-}
-
-impl Cluster for Objects {
-    fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>> {
-        Box::pin(async { Ok(()) })
-    }
-    fn version(&self) -> BoxFuture<'_, Result<String, AgentError>> {
-        Box::pin(async { Ok("v1.32.0-sim".to_owned()) })
-    }
-    fn resources(&self) -> BoxFuture<'_, Result<Resources, AgentError>> {
-        Box::pin(async { Ok(Resources::default()) })
-    }
-    fn claims(&self) -> BoxFuture<'_, Result<Vec<Claim>, AgentError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-    fn resolve<'a>(&'a self, manifest: &'a Value) -> BoxFuture<'a, Result<Applied, AgentError>> {
-        Box::pin(async move { Ok(applied(manifest)) })
-    }
-    fn get<'a>(&'a self, manifest: &'a Value) -> BoxFuture<'a, Result<Option<Value>, AgentError>> {
-        let found =
-            self.0.lock().unwrap_or_else(PoisonError::into_inner).get(&key(manifest)).cloned();
-        Box::pin(async move { Ok(found) })
-    }
-    fn apply<'a>(
-        &'a self,
-        manifest: &'a Value,
-        _owner: Option<&'a Value>,
-        _strategy: &'a Strategy,
-    ) -> BoxFuture<'a, Result<(Applied, Value), AgentError>> {
-        let mut obj = manifest.clone();
-        static UIDS: AtomicU64 = AtomicU64::new(0);
-        obj["metadata"]["uid"] = json!(format!("sim-{}", UIDS.fetch_add(1, Ordering::Relaxed)));
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(key(&obj), obj.clone());
-        Box::pin(async move { Ok((applied(&obj), obj)) })
-    }
-}
 
 /// Starts the policy agent of the cluster whose data dir is `dir`: its stream and its rounds,
 /// each round counted in `rounds`.
@@ -110,7 +41,7 @@ fn start(endpoint: &Endpoint, dir: &DataDir, rounds: &Arc<AtomicU64>) -> anyhow:
         cluster: cluster.clone(),
         healthiness: Duration::from_secs(30),
     };
-    let mut agent = PolicyAgent::new(&cluster, Arc::new(Objects::default()), dir.clone());
+    let mut agent = PolicyAgent::new(&cluster, Arc::new(MemoryCluster::default()), dir.clone());
     let stream = GrpcPolicies::new(source, agent.journaled());
     tokio::spawn(Arc::clone(&stream).follow());
     let rounds = Arc::clone(rounds);
