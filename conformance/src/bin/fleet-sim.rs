@@ -32,10 +32,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
 use ocm_agent::agent::{self, CaSource, JoinRequest, Options};
-use ocm_agent::cluster::{Claim, Cluster, Resources};
 use ocm_agent::error::AgentError;
 use ocm_agent::state::DataDir;
 use ocm_conformance::hub;
@@ -45,6 +43,8 @@ use serde_json::Value;
 mod addons;
 #[path = "fleet_sim/fleet.rs"]
 mod fleet;
+#[path = "fleet_sim/memory.rs"]
+mod memory;
 #[path = "fleet_sim/mwrs.rs"]
 mod mwrs;
 #[path = "fleet_sim/policies.rs"]
@@ -99,86 +99,6 @@ struct Args {
 
 /// The simulator's bootstrap token: its id is fixed so the hub can trust it from the start.
 const TOKEN_ID: &str = "fleets";
-
-/// A cluster that answers from memory: healthy, a fixed version and size, no claims; the
-/// objects written to it (by the policy agent of the `policies` mode; namespaced kinds such as
-/// ConfigMaps) kept in a map.
-#[derive(Default)]
-struct MemoryCluster(Mutex<std::collections::HashMap<String, Value>>);
-
-/// An object's key in a [`MemoryCluster`].
-fn memory_key(obj: &Value) -> String {
-    let t = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
-    let ns = t("/metadata/namespace");
-    format!("{}/{}/{}/{}", t("/apiVersion"), t("/kind"), ns, t("/metadata/name"))
-}
-
-/// What names an object of a [`MemoryCluster`] (core kinds, plural by an `s`).
-fn memory_applied(obj: &Value) -> ocm_agent::cluster::Applied {
-    let t = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
-    let ns = t("/metadata/namespace");
-    ocm_agent::cluster::Applied {
-        group: None,
-        version: "v1".into(),
-        resource: format!("{}s", t("/kind").to_lowercase()),
-        namespace: Some(if ns.is_empty() { "default".to_owned() } else { ns }),
-        name: t("/metadata/name"),
-        uid: Some(t("/metadata/uid")).filter(|u| !u.is_empty()),
-    }
-}
-
-impl Cluster for MemoryCluster {
-    fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn version(&self) -> BoxFuture<'_, Result<String, AgentError>> {
-        Box::pin(async { Ok("v1.32.0-sim".to_owned()) })
-    }
-
-    fn resources(&self) -> BoxFuture<'_, Result<Resources, AgentError>> {
-        Box::pin(async {
-            let r: std::collections::BTreeMap<String, String> =
-                [("cpu", "8"), ("memory", "32Gi"), ("pods", "110")]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect();
-            Ok(Resources { capacity: r.clone(), allocatable: r })
-        })
-    }
-
-    fn claims(&self) -> BoxFuture<'_, Result<Vec<Claim>, AgentError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-
-    fn resolve<'a>(
-        &'a self,
-        manifest: &'a Value,
-    ) -> BoxFuture<'a, Result<ocm_agent::cluster::Applied, AgentError>> {
-        Box::pin(async move { Ok(memory_applied(manifest)) })
-    }
-
-    fn get<'a>(&'a self, manifest: &'a Value) -> BoxFuture<'a, Result<Option<Value>, AgentError>> {
-        let objects = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let found = objects.get(&memory_key(manifest)).cloned();
-        Box::pin(async move { Ok(found) })
-    }
-
-    fn apply<'a>(
-        &'a self,
-        manifest: &'a Value,
-        _owner: Option<&'a Value>,
-        _strategy: &'a ocm_agent::cluster::Strategy,
-    ) -> BoxFuture<'a, Result<(ocm_agent::cluster::Applied, Value), AgentError>> {
-        static UIDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let mut obj = manifest.clone();
-        let uid = UIDS.fetch_add(1, Ordering::Relaxed);
-        obj["metadata"]["uid"] = Value::String(format!("sim-{uid}"));
-        let mut objects = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        objects.insert(memory_key(&obj), obj.clone());
-        Box::pin(async move { Ok((memory_applied(&obj), obj)) })
-    }
-}
 
 /// A hub process and what the simulator needs of it.
 struct Hub {
@@ -286,7 +206,7 @@ async fn run_until_available(client: &kube::Client, wave: &[DataDir]) -> anyhow:
         let mut stopped = stopped.clone();
         running.push(tokio::spawn(agent::run(
             opts,
-            Arc::new(MemoryCluster::default()),
+            Arc::new(memory::MemoryCluster::default()),
             async move {
                 let _ = stopped.wait_for(|s| *s).await;
             },
@@ -371,7 +291,7 @@ async fn join_agents(
             if run {
                 tokio::spawn(agent::run(
                     opts,
-                    Arc::new(MemoryCluster::default()),
+                    Arc::new(memory::MemoryCluster::default()),
                     std::future::pending(),
                 ));
             }

@@ -19,7 +19,8 @@ use ocm_agent::transport::GrpcSource;
 use serde_json::{Value, json};
 
 use super::fleet::{self, NS, PLACEMENT, resource, wait_for};
-use super::{Hub, MemoryCluster, hub_usage};
+use super::memory::MemoryCluster;
+use super::{Hub, hub_usage};
 
 const GROUP: &str = "policy.open-cluster-management.io";
 /// Policies bound to the fleet.
