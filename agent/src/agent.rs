@@ -46,6 +46,11 @@ pub struct Options {
     pub eviction_grace: Duration,
     /// How often the cluster's add-ons are looked at (`--addon-resync-seconds`).
     pub addon_resync: Duration,
+    /// Whether it evaluates and enforces its cluster's replicated policies (off with
+    /// `--disable-policies`; never where it runs no work agent).
+    pub policies: bool,
+    /// How often policies whose interval is `watch` are evaluated (`--policy-resync-seconds`).
+    pub policy_resync: Duration,
 }
 
 /// How works reach the agent.
@@ -75,6 +80,8 @@ impl Options {
             transport: Transport::Grpc { server: None, healthiness: Duration::from_secs(30) },
             eviction_grace: crate::work::EVICTION_GRACE,
             addon_resync: crate::addon::PERIOD,
+            policies: true,
+            policy_resync: crate::policy::RESYNC,
         }
     }
 }
@@ -341,6 +348,7 @@ pub async fn run(
         () = rotation_loop(Arc::clone(&shared)) => Ok(()),
         () = work_loop(Arc::clone(&shared)) => Ok(()),
         () = addon_loop(Arc::clone(&shared)) => Ok(()),
+        () = policy_loop(Arc::clone(&shared)) => Ok(()),
         () = replicas_loop(Arc::clone(&shared)) => Ok(()),
     }
 }
@@ -391,34 +399,69 @@ async fn addon_loop(shared: Arc<Shared>) {
     }
 }
 
+/// The policy agent (`policy/`), when enabled: a round every `policy_resync`, its policies
+/// from the gRPC stream, or over the REST client of the moment (rotation swaps it).
+async fn policy_loop(shared: Arc<Shared>) {
+    if !shared.opts.work || !shared.opts.policies {
+        return std::future::pending().await;
+    }
+    let mut agent = crate::policy::PolicyAgent::new(
+        &shared.id.cluster_name,
+        Arc::clone(&shared.cluster),
+        shared.opts.data_dir.clone(),
+    );
+    let stream = match grpc_source(&shared).await {
+        Some(source) => {
+            let stream = crate::policy::GrpcPolicies::new(source, agent.journaled());
+            tokio::spawn(Arc::clone(&stream).follow());
+            Some(stream)
+        }
+        None => None,
+    };
+    loop {
+        let hub = match &stream {
+            Some(s) => crate::policy::Hub::Grpc(Arc::clone(s)),
+            None => crate::policy::Hub::Kube(shared.client()),
+        };
+        agent.round(&hub).await;
+        tokio::time::sleep(shared.opts.policy_resync).await;
+    }
+}
+
+/// The gRPC source of the agent's transport (`None` over REST), once the hub's gRPC server is
+/// known.
+async fn grpc_source(shared: &Shared) -> Option<crate::transport::GrpcSource> {
+    let Transport::Grpc { server, healthiness } = &shared.opts.transport else { return None };
+    let url = loop {
+        match server {
+            Some(url) => break url.clone(),
+            None => match grpc_server(shared).await {
+                Ok(url) => break url,
+                Err(e) => {
+                    tracing::warn!(error = %e, "no gRPC server known yet; retrying");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            },
+        }
+    };
+    Some(crate::transport::GrpcSource {
+        endpoint: crate::grpc::Endpoint { url, ca_pem: shared.ca_pem.clone() },
+        others: Arc::clone(&shared.grpc_servers),
+        data_dir: shared.opts.data_dir.clone(),
+        cluster: shared.id.cluster_name.clone(),
+        healthiness: *healthiness,
+    })
+}
+
 /// The work agent, when enabled, over the chosen transport; restarted if its source ever ends.
 async fn work_loop(shared: Arc<Shared>) {
     if !shared.opts.work {
         return std::future::pending().await;
     }
     loop {
-        let source = match &shared.opts.transport {
-            Transport::Kube => crate::work::Source::Kube(shared.client()),
-            Transport::Grpc { server, healthiness } => {
-                let url = match server {
-                    Some(url) => url.clone(),
-                    None => match grpc_server(&shared).await {
-                        Ok(url) => url,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "no gRPC server known yet; retrying");
-                            tokio::time::sleep(Duration::from_secs(5)).await;
-                            continue;
-                        }
-                    },
-                };
-                crate::work::Source::Grpc(crate::transport::GrpcSource {
-                    endpoint: crate::grpc::Endpoint { url, ca_pem: shared.ca_pem.clone() },
-                    others: Arc::clone(&shared.grpc_servers),
-                    data_dir: shared.opts.data_dir.clone(),
-                    cluster: shared.id.cluster_name.clone(),
-                    healthiness: *healthiness,
-                })
-            }
+        let source = match grpc_source(&shared).await {
+            Some(source) => crate::work::Source::Grpc(source),
+            None => crate::work::Source::Kube(shared.client()),
         };
         let agent = crate::work::WorkAgent::new(
             source,

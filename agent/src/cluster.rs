@@ -41,6 +41,9 @@ pub enum Strategy {
     },
     /// Read only: never written, never deleted.
     ReadOnly,
+    /// Created if missing, else replaced by the manifest, a complete object (a policy's
+    /// enforcement, which may remove fields), whenever it differs from the live object.
+    Replace,
 }
 
 fn no_workloads() -> AgentError {
@@ -472,7 +475,13 @@ impl Cluster for KubeCluster {
                     let wanted =
                         if *strategy == Strategy::CreateOnly { &live_json } else { &desired };
                     let merged = merge_for_update(&live_json, wanted, owner);
-                    if holds(&live_json, &merged) {
+                    let same = match strategy {
+                        Strategy::Replace => {
+                            holds(&live_json, &merged) && holds(&merged, &live_json)
+                        }
+                        _ => holds(&live_json, &merged),
+                    };
+                    if same {
                         live
                     } else {
                         api.replace(name, &pp, &to_object(merged)?).await.map_err(cluster_err)?

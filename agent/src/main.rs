@@ -84,6 +84,13 @@ struct Common {
     /// in seconds.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     addon_resync_seconds: u64,
+    /// Do not evaluate or enforce the cluster's governance policies.
+    #[arg(long)]
+    disable_policies: bool,
+    /// How often policies whose `evaluationInterval` is `watch` (the default) are evaluated,
+    /// in seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    policy_resync_seconds: u64,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy)]
@@ -213,6 +220,8 @@ fn main() -> ExitCode {
     opts.work_resync = Duration::from_secs(common.work_resync_seconds);
     opts.eviction_grace = common.eviction_grace;
     opts.addon_resync = Duration::from_secs(common.addon_resync_seconds);
+    opts.policies = !common.disable_policies;
+    opts.policy_resync = Duration::from_secs(common.policy_resync_seconds);
     opts.transport = match common.transport {
         TransportArg::Grpc => ocm_agent::agent::Transport::Grpc {
             server: common.grpc_server.clone(),

@@ -48,11 +48,15 @@ impl DataDir {
         self.path.join(name)
     }
 
-    /// Writes `name` atomically; `secret` files get 0600 permissions from the start.
+    /// Writes `name` atomically; `secret` files get 0600 permissions from the start. Each
+    /// write has a temporary file of its own, so two loops writing the same file at once (the
+    /// work and policy agents learning the gRPC server) never write into one another's.
     pub fn write(&self, name: &str, contents: &[u8], secret: bool) -> Result<(), AgentError> {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         fs::create_dir_all(&self.path).map_err(file_err(&self.path))?;
         let target = self.file(name);
-        let tmp = self.file(&format!(".{name}.tmp"));
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.file(&format!(".{name}.{n}.tmp"));
         let mut opts = fs::OpenOptions::new();
         opts.write(true).create(true).truncate(true);
         #[cfg(unix)]

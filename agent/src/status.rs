@@ -27,7 +27,7 @@ use crate::cluster::Applied;
 const RULE_REASON_PREFIX: &str = "ConditionRule";
 
 /// Whether `value` matches `pattern`, where each `*` stands for any run of characters.
-fn wildcard(value: &str, pattern: &str) -> bool {
+pub(crate) fn wildcard(value: &str, pattern: &str) -> bool {
     let Some((first, rest)) = pattern.split_once('*') else { return value == pattern };
     let Some(mut tail) = value.strip_prefix(first) else { return false };
     let mut parts: Vec<&str> = rest.split('*').collect();

@@ -429,7 +429,7 @@ pub async fn grpc_source(source: GrpcSource, link: Arc<Link>, tx: mpsc::Sender<I
 }
 
 /// The servers to try: the one the agent was given, then the other replicas'.
-fn servers(source: &GrpcSource) -> Vec<Endpoint> {
+pub(crate) fn servers(source: &GrpcSource) -> Vec<Endpoint> {
     let others = source.others.read().unwrap_or_else(PoisonError::into_inner).clone();
     let mut urls = vec![source.endpoint.url.clone()];
     for url in others {

@@ -87,6 +87,30 @@ impl Fleet {
         Ok(fleet)
     }
 
+    /// Creates namespace `ns` on the hub with a ManagedClusterSetBinding of the `default` set,
+    /// so its Placements can select the fleet's clusters.
+    pub async fn bind_namespace(&self, ns: &str) -> anyhow::Result<()> {
+        let http = self.hub.http()?;
+        create(
+            &self.hub,
+            &http,
+            "/api/v1/namespaces",
+            serde_json::json!({"metadata": {"name": ns}}),
+        )
+        .await?;
+        let binding = serde_json::json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSetBinding",
+            "metadata": {"name": "default", "namespace": ns},
+            "spec": {"clusterSet": "default"},
+        });
+        let path = format!(
+            "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/{ns}/managedclustersetbindings"
+        );
+        create(&self.hub, &http, &path, binding).await?;
+        Ok(())
+    }
+
     /// GET `path` on the hub: the object, or `None` on 404.
     pub async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
         get(&self.hub, path).await

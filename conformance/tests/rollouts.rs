@@ -35,17 +35,7 @@ impl Fleet {
     async fn start(names: &[&str]) -> anyhow::Result<Fleet> {
         let inner =
             ocm_conformance::fleet::Fleet::start(names, &["--work-resync-seconds", "2"]).await?;
-        let hub = &inner.hub;
-        let http = hub.http()?;
-        create(hub, &http, "/api/v1/namespaces", json!({"metadata": {"name": NS}})).await?;
-        let binding = json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1beta2",
-            "kind": "ManagedClusterSetBinding",
-            "metadata": {"name": "default", "namespace": NS},
-            "spec": {"clusterSet": "default"},
-        });
-        let bindings = "/apis/cluster.open-cluster-management.io/v1beta2/namespaces/apps/managedclustersetbindings";
-        create(hub, &http, bindings, binding).await?;
+        inner.bind_namespace(NS).await?;
         Ok(Fleet { inner })
     }
 

@@ -31,6 +31,10 @@ const GOLDEN: &[&str] = &[
     include_str!("../../proto/tests/golden/manifestworkreplicaset.v1alpha1.json"),
     include_str!("../../proto/tests/golden/placement.v1beta1.json"),
     include_str!("../../proto/tests/golden/placementdecision.v1beta1.json"),
+    include_str!("../../proto/tests/golden/placementbinding.v1.json"),
+    include_str!("../../proto/tests/golden/policy.v1.json"),
+    include_str!("../../proto/tests/golden/policyset.v1beta1.json"),
+    include_str!("../../proto/tests/golden/configurationpolicy.v1.json"),
 ];
 
 struct Client {

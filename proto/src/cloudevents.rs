@@ -38,6 +38,9 @@ pub mod data_type {
         "addon.open-cluster-management.io.v1beta1.managedclusteraddons";
     pub const EVENTS: &str = "events.k8s.io.v1.events";
     pub const TOKEN_REQUESTS: &str = "authentication.k8s.io.v1.tokenrequests";
+    /// Replicated policies: not one of OCM's data types (its policy add-ons read the hub's
+    /// REST API); ours, named and encoded as OCM's generic codec does every Kubernetes kind.
+    pub const POLICIES: &str = "policy.open-cluster-management.io.v1.policies";
 }
 
 /// OCM's extension attributes (ocm.md §8.3), stored as `ce-<name>` in `attributes`.

@@ -1,4 +1,4 @@
-//! The OCM CustomResourceDefinitions: the fifteen CRD manifests embedded from `proto/crds/`,
+//! The OCM CustomResourceDefinitions: the nineteen CRD manifests embedded from `proto/crds/`,
 //! parsed once into the names, versions, printer columns and structural schemas the API server
 //! serves custom resources with.
 
@@ -37,6 +37,10 @@ const CRD_SOURCES: &[&str] = &[
     include_str!(
         "../crds/authentication.open-cluster-management.io_managedserviceaccounts.crd.yaml"
     ),
+    include_str!("../crds/policy.open-cluster-management.io_configurationpolicies.crd.yaml"),
+    include_str!("../crds/policy.open-cluster-management.io_placementbindings.crd.yaml"),
+    include_str!("../crds/policy.open-cluster-management.io_policies.crd.yaml"),
+    include_str!("../crds/policy.open-cluster-management.io_policysets.crd.yaml"),
 ];
 
 /// Why a manifest is not a CRD this crate can serve.
@@ -402,16 +406,16 @@ mod tests {
 
     #[test]
     fn all_embedded_crds_parse() {
-        assert_eq!(CRD_SOURCES.len(), 15);
+        assert_eq!(CRD_SOURCES.len(), 19);
         for source in CRD_SOURCES {
             let crd = Crd::from_yaml(source).unwrap();
             assert_eq!(crd.versions.iter().filter(|v| v.storage).count(), 1, "{}", crd.name());
         }
-        assert_eq!(ocm_crds().len(), 15);
+        assert_eq!(ocm_crds().len(), 19);
         let mut names: Vec<String> = ocm_crds().iter().map(Crd::name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 15);
+        assert_eq!(names.len(), 19);
     }
 
     #[test]

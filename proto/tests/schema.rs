@@ -11,6 +11,7 @@ const CLUSTER: &str = "cluster.open-cluster-management.io";
 const WORK: &str = "work.open-cluster-management.io";
 const ADDON: &str = "addon.open-cluster-management.io";
 const AUTHENTICATION: &str = "authentication.open-cluster-management.io";
+const POLICY: &str = "policy.open-cluster-management.io";
 
 fn crd(group: &str, plural: &str) -> &'static Crd {
     crd::find(group, plural).unwrap_or_else(|| panic!("no CRD {plural}.{group}"))
@@ -159,9 +160,9 @@ fn placement() -> Value {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn all_fifteen_crds_are_embedded_with_one_storage_version_each() {
+fn all_nineteen_crds_are_embedded_with_one_storage_version_each() {
     let crds = crd::ocm_crds();
-    assert_eq!(crds.len(), 15);
+    assert_eq!(crds.len(), 19);
     for c in crds {
         let storage = c.storage_version();
         assert!(storage.storage && storage.served, "{}", c.name());
@@ -195,6 +196,10 @@ fn every_crd_has_the_scope_and_versions_its_yaml_declares() {
         ("placementdecisions", CLUSTER, true, "v1beta1", &["v1beta1"]),
         ("addonplacementscores", CLUSTER, true, "v1alpha1", &["v1alpha1"]),
         ("managedserviceaccounts", AUTHENTICATION, true, "v1beta1", &["v1alpha1", "v1beta1"]),
+        ("policies", POLICY, true, "v1", &["v1"]),
+        ("placementbindings", POLICY, true, "v1", &["v1"]),
+        ("policysets", POLICY, true, "v1beta1", &["v1beta1"]),
+        ("configurationpolicies", POLICY, true, "v1", &["v1"]),
     ];
     for &(plural, group, namespaced, storage, served) in expected {
         let c = crd(group, plural);
@@ -834,5 +839,5 @@ fn golden_objects_validate_and_prune_to_themselves() {
         assert_eq!(rendered(&schema.validate(&pruned)), Vec::<String>::new(), "{name} defaulted");
         checked += 1;
     }
-    assert!(checked >= 15, "only {checked} golden objects matched a CRD");
+    assert!(checked >= 19, "only {checked} golden objects matched a CRD");
 }

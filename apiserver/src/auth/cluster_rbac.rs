@@ -87,6 +87,19 @@ pub fn shared_roles() -> Vec<Value> {
                     &[],
                     &["patch", "update"]
                 ),
+                // Replicated policies: read, and their status written (the spec is the hub's).
+                rule(
+                    &["policy.open-cluster-management.io"],
+                    &["policies"],
+                    &[],
+                    &["get", "list", "watch"]
+                ),
+                rule(
+                    &["policy.open-cluster-management.io"],
+                    &["policies/status"],
+                    &[],
+                    &["patch", "update"]
+                ),
             ]),
         ),
     ]

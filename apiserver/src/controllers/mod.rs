@@ -1,12 +1,13 @@
 //! The hub's controllers on one runtime (`runtime`): garbage collection and namespace deletion,
-//! registration, placement, ManifestWorkReplicaSets and the rollout library they share, and the
-//! add-on manager.
+//! registration, placement, ManifestWorkReplicaSets and the rollout library they share, the
+//! add-on manager and governance policy propagation.
 
 pub mod addon;
 pub mod gc;
 pub mod leader;
 pub mod manifestworkreplicaset;
 pub mod placement;
+pub mod policy;
 pub mod registration;
 pub mod replicas;
 pub mod rollout;

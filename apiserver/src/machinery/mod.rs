@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod object;
 pub mod ocm;
 pub mod openapi;
+pub mod policy;
 pub mod protobuf;
 pub mod requester;
 pub mod scheme;

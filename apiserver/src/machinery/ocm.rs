@@ -19,12 +19,17 @@ use crate::machinery::scheme::{ResourceType, Subresource, prefix_of, version_pri
 use crate::machinery::strategy::{NameRule, OpenApiSchema, Strategy};
 
 /// The OCM kinds a profile serves: the hub every kind but the spoke-only ones (ClusterClaim,
-/// AppliedManifestWork), a managed cluster just those.
+/// AppliedManifestWork), a managed cluster just those, and both ConfigurationPolicy (the hub
+/// validates templates with it; a managed cluster holds its evaluated templates, as OCM's
+/// policy add-ons install its CRD there).
 pub fn ocm_types(profile: crate::machinery::scheme::Profile) -> Vec<ResourceType> {
     let hub = profile == crate::machinery::scheme::Profile::Hub;
     ocm_crds()
         .iter()
-        .filter(|crd| matches!(crd.kind.as_str(), "ClusterClaim" | "AppliedManifestWork") != hub)
+        .filter(|crd| {
+            let spoke_only = matches!(crd.kind.as_str(), "ClusterClaim" | "AppliedManifestWork");
+            spoke_only != hub || crd.kind == "ConfigurationPolicy"
+        })
         .map(resource_type)
         .collect()
 }
@@ -518,6 +523,7 @@ fn webhook_rules(kind: &str, obj: &Value) -> Vec<FieldError> {
         }
         "ManifestWork" => errs.extend(manifest_rules(obj)),
         "ManifestWorkReplicaSet" => errs.extend(replica_set_rules(obj)),
+        "Policy" => errs.extend(crate::machinery::policy::policy_rules(obj)),
         _ => {}
     }
     errs

@@ -26,16 +26,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use futures::future::BoxFuture;
-use hdrhistogram::Histogram;
 use ocm_agent::agent::{self, CaSource, JoinRequest, Options};
-use ocm_agent::cluster::{Claim, Cluster, Resources};
 use ocm_agent::error::AgentError;
 use ocm_agent::state::DataDir;
 use ocm_conformance::hub;
@@ -45,8 +41,14 @@ use serde_json::Value;
 mod addons;
 #[path = "fleet_sim/fleet.rs"]
 mod fleet;
+#[path = "fleet_sim/memory.rs"]
+mod memory;
 #[path = "fleet_sim/mwrs.rs"]
 mod mwrs;
+#[path = "fleet_sim/policies.rs"]
+mod policies;
+#[path = "fleet_sim/renew.rs"]
+mod renew;
 #[path = "fleet_sim/replicas.rs"]
 mod replicas;
 #[path = "fleet_sim/tracker.rs"]
@@ -62,8 +64,9 @@ struct Args {
     agents: usize,
     /// `join` (time until all are Available), `renew` (join, then lease renewals), `works`
     /// (join, subscribe over gRPC, then ManifestWork delivery), `fanout` (join, subscribe,
-    /// then one big work to every cluster), `mwrs` (ManifestWorkReplicaSet rollouts) or
-    /// `addons` (a template add-on installed across the fleet).
+    /// then one big work to every cluster), `mwrs` (ManifestWorkReplicaSet rollouts),
+    /// `addons` (a template add-on installed across the fleet) or `policies` (100 policies
+    /// placed on the fleet, evaluated by the agents' policy agents).
     #[arg(long, default_value = "join")]
     mode: String,
     /// Seconds between one agent's renewals (renew mode).
@@ -118,36 +121,6 @@ struct Args {
 
 /// The simulator's bootstrap token: its id is fixed so the hub can trust it from the start.
 const TOKEN_ID: &str = "fleets";
-
-/// A cluster that answers from memory: healthy, a fixed version and size, no claims. (It has
-/// nothing to record yet: what it would apply comes with the work agent.)
-#[derive(Default)]
-struct MemoryCluster;
-
-impl Cluster for MemoryCluster {
-    fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn version(&self) -> BoxFuture<'_, Result<String, AgentError>> {
-        Box::pin(async { Ok("v1.32.0-sim".to_owned()) })
-    }
-
-    fn resources(&self) -> BoxFuture<'_, Result<Resources, AgentError>> {
-        Box::pin(async {
-            let r: std::collections::BTreeMap<String, String> =
-                [("cpu", "8"), ("memory", "32Gi"), ("pods", "110")]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect();
-            Ok(Resources { capacity: r.clone(), allocatable: r })
-        })
-    }
-
-    fn claims(&self) -> BoxFuture<'_, Result<Vec<Claim>, AgentError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-}
 
 /// A hub process and what the simulator needs of it.
 struct Hub {
@@ -253,9 +226,13 @@ async fn run_until_available(client: &kube::Client, wave: &[DataDir]) -> anyhow:
         // Lease and status only: the simulator measures registration and heartbeats.
         opts.work = false;
         let mut stopped = stopped.clone();
-        running.push(tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })));
+        running.push(tokio::spawn(agent::run(
+            opts,
+            Arc::new(memory::MemoryCluster::default()),
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            },
+        )));
     }
     let since = Instant::now();
     loop {
@@ -335,7 +312,11 @@ async fn join_agents(
             agent::join(&req, &opts, |_| {}).await?;
             let dir = opts.data_dir.clone();
             if run {
-                tokio::spawn(agent::run(opts, Arc::new(MemoryCluster), std::future::pending()));
+                tokio::spawn(agent::run(
+                    opts,
+                    Arc::new(memory::MemoryCluster::default()),
+                    std::future::pending(),
+                ));
             }
             Ok::<_, AgentError>(dir)
         }));
@@ -373,33 +354,6 @@ async fn join_and_run(
     Ok(dirs)
 }
 
-/// Prints the renew mode's row: `agents`' renewals over `secs` seconds, the hubs' CPU in cores
-/// and RSS in KiB, and RSS per agent from `grown` KiB.
-fn print_renewals(
-    agents: usize,
-    h: &Histogram<u64>,
-    errors: usize,
-    secs: f64,
-    cores: f64,
-    rss: u64,
-    grown: u64,
-) {
-    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    println!(
-        "| agents | renewals/s | p50 ms | p99 ms | max ms | errors | hub CPU (cores) | hub RSS MiB | RSS per agent KiB |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    println!(
-        "| {agents} | {:.0} | {:.2} | {:.2} | {:.1} | {errors} | {cores:.2} | {:.0} | {:.1} |",
-        h.len() as f64 / secs,
-        ms(0.5),
-        ms(0.99),
-        h.max() as f64 / 1000.0,
-        rss as f64 / 1024.0,
-        grown as f64 / agents as f64,
-    );
-}
-
 /// A new dir for the agents' data dirs: under `--agent-dir`, else /dev/shm where it exists,
 /// else the temporary dir.
 fn agents_root(args: &Args) -> anyhow::Result<tempfile::TempDir> {
@@ -409,96 +363,6 @@ fn agents_root(args: &Args) -> anyhow::Result<tempfile::TempDir> {
         None if shm.is_dir() => tempfile::tempdir_in(shm)?,
         None => tempfile::tempdir()?,
     })
-}
-
-/// A joined agent's renewal client (its own certificate and connection) and its cluster.
-type Renewer = (kube::Client, String);
-
-/// The renewal clients of the agents of `dirs`, each at the hub it joined.
-fn renewers(dirs: &[DataDir], ca: &str) -> anyhow::Result<Vec<Renewer>> {
-    dirs.iter()
-        .map(|d| {
-            let id = d.identity()?.context("identity")?;
-            let (cert, key) = d.credentials()?.context("credentials")?;
-            let c = ocm_agent::hub::with_certificate(&id.hub, ca, &cert, &key)?;
-            Ok((c, id.cluster_name))
-        })
-        .collect()
-}
-
-/// One renewal by each agent, so its connection is open before a measured window.
-async fn warm(clients: &[Renewer]) -> anyhow::Result<()> {
-    let warm: Vec<_> = clients
-        .iter()
-        .map(|(c, n)| {
-            let (c, n) = (c.clone(), n.clone());
-            tokio::spawn(async move { agent::renew_lease_with(&c, &n).await })
-        })
-        .collect();
-    for w in warm {
-        let _ = w.await?;
-    }
-    Ok(())
-}
-
-/// What a measured window of renewals found, and the clients, kept so their connections stay
-/// open.
-struct Window {
-    hist: Histogram<u64>,
-    errors: usize,
-    /// Seconds from the window's start to the last renewal's end.
-    took: f64,
-    open: Vec<kube::Client>,
-}
-
-/// Renewals for `duration`, each agent every `period`: agent `first + i` of `fleet` agents
-/// renews first `period × (first + i) / fleet` into the window, so the fleet's renewals are
-/// spread evenly over the period whichever process runs them. Renewals are scheduled only
-/// inside the window; a simulator that falls behind finishes later, and `took` says so.
-async fn renew_window(
-    clients: Vec<Renewer>,
-    first: usize,
-    fleet: usize,
-    period: Duration,
-    duration: Duration,
-) -> anyhow::Result<Window> {
-    let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
-    let errors = Arc::new(AtomicUsize::new(0));
-    let began = Instant::now();
-    let end = tokio::time::Instant::now() + duration;
-    let mut tasks = Vec::new();
-    for (i, (c, n)) in clients.into_iter().enumerate() {
-        let (hist, errors) = (Arc::clone(&hist), Arc::clone(&errors));
-        let offset = period.mul_f64((first + i) as f64 / fleet as f64);
-        tasks.push(tokio::spawn(async move {
-            let mut next = tokio::time::Instant::now() + offset;
-            while next < end {
-                tokio::time::sleep_until(next).await;
-                let t = Instant::now();
-                match agent::renew_lease_with(&c, &n).await {
-                    Ok(()) => {
-                        let us = t.elapsed().as_micros() as u64;
-                        hist.lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .record(us.max(1))
-                            .ok();
-                    }
-                    Err(_) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                next += period;
-            }
-            c
-        }));
-    }
-    let mut open = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        open.push(t.await?);
-    }
-    let took = began.elapsed().as_secs_f64();
-    let hist = hist.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-    Ok(Window { hist, errors: errors.load(Ordering::Relaxed), took, open })
 }
 
 /// Makes sure this process may open `wanted` files: its soft limit is raised to the hard one
@@ -528,6 +392,7 @@ fn open_files_needed(args: &Args) -> u64 {
         "renew" => (3 * args.wave.min(args.agents) as u64).max(agents),
         // A wave of running agents, and every agent's work stream.
         "mwrs" | "addons" => 3 * args.wave.min(args.agents) as u64 + agents,
+        "policies" => 3 * args.wave.min(args.agents) as u64 + 2 * agents,
         _ => 3 * agents,
     };
     peak + 2048
@@ -600,12 +465,12 @@ async fn main() -> anyhow::Result<()> {
         "renew" => {
             let urls = std::slice::from_ref(&hub.url);
             let dirs = join_and_run(&client, urls, &token, &ca, &args, root.path()).await?;
-            let clients = renewers(&dirs, &ca)?;
+            let clients = renew::renewers(&dirs, &ca)?;
             let period = Duration::from_secs(args.renew_every);
             let duration = Duration::from_secs(args.duration);
-            warm(&clients).await?;
+            renew::warm(&clients).await?;
             let (cpu0, _) = hub_usage(pid)?;
-            let window = renew_window(clients, 0, args.agents, period, duration).await?;
+            let window = renew::renew_window(clients, 0, args.agents, period, duration).await?;
             let (hist, errors, took, open) = (window.hist, window.errors, window.took, window.open);
             let (cpu1, rss) = hub_usage(pid)?;
             // (A hub from before parking has no such gauge.)
@@ -613,7 +478,7 @@ async fn main() -> anyhow::Result<()> {
             connected.extend(open);
             let secs = took.max(duration.as_secs_f64());
             let cores = (cpu1 - cpu0) / took;
-            print_renewals(
+            renew::print_renewals(
                 args.agents,
                 &hist,
                 errors,
@@ -624,7 +489,7 @@ async fn main() -> anyhow::Result<()> {
             );
             println!("HTTP/1 connections parked at the end of the window: {parked}");
         }
-        "works" | "fanout" | "mwrs" | "addons" => {
+        "works" | "fanout" | "mwrs" | "addons" | "policies" => {
             let mut dirs = Vec::new();
             for start in (0..args.agents).step_by(args.wave.max(1)) {
                 let end = (start + args.wave).min(args.agents);
@@ -646,11 +511,15 @@ async fn main() -> anyhow::Result<()> {
                 mwrs::run(&hub, &client, &ca, &dirs, pid, args.wave, &args.scenarios).await?;
             } else if args.mode == "addons" {
                 addons::run(&hub, &client, &ca, &dirs, pid, args.wave).await?;
+            } else if args.mode == "policies" {
+                policies::run(&hub, &client, &ca, &dirs, pid, args.wave).await?;
             } else {
                 works::fanout(&hub, &client, &ca, &dirs, pid, args.work_kib).await?;
             }
         }
-        other => anyhow::bail!("--mode {other:?}: join, renew, works, fanout, mwrs or addons"),
+        other => {
+            anyhow::bail!("--mode {other:?}: join, renew, works, fanout, mwrs, addons or policies")
+        }
     }
     scrape(&client, args.agents).await?;
     Ok(())

@@ -29,7 +29,7 @@ use crate::machinery::object;
 use crate::machinery::scheme::ResourceType;
 use crate::machinery::strategy::Validating;
 use crate::store::cache::CachedObject;
-use crate::store::registry::{DeleteOptions, Patch, Registry, WriteOptions, Written, subject};
+use crate::store::registry::{Patch, Registry, WriteOptions, Written, subject};
 use ocm_proto::validation::FieldError;
 
 use crate::machinery::template::{ClusterValues, RenderError};
@@ -170,21 +170,7 @@ impl Controller {
 
     /// Deletes works (already gone is fine), several at once.
     async fn delete_works(&self, works: &[Arc<CachedObject>]) -> Result<(), ApiError> {
-        use futures::StreamExt as _;
-        let results: Vec<Result<(), ApiError>> = futures::stream::iter(works.iter().cloned())
-            .map(|w: Arc<CachedObject>| async move {
-                let (ns, name) = w.namespace_name();
-                let opts = DeleteOptions::default();
-                match self.registry.delete(&self.kinds.works, ns, name, &opts).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.code == 404 => Ok(()),
-                    Err(e) => Err(e),
-                }
-            })
-            .buffer_unordered(WRITES_AT_ONCE)
-            .collect()
-            .await;
-        results.into_iter().collect()
+        self.registry.delete_each(&self.kinds.works, works, WRITES_AT_ONCE).await
     }
 
     /// A merge patch of the main resource (`sub` = `None`) or a subresource.

@@ -1,6 +1,7 @@
 //! The data types the gRPC server speaks (ocm.md §8.2, §8.6) as kinds of the scheme: which kind
 //! each names, how an object of it names its cluster, and how an object becomes an event
-//! (ManifestWorks as OCM's ManifestBundle, every other kind as its JSON).
+//! (ManifestWorks as OCM's ManifestBundle, every other kind, replicated policies included, as
+//! its JSON).
 
 use std::sync::Arc;
 
@@ -58,7 +59,7 @@ pub struct Routes(Vec<Arc<Route>>);
 impl Routes {
     /// The data types whose kinds `scheme` serves.
     pub fn new(scheme: &Scheme) -> Routes {
-        let table: [(&'static str, &str, &str, &str, Owner, bool); 7] = [
+        let table: [(&'static str, &str, &str, &str, Owner, bool); 8] = [
             (
                 data_type::MANIFEST_BUNDLES,
                 "work.open-cluster-management.io",
@@ -101,6 +102,14 @@ impl Routes {
                 true,
             ),
             (data_type::EVENTS, "events.k8s.io", "v1", "events", Owner::Namespace, false),
+            (
+                data_type::POLICIES,
+                "policy.open-cluster-management.io",
+                "v1",
+                "policies",
+                Owner::Namespace,
+                true,
+            ),
         ];
         Routes(
             table

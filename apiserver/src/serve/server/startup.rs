@@ -249,6 +249,7 @@ pub(super) async fn start_hub(
     );
     let views = if config.registration.enabled {
         crate::controllers::addon::start(&core.runtime);
+        crate::controllers::policy::start(&core.runtime);
         crate::controllers::Views {
             placement: crate::controllers::placement::start(
                 &core.runtime,

@@ -42,6 +42,30 @@ impl Registry {
         Ok(decided)
     }
 
+    /// Deletes each of `objects` of kind `rt` (a controller's cleanup), `at_once` in flight;
+    /// one already gone is fine. The first failure, if any.
+    pub async fn delete_each(
+        &self,
+        rt: &ResourceType,
+        objects: &[Arc<CachedObject>],
+        at_once: usize,
+    ) -> Result<(), ApiError> {
+        use futures::StreamExt as _;
+        let results: Vec<Result<(), ApiError>> = futures::stream::iter(objects.iter().cloned())
+            .map(|o: Arc<CachedObject>| async move {
+                let (ns, name) = o.namespace_name();
+                match self.delete(rt, ns, name, &DeleteOptions::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            })
+            .buffer_unordered(at_once.max(1))
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+
     /// Deletes every object of a list query (deletecollection), returning what each delete did.
     pub async fn delete_collection(
         &self,

@@ -20,10 +20,8 @@ use ocm_conformance::etcd::EtcdServer;
 use ocm_conformance::replicas::Replica;
 use serde_json::{Value, json};
 
-use super::{
-    Args, TOKEN_ID, agents_root, create_token, hub_usage, join_and_run, print_renewals,
-    renew_window, renewers, warm,
-};
+use super::renew::{print_renewals, renew_window, renewers, warm};
+use super::{Args, TOKEN_ID, agents_root, create_token, hub_usage, join_and_run};
 
 /// Runs the replicas' renew mode and prints its row.
 pub(super) async fn run(args: &Args) -> anyhow::Result<()> {
