@@ -57,7 +57,6 @@ async fn a_leader_cut_off_from_etcd_stops_before_another_leads() -> anyhow::Resu
     let third = Replica::start(&loopback, Some(&first), &ELECTION).await?;
     let replicas = vec![first, second, third];
     ensure!(leader(&replicas, &http, LIMIT).await? == 0, "the partitioned replica must lead");
-    let old = replicas[0].identity()?;
     placement_fixture(&http, &replicas[0].url()).await?;
     create_placement(&http, &replicas[0].url(), "before-cut").await?;
     decided(&http, &replicas[1].url(), "before-cut", LIMIT).await?;
@@ -96,7 +95,6 @@ async fn a_leader_cut_off_from_etcd_stops_before_another_leads() -> anyhow::Resu
         ensure!(replicas[next].leads(&http).await == Some(true), "round {round}: no leader");
         let lease = get(&http, &url, LEASE).await?;
         ensure!(lease["spec"]["holderIdentity"] == json!(new), "round {round}: {lease}");
-        ensure!(lease["spec"]["holderIdentity"] != json!(old));
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     drop(etcd);

@@ -151,18 +151,19 @@ impl GrpcPolicies {
         if t.subresource != Subresource::Spec {
             return;
         }
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(uid) = event.string(ext::RESOURCE_ID).map(str::to_owned) else { return };
+        let held = || self.held.lock().unwrap_or_else(PoisonError::into_inner);
         if event.get(ext::DELETION_TIMESTAMP).is_some() {
-            held.remove(&uid);
+            held().remove(&uid);
             return;
         }
+        // Parsed before the lock: the resync request reads the same map.
         match event.bytes().map(serde_json::from_slice::<Value>) {
             Some(Ok(p))
                 if p.pointer("/metadata/namespace").and_then(Value::as_str)
                     == Some(self.source.cluster.as_str()) =>
             {
-                held.insert(uid, p);
+                held().insert(uid, p);
             }
             _ => tracing::warn!(id = %event.id, "policy event ignored"),
         }

@@ -47,11 +47,12 @@ async fn main() -> anyhow::Result<()> {
     println!("|---|---:|---:|---:|---:|---:|");
     let mut medians = Vec::new();
     for &clients in &args.clients {
-        let (mut on_sled, mut on_etcd) = (Vec::new(), Vec::new());
+        // Each side's rate per round: one hub on sled, then the replicas.
+        let mut rates = [Vec::new(), Vec::new()];
         for round in 1..=args.rounds {
             let sides: [(&str, &[Replica]); 2] =
                 [("one hub, sled", std::slice::from_ref(&sled)), ("3 replicas, etcd", &replicas)];
-            for (name, hubs) in sides {
+            for (side, (name, hubs)) in sides.into_iter().enumerate() {
                 let prefix = format!("n{clients}r{round}c");
                 let (rate, h) =
                     load::creates(spread(hubs, clients)?, &prefix, args.seconds).await?;
@@ -60,10 +61,11 @@ async fn main() -> anyhow::Result<()> {
                     ms(&h, 0.5),
                     ms(&h, 0.99)
                 );
-                if hubs.len() == 1 { on_sled.push(rate) } else { on_etcd.push(rate) }
+                rates[side].push(rate);
             }
         }
-        medians.push((clients, median(&mut on_sled), median(&mut on_etcd)));
+        let [on_sled, on_etcd] = &mut rates;
+        medians.push((clients, median(on_sled), median(on_etcd)));
     }
     println!();
     println!("| clients | one hub, sled (median creates/s) | 3 replicas, etcd | replicas ÷ sled |");

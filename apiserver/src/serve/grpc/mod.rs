@@ -417,10 +417,9 @@ impl Grpc {
     /// The cluster a call names, as a bounded metrics label: its name when the caller is that
     /// registered ManagedCluster's agent, `unknown` otherwise. The caller's identity decides,
     /// not what the call claims, so no caller mints series or counts under another cluster.
-    fn consumer_label<'a, T>(&self, cluster: Option<&'a str>, req: &Request<T>) -> &'a str {
+    fn consumer_label<'a>(&self, cluster: Option<&'a str>, caller: Option<&Identity>) -> &'a str {
         let Some(cluster) = cluster.filter(|c| !c.is_empty()) else { return "unknown" };
-        let caller = self.authenticate(req).ok();
-        let own = caller.as_deref().and_then(crate::auth::visibility::agent_cluster);
+        let own = caller.and_then(|user| crate::auth::visibility::agent_cluster(user));
         let registered = || {
             self.routes
                 .get(ocm_proto::cloudevents::data_type::MANAGED_CLUSTERS)
@@ -429,9 +428,13 @@ impl Grpc {
         if own == Some(cluster) && registered() { cluster } else { "unknown" }
     }
 
-    /// Publish, measured by its caller.
-    async fn publish_event(&self, req: Request<PublishRequest>) -> Result<(), Status> {
-        let user = self.authenticate(&req)?;
+    /// Publish by `user` (as authenticated), measured by its caller.
+    async fn publish_event(
+        &self,
+        user: Result<Identity, Status>,
+        req: Request<PublishRequest>,
+    ) -> Result<(), Status> {
+        let user = user?;
         let event = req.into_inner().event.ok_or_else(|| Status::invalid_argument("no event"))?;
         let t =
             EventType::parse(&event.r#type).map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -476,13 +479,14 @@ impl Grpc {
         Ok(())
     }
 
-    /// Subscribe, measured by `call`, which its stream ends.
+    /// Subscribe by `user` (as authenticated), measured by `call`, which its stream ends.
     async fn subscribe_measured(
         &self,
+        user: Result<Identity, Status>,
         req: Request<SubscriptionRequest>,
         call: Arc<GrpcCall>,
     ) -> Result<Response<EventStream>, Status> {
-        let user = self.authenticate(&req)?;
+        let user = user?;
         let sr = req.into_inner();
         if sr.cluster_name.is_empty() {
             return Err(Status::invalid_argument("the subscription names no cluster"));
@@ -571,9 +575,11 @@ impl CloudEventService for Grpc {
         let data_type = event
             .and_then(|e| EventType::parse(&e.r#type).ok())
             .map_or("unknown", |t| self.data_type_label(&t.data_type()));
-        let consumer = self.consumer_label(event.and_then(|e| e.string(ext::CLUSTER_NAME)), &req);
+        let user = self.authenticate(&req);
+        let cluster = event.and_then(|e| e.string(ext::CLUSTER_NAME));
+        let consumer = self.consumer_label(cluster, user.as_ref().ok());
         let call = self.state.metrics.grpc_call(consumer, data_type, "Publish");
-        let result = self.publish_event(req).await;
+        let result = self.publish_event(user, req).await;
         match &result {
             Ok(()) => {
                 call.sent();
@@ -591,9 +597,10 @@ impl CloudEventService for Grpc {
         req: Request<SubscriptionRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let data_type = self.data_type_label(&req.get_ref().data_type);
-        let consumer = self.consumer_label(Some(&req.get_ref().cluster_name), &req);
+        let user = self.authenticate(&req);
+        let consumer = self.consumer_label(Some(&req.get_ref().cluster_name), user.as_ref().ok());
         let call = Arc::new(self.state.metrics.grpc_call(consumer, data_type, "Subscribe"));
-        let result = self.subscribe_measured(req, Arc::clone(&call)).await;
+        let result = self.subscribe_measured(user, req, Arc::clone(&call)).await;
         if let Err(status) = &result {
             call.end(status.code());
         }

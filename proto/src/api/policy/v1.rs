@@ -544,7 +544,7 @@ pub struct ConfigurationPolicyStatus {
     /// Compliance messages, newest first.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEvent>,
-    /// When it was last evaluated (RFC 3339).
+    /// The time of its latest evaluation (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_evaluated: Option<String>,
     /// The generation it last evaluated.
