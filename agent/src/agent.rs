@@ -51,6 +51,10 @@ pub struct Options {
     pub policies: bool,
     /// How often policies whose interval is `watch` are evaluated (`--policy-resync-seconds`).
     pub policy_resync: Duration,
+    /// The cluster proxy: the prefix hub users are impersonated under
+    /// (`--proxy-identity-prefix`), or `None` where the cluster's admin refuses proxying
+    /// (`--enable-proxy=false`).
+    pub proxy_prefix: Option<String>,
 }
 
 /// How works reach the agent.
@@ -82,6 +86,7 @@ impl Options {
             addon_resync: crate::addon::PERIOD,
             policies: true,
             policy_resync: crate::policy::RESYNC,
+            proxy_prefix: Some(crate::proxy::DEFAULT_PREFIX.to_owned()),
         }
     }
 }
@@ -350,6 +355,26 @@ pub async fn run(
         () = addon_loop(Arc::clone(&shared)) => Ok(()),
         () = policy_loop(Arc::clone(&shared)) => Ok(()),
         () = replicas_loop(Arc::clone(&shared)) => Ok(()),
+        () = proxy_loop(Arc::clone(&shared)) => Ok(()),
+    }
+}
+
+/// The cluster proxy (`proxy.rs`): a tunnel to every hub replica, following the published
+/// list. None where proxying is refused or the cluster is not a real API server.
+async fn proxy_loop(shared: Arc<Shared>) {
+    let (Some(prefix), Some(api)) = (&shared.opts.proxy_prefix, shared.cluster.proxy_api()) else {
+        return std::future::pending().await;
+    };
+    let tunnel = crate::proxy::Tunnel {
+        ca_pem: shared.ca_pem.clone(),
+        data_dir: shared.opts.data_dir.clone(),
+        api,
+        prefix: Arc::from(prefix.as_str()),
+    };
+    let mut tunnels = crate::proxy::Tunnels::default();
+    loop {
+        tunnels.follow(&shared.hub_urls(), &tunnel);
+        tokio::time::sleep(REPLICAS_EVERY).await;
     }
 }
 

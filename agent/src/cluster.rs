@@ -54,6 +54,12 @@ fn no_workloads() -> AgentError {
 pub trait Cluster: Send + Sync + 'static {
     /// Whether its API server is healthy (`/livez`, or `/healthz` where that is missing).
     fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>>;
+
+    /// The cluster's API server for the cluster proxy, where the agent can reach one (none in
+    /// the fleet simulator's clusters).
+    fn proxy_api(&self) -> Option<crate::proxy::ClusterApi> {
+        None
+    }
     /// Its Kubernetes version (`gitVersion`).
     fn version(&self) -> BoxFuture<'_, Result<String, AgentError>>;
     /// Its Nodes' resources.
@@ -157,6 +163,8 @@ pub async fn ensure_namespace(cluster: &dyn Cluster, ns: &str) -> Result<(), Age
 #[derive(Clone)]
 pub struct KubeCluster {
     client: kube::Client,
+    /// The same API server, as the cluster proxy calls it.
+    proxy: crate::proxy::ClusterApi,
     /// The CA bundle the client trusts, PEM.
     ca_pem: String,
     /// Discovery answers: `apiVersion/kind` → the resource and whether it is namespaced.
@@ -199,8 +207,9 @@ impl KubeCluster {
             })?,
         };
         let ca_pem = config.root_cert.iter().flatten().map(|der| pem_certificate(der)).collect();
+        let proxy = crate::proxy::ClusterApi::new(&config)?;
         let client = kube::Client::try_from(config).map_err(cluster_err)?;
-        Ok(KubeCluster { client, ca_pem, kinds: Default::default() })
+        Ok(KubeCluster { client, proxy, ca_pem, kinds: Default::default() })
     }
 
     /// The API of the object `manifest` names (discovery answers cached per kind).
@@ -346,6 +355,10 @@ fn sum(
 }
 
 impl Cluster for KubeCluster {
+    fn proxy_api(&self) -> Option<crate::proxy::ClusterApi> {
+        Some(self.proxy.clone())
+    }
+
     fn healthy(&self) -> BoxFuture<'_, Result<(), AgentError>> {
         Box::pin(async move {
             match self.get_text("/livez").await {

@@ -65,23 +65,11 @@ impl Endpoint {
             .url
             .parse()
             .map_err(|e| AgentError::Invalid(format!("gRPC server {:?}: {e}", self.url)))?;
-        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
-        let port = uri.port_u16().unwrap_or(443);
-        let config = tls_config(&self.ca_pem, cert_pem, key_pem)?;
+        let tls = tls_connect(&self.url, &self.ca_pem, cert_pem, key_pem, b"h2").await?;
         let unreachable = |e: &dyn std::fmt::Display| AgentError::Unreachable {
             url: self.url.clone(),
             detail: e.to_string(),
         };
-        let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| unreachable(&e))?;
-        let _ = tcp.set_nodelay(true);
-        let name = rustls::pki_types::ServerName::try_from(host.clone())
-            .map_err(|e| AgentError::Invalid(format!("gRPC server name {host:?}: {e}")))?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| unreachable(&e))?;
         let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             // OCM's client keepalive: a ping every 30 s, 10 s to answer, also while idle.
@@ -100,10 +88,41 @@ impl Endpoint {
     }
 }
 
+/// A TLS connection to `url` (`https://host:port`) that trusts only `ca_pem`, authenticated
+/// by the agent's certificate and key, offering the one ALPN protocol `alpn` (the gRPC
+/// stream's `h2`, the cluster proxy tunnel's own).
+pub(crate) async fn tls_connect(
+    url: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    alpn: &[u8],
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, AgentError> {
+    let uri: http::Uri =
+        url.parse().map_err(|e| AgentError::Invalid(format!("hub URL {url:?}: {e}")))?;
+    let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+    let port = uri.port_u16().unwrap_or(443);
+    let config = tls_config(ca_pem, cert_pem, key_pem, alpn)?;
+    let unreachable = |e: &dyn std::fmt::Display| AgentError::Unreachable {
+        url: url.to_owned(),
+        detail: e.to_string(),
+    };
+    let tcp =
+        tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| unreachable(&e))?;
+    let _ = tcp.set_nodelay(true);
+    let name = rustls::pki_types::ServerName::try_from(host.clone())
+        .map_err(|e| AgentError::Invalid(format!("hub server name {host:?}: {e}")))?;
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| unreachable(&e))
+}
+
 fn tls_config(
     ca_pem: &str,
     cert_pem: &str,
     key_pem: &str,
+    alpn: &[u8],
 ) -> Result<rustls::ClientConfig, AgentError> {
     let invalid = |what: &str, e: &dyn std::fmt::Display| {
         AgentError::Invalid(format!("the agent's {what} for gRPC: {e}"))
@@ -124,7 +143,7 @@ fn tls_config(
         .with_root_certificates(roots)
         .with_client_auth_cert(chain, key)
         .map_err(|e| invalid("certificate", &e))?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(config)
 }
 

@@ -14,6 +14,7 @@ pub mod hub;
 pub mod metrics;
 pub mod msa;
 pub mod policy;
+pub mod proxy;
 pub mod registration;
 pub mod replicas;
 pub mod rules;

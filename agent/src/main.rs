@@ -91,6 +91,15 @@ struct Common {
     /// in seconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     policy_resync_seconds: u64,
+    /// Carry the hub's proxied requests to this cluster's API server (the cluster proxy);
+    /// `--enable-proxy=false` refuses them all (the hub answers 503).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    enable_proxy: bool,
+    /// The prefix under which hub users and groups act on this cluster through the proxy:
+    /// hub user `alice` in group `devs` is impersonated as `ocm-hub:alice` in `ocm-hub:devs`
+    /// (and `system:authenticated`); the cluster's RBAC grants rights to those names.
+    #[arg(long, default_value = ocm_agent::proxy::DEFAULT_PREFIX)]
+    proxy_identity_prefix: String,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy)]
@@ -206,6 +215,12 @@ fn main() -> ExitCode {
             ));
         }
     }
+    if let Err(why) = ocm_agent::proxy::check_prefix(&common.proxy_identity_prefix) {
+        return usage_error(&format!(
+            "--proxy-identity-prefix {:?} {why}",
+            common.proxy_identity_prefix
+        ));
+    }
     init_logging(logging.0, logging.1);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -222,6 +237,7 @@ fn main() -> ExitCode {
     opts.addon_resync = Duration::from_secs(common.addon_resync_seconds);
     opts.policies = !common.disable_policies;
     opts.policy_resync = Duration::from_secs(common.policy_resync_seconds);
+    opts.proxy_prefix = common.enable_proxy.then(|| common.proxy_identity_prefix.clone());
     opts.transport = match common.transport {
         TransportArg::Grpc => ocm_agent::agent::Transport::Grpc {
             server: common.grpc_server.clone(),

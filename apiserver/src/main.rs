@@ -83,6 +83,20 @@ enum Command {
         #[arg(long, default_value = "./ocm-data")]
         data_dir: PathBuf,
     },
+    /// Prints a kubeconfig that reaches a managed cluster's API server through the hub (the
+    /// cluster proxy), with the caller's hub credentials: `kubectl --kubeconfig` it acts on
+    /// that cluster.
+    Kubeconfig {
+        /// The managed cluster.
+        #[arg(value_parser = parse_cluster_name)]
+        cluster: String,
+        /// The hub's data directory (its admin.kubeconfig is used).
+        #[arg(long, default_value = "./ocm-data")]
+        data_dir: PathBuf,
+        /// A hub kubeconfig whose current context's user and hub are used instead.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+    },
     /// Uploads the hub's certificates (a replica's pki/), sealed under a new certificate key
     /// printed once, into the shared etcd for two hours: a new replica started with
     /// `--certificate-key` and an empty data dir takes them from there.
@@ -489,6 +503,16 @@ fn main() -> ExitCode {
         Command::Get(what) => return get(what),
         Command::Rollout { verb } => return rollout(verb),
         Command::Backup { to, data_dir } => return backup(&to, &data_dir),
+        Command::Kubeconfig { cluster, data_dir, kubeconfig } => {
+            let source = kubeconfig.unwrap_or_else(|| data_dir.join("admin.kubeconfig"));
+            return match ocm_apiserver::cli::kubeconfig::for_cluster(&source, &cluster) {
+                Ok(yaml) => {
+                    print!("{yaml}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(&e.to_string()),
+            };
+        }
         Command::UploadCerts { data_dir, etcd_endpoints } => {
             return upload_certs(&data_dir, etcd_endpoints);
         }

@@ -3,7 +3,8 @@
 //! It holds the label and field selector grammars ([`selector`]), the field-error shape every
 //! validation returns ([`validation`]), Go-style durations of flags ([`duration`]), the OCM CRDs with a structural-schema validator
 //! ([`crd`], [`schema`]), the typed OCM API objects ([`api`]) and the CloudEvents gRPC protocol
-//! ([`cloudevents`], with the hub's own message framing in [`frame`]). Core Kubernetes types come from
+//! ([`cloudevents`], with the hub's own message framing in [`frame`]) and the cluster proxy's tunnel
+//! ([`tunnel`]). Core Kubernetes types come from
 //! `k8s-openapi`. This crate must stay free of IO and of every other workspace crate (see
 //! `ARCHITECTURE.md`).
 
@@ -19,4 +20,5 @@ pub mod payload;
 pub mod quantity;
 pub mod schema;
 pub mod selector;
+pub mod tunnel;
 pub mod validation;

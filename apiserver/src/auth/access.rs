@@ -150,7 +150,8 @@ impl Access {
 
     /// Applies `Impersonate-User` / `Impersonate-Group` (kubectl `--as`, `--as-group`): the
     /// caller needs the `impersonate` verb on `users` (and `groups`) named so, else 403; the
-    /// request then runs as that user, in the groups named plus `system:authenticated`.
+    /// request then runs as that user, in the groups named plus `system:authenticated` (unless
+    /// they name it or `system:unauthenticated`).
     /// Without the headers the identity is unchanged; groups without a user are a 400.
     pub fn impersonate(
         &self,
@@ -196,8 +197,15 @@ impl Access {
         for g in &groups {
             self.check(&identity, &Attributes::resource("impersonate", "", "groups", "", g))?;
         }
+        // kube-apiserver's rule: `system:authenticated` is added unless a group named says
+        // already whether the user is authenticated.
+        let said = groups
+            .iter()
+            .any(|g| g == authz::AUTHENTICATED_GROUP || g == authz::UNAUTHENTICATED_GROUP);
         as_groups.extend(groups);
-        as_groups.push(authz::AUTHENTICATED_GROUP.to_owned());
+        if !said {
+            as_groups.push(authz::AUTHENTICATED_GROUP.to_owned());
+        }
         Ok(Identity::new(UserInfo { name: user.clone(), groups: as_groups, ..Default::default() }))
     }
 

@@ -185,7 +185,10 @@ impl Tls {
                 algorithms: self.provider.signature_verification_algorithms,
             }))
             .with_cert_resolver(Arc::new(Resolver(Arc::clone(self))));
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        // The cluster proxy's tunnel is chosen only by agents that ask for it
+        // (`serve::tunnel`); every other client gets HTTP.
+        config.alpn_protocols =
+            vec![b"h2".to_vec(), b"http/1.1".to_vec(), ocm_proto::tunnel::ALPN.to_vec()];
         Ok(config)
     }
 

@@ -7,6 +7,7 @@ mod body;
 mod documents;
 mod duplicates;
 mod encoding;
+mod proxy;
 mod request;
 mod resource;
 mod watch;
@@ -85,6 +86,8 @@ pub struct ApiState {
     pub metrics: Arc<Metrics>,
     /// The backend the store runs on (`memory`, `sled`, `etcd`), as a backup records it.
     pub storage_backend: &'static str,
+    /// The cluster proxy's open tunnels (`serve::tunnel`).
+    pub tunnels: Arc<crate::serve::tunnel::Tunnels>,
 }
 
 /// The router: every path goes through [`handle`].
@@ -238,8 +241,9 @@ async fn serve(
     authorize(state, &mut req, &identity, &attrs, named_by_host).await?;
     // Seats are taken once the request is authorized (design §3's order), so what a caller may
     // not do never occupies one.
-    let _seat =
-        state.inflight.admit(req.method(), attrs.verb == "watch", &identity, &attrs).await?;
+    // Watches and proxied requests are long-running, as in kube-apiserver: they take no seat.
+    let long_running = attrs.verb == "watch" || proxy::is_proxy(&attrs);
+    let _seat = state.inflight.admit(req.method(), long_running, &identity, &attrs).await?;
     route(state, &segments, req, q, &identity).await
 }
 
@@ -402,6 +406,15 @@ async fn route(
             let target = resolve(state, "", "v1", rest)?;
             resource(state, target, req, q, identity).await
         }
+        [
+            "apis",
+            proxy::GROUP,
+            proxy::VERSION,
+            proxy::RESOURCE,
+            cluster,
+            proxy::SUBRESOURCE,
+            ..,
+        ] => proxy::proxy(state, cluster, req, identity).await,
         ["apis", group, version, rest @ ..] => {
             let target = resolve(state, group, version, rest)?;
             resource(state, target, req, q, identity).await

@@ -37,8 +37,19 @@ pub(super) async fn serve_https(
     let router = crate::serve::rest::router(Arc::clone(state));
     let parked = state.metrics.http1_parked.clone();
     let timeouts = config.timeouts;
+    let state = Arc::clone(state);
     accept_loop(listener, acceptor, background, shutdown, move |stream, who, peer| {
-        serve_connection(stream, who, peer, router.clone(), parked.clone(), timeouts)
+        let tunnel = stream.get_ref().1.alpn_protocol() == Some(ocm_proto::tunnel::ALPN);
+        let (router, parked, state) = (router.clone(), parked.clone(), Arc::clone(&state));
+        async move {
+            if tunnel {
+                // A klusterlet's cluster proxy tunnel: not HTTP from here on.
+                let (tunnels, registry) = (Arc::clone(&state.tunnels), state.registry.clone());
+                Box::pin(crate::serve::tunnel::serve(stream, who, peer, tunnels, registry)).await;
+            } else {
+                serve_connection(stream, who, peer, router, parked, timeouts).await;
+            }
+        }
     })
     .await;
 }

@@ -347,6 +347,7 @@ pub async fn run(
         views,
         metrics: Arc::clone(&core.metrics),
         storage_backend: config.storage.name(),
+        tunnels: Arc::default(),
     });
     let connections = Arc::new(tokio::sync::Semaphore::new(connection_cap(config.max_connections)));
     let https = Acceptor { tls: acceptor, state: tls, connections };
