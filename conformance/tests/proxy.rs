@@ -498,3 +498,75 @@ async fn a_refusing_cluster_gets_503_and_an_agent_restart_ends_watches_cleanly()
     tunnel_open(hub, "c1").await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_managed_service_account_token_reaches_its_own_cluster_as_itself() -> anyhow::Result<()> {
+    let fleet = Fleet::start(&["c1", "c2"], &[]).await?;
+    let hub = &fleet.hub;
+    tunnel_open(hub, "c1").await?;
+    let c1 = &fleet.clusters["c1"];
+    let (admin, c1_admin) = (hub.http()?, c1.http()?);
+    // The service account on the cluster and its token, as the managed-serviceaccount agent
+    // makes them, and the hub's copy: the Secret the ManagedServiceAccount's status names.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "msa-one"}});
+    let (code, body) = c1
+        .call(&c1_admin, Method::POST, "/api/v1/namespaces/default/serviceaccounts", Some(&sa), &[])
+        .await?;
+    anyhow::ensure!(code == 201, "{code} {body}");
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}});
+    let (code, body) = c1
+        .call(
+            &c1_admin,
+            Method::POST,
+            "/api/v1/namespaces/default/serviceaccounts/msa-one/token",
+            Some(&request),
+            &[],
+        )
+        .await?;
+    anyhow::ensure!(code == 201, "{code} {body}");
+    let token = body["status"]["token"].as_str().context("a token")?.to_owned();
+    let msa = json!({"apiVersion": "authentication.open-cluster-management.io/v1beta1", "kind": "ManagedServiceAccount",
+        "metadata": {"name": "msa-one", "namespace": "c1"}, "spec": {"rotation": {}}});
+    let msas = "/apis/authentication.open-cluster-management.io/v1beta1/namespaces/c1/managedserviceaccounts";
+    let (code, body) = hub.call(&admin, Method::POST, msas, Some(&msa), &[]).await?;
+    anyhow::ensure!(code == 201, "{code} {body}");
+    use base64::Engine as _;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "msa-one", "namespace": "c1",
+                     "labels": {"authentication.open-cluster-management.io/is-managed-serviceaccount": "true"}},
+        "data": {"token": base64::engine::general_purpose::STANDARD.encode(&token)}});
+    let (code, body) =
+        hub.call(&admin, Method::POST, "/api/v1/namespaces/c1/secrets", Some(&secret), &[]).await?;
+    anyhow::ensure!(code == 201, "{code} {body}");
+    let holder = hub.http_bearer(&token)?;
+    let (code, body) = whoami_on(hub, &holder, "c1", &[]).await?;
+    assert_eq!(code, 401, "not yet the token the hub holds for the account: {body}");
+    let status = json!({"status": {"tokenSecretRef": {"name": "msa-one", "lastRefreshTimestamp": "2026-11-27T00:00:00Z"}}});
+    let (code, body) = hub
+        .call(
+            &admin,
+            Method::PATCH,
+            &format!("{msas}/msa-one/status"),
+            Some(&status),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await?;
+    anyhow::ensure!(code == 200, "{code} {body}");
+
+    // The cluster sees its own service account, not an impersonated hub user.
+    let seen = eventually("the token recognised", WAIT, || async {
+        let (code, seen) =
+            whoami_on(hub, &holder, "c1", &[("Impersonate-User", "system:admin")]).await?;
+        Ok((code == 201).then_some(seen))
+    })
+    .await?;
+    let (name, groups) = user_info(&seen);
+    assert_eq!(name, "system:serviceaccount:default:msa-one");
+    assert!(groups.iter().all(|g| !g.starts_with("ocm-hub:")), "{groups:?}");
+    // The same token names nobody on the hub, and is no credential for another cluster.
+    let (code, _) = hub.call(&holder, Method::GET, "/api/v1/namespaces", None, &[]).await?;
+    assert_eq!(code, 401);
+    let (code, _) = whoami_on(hub, &holder, "c2", &[]).await?;
+    assert_eq!(code, 401);
+    Ok(())
+}

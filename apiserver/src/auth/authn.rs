@@ -343,7 +343,7 @@ pub fn user_json(user: &UserInfo) -> Value {
 }
 
 /// The bearer token of an `Authorization` header.
-fn bearer(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();

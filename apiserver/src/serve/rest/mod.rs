@@ -229,6 +229,11 @@ async fn serve(
     if let Some(answer) = public_endpoint(state, &path).await {
         return Ok(answer);
     }
+    // A cluster's own ManagedServiceAccount token, proxied to that cluster, which decides.
+    if let Some(token) = proxy::cluster_token(state, &req, &attrs) {
+        let cluster = attrs.name.clone();
+        return proxy::proxy(state, &cluster, req, proxy::Caller::Token(token)).await;
+    }
     let (user, named_by_host) = authenticate(state, &mut req, &path).await?;
     let identity = state.access.impersonate(user, req.headers())?;
     let trimmed = path.trim_end_matches('/');
@@ -414,7 +419,7 @@ async fn route(
             cluster,
             proxy::SUBRESOURCE,
             ..,
-        ] => proxy::proxy(state, cluster, req, identity).await,
+        ] => proxy::proxy(state, cluster, req, proxy::Caller::User(identity)).await,
         ["apis", group, version, rest @ ..] => {
             let target = resolve(state, group, version, rest)?;
             resource(state, target, req, q, identity).await
