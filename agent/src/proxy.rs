@@ -190,7 +190,7 @@ async fn answer(
     }
     match client.send(request).await {
         Ok(mut resp) => {
-            strip_hop_by_hop(resp.headers_mut());
+            tunnel::strip_hop_by_hop(resp.headers_mut());
             resp
         }
         Err(e) => status(
@@ -259,40 +259,12 @@ impl Caller {
     }
 }
 
-/// Removes every identity and credential header, the tunnel's own and the hop-by-hop ones.
+/// Removes every identity and credential header, the tunnel's own, `Host` and the hop-by-hop
+/// ones.
 fn strip(headers: &mut HeaderMap) {
-    let names: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| {
-            let n = name.as_str();
-            n.starts_with("impersonate-")
-                || n.starts_with("x-remote-")
-                || n.starts_with(tunnel::HEADER_PREFIX)
-        })
-        .cloned()
-        .collect();
-    for name in names {
-        headers.remove(name);
-    }
-    for name in [header::AUTHORIZATION, header::PROXY_AUTHORIZATION, header::COOKIE, header::HOST] {
-        headers.remove(name);
-    }
-    strip_hop_by_hop(headers);
-}
-
-/// Removes the hop-by-hop headers (RFC 9110 §7.6.1).
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    for name in [
-        header::CONNECTION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-    ] {
-        headers.remove(name);
-    }
+    tunnel::strip_identity(headers);
+    tunnel::strip_hop_by_hop(headers);
+    headers.remove(header::HOST);
 }
 
 /// A Kubernetes `Status` answer.

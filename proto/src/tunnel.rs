@@ -27,6 +27,58 @@ pub const TOKEN_HEADER: &str = "x-ocm-proxy-token";
 /// The prefix of every header the tunnel itself sets.
 pub const HEADER_PREFIX: &str = "x-ocm-proxy-";
 
+/// Removes every header that could say who the caller is or carry a credential:
+/// `Authorization`, `Proxy-Authorization`, cookies, `Impersonate-*`, `X-Remote-*` and the
+/// tunnel's own. A caller's own must never reach a cluster (CVE-2026-17107's lesson), and
+/// each end removes them before it sets any.
+pub fn strip_identity(headers: &mut http::HeaderMap) {
+    let names: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let n = name.as_str();
+            n.starts_with("impersonate-")
+                || n.starts_with("x-remote-")
+                || n.starts_with(HEADER_PREFIX)
+        })
+        .cloned()
+        .collect();
+    for name in names {
+        headers.remove(name);
+    }
+    for name in
+        [http::header::AUTHORIZATION, http::header::PROXY_AUTHORIZATION, http::header::COOKIE]
+    {
+        headers.remove(name);
+    }
+}
+
+/// Removes the hop-by-hop headers (RFC 9110 §7.6.1) and those `Connection` names, which
+/// belong to one connection and are not passed on.
+pub fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
+    let named: Vec<http::HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| http::HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        http::header::CONNECTION,
+        http::header::TE,
+        http::header::TRAILER,
+        http::header::TRANSFER_ENCODING,
+        http::header::UPGRADE,
+        http::header::PROXY_AUTHENTICATE,
+        http::HeaderName::from_static("keep-alive"),
+        http::HeaderName::from_static("proxy-connection"),
+    ] {
+        headers.remove(name);
+    }
+}
+
 /// Why a proxied path is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
@@ -91,6 +143,32 @@ fn decode(segment: &str) -> Result<Vec<u8>, PathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_and_hop_by_hop_headers_are_removed() {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in [
+            ("impersonate-user", "system:admin"),
+            ("impersonate-group", "system:masters"),
+            ("impersonate-extra-scopes", "x"),
+            ("impersonate-uid", "1"),
+            ("x-remote-user", "root"),
+            ("x-remote-group", "system:masters"),
+            ("x-ocm-proxy-user", "mallory"),
+            ("authorization", "Bearer hub-token"),
+            ("cookie", "s=1"),
+            ("connection", "keep-alive, x-private"),
+            ("x-private", "1"),
+            ("te", "trailers"),
+            ("accept", "application/json"),
+        ] {
+            h.append(http::HeaderName::from_static(k), http::HeaderValue::from_static(v));
+        }
+        strip_identity(&mut h);
+        strip_hop_by_hop(&mut h);
+        let left: Vec<&str> = h.keys().map(http::HeaderName::as_str).collect();
+        assert_eq!(left, ["accept"]);
+    }
 
     #[test]
     fn paths_of_the_api_pass() {

@@ -92,8 +92,9 @@ async fn main() -> anyhow::Result<()> {
         (with_tunnels as f64 - before_tunnels as f64) / args.tunnels as f64
     );
 
-    gets(&args, &hub, &cluster, &hub_http, &direct).await?;
-    lists(&args, &hub, &cluster, &hub_http, &direct).await?;
+    let sides = Sides { hub: &hub, cluster: &cluster, hub_http: &hub_http, direct: &direct };
+    gets(&args, &sides).await?;
+    lists(&args, &sides).await?;
     watches(&args, &hub, &cluster, &names, &direct).await?;
     drop(dirs);
     Ok(())
@@ -141,14 +142,18 @@ async fn open_tunnels(
     Ok(dirs)
 }
 
+/// The two ways to the stand-in: through the hub's proxy, and straight.
+#[derive(Clone, Copy)]
+struct Sides<'a> {
+    hub: &'a Replica,
+    cluster: &'a Replica,
+    hub_http: &'a reqwest::Client,
+    direct: &'a reqwest::Client,
+}
+
 /// GETs of one ConfigMap straight to the stand-in and through the proxy, alternating.
-async fn gets(
-    args: &Args,
-    hub: &Replica,
-    cluster: &Replica,
-    hub_http: &reqwest::Client,
-    direct: &reqwest::Client,
-) -> anyhow::Result<()> {
+async fn gets(args: &Args, sides: &Sides<'_>) -> anyhow::Result<()> {
+    let Sides { hub, cluster, hub_http, direct } = *sides;
     post(direct, &cluster.url(), "/api/v1/namespaces/bench/configmaps", &configmap("one", None))
         .await?;
     let path = "/api/v1/namespaces/bench/configmaps/one";
@@ -180,13 +185,8 @@ async fn gets(
 }
 
 /// A LIST of `--list` ConfigMaps straight and through the proxy, five times each, alternating.
-async fn lists(
-    args: &Args,
-    hub: &Replica,
-    cluster: &Replica,
-    hub_http: &reqwest::Client,
-    direct: &reqwest::Client,
-) -> anyhow::Result<()> {
+async fn lists(args: &Args, sides: &Sides<'_>) -> anyhow::Result<()> {
+    let Sides { hub, cluster, hub_http, direct } = *sides;
     let url = format!("{}/api/v1/namespaces/list/configmaps", cluster.url());
     futures::stream::iter(0..args.list)
         .map(|i| {
