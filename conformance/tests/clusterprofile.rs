@@ -286,6 +286,7 @@ async fn profiles_follow_bound_sets_and_their_clusters() -> anyhow::Result<()> {
     })
     .await?;
     let c2_after = stored(&hub, &http, &format!("{PROFILES}/c2")).await?;
+    assert_matches_crd(&c2_after)?;
     ensure!(
         c2_after["metadata"]["resourceVersion"] == p["metadata"]["resourceVersion"],
         "c2's profile was rewritten:\nbefore {p}\nafter {c2_after}"
@@ -329,6 +330,7 @@ async fn profiles_follow_bound_sets_and_their_clusters() -> anyhow::Result<()> {
 
     // The other manager's profile is as it was created.
     let left = stored(&hub, &http, &format!("{PROFILES}/elsewhere")).await?;
+    assert_matches_crd(&left)?;
     ensure!(
         left["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"],
         "another manager's profile was changed: {left}"

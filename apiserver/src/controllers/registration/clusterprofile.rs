@@ -8,6 +8,9 @@
 //! as OCM's that are no longer wanted are deleted; a terminating namespace is left alone, and a
 //! same-named profile of another cluster manager is never touched.
 //!
+//! The access provider's URL is the advertised URL of the replica whose controllers run (with
+//! several replicas, the leader's), so profiles name a hub that serves.
+//!
 //! Writes happen only when what a profile should say differs from what it says: a cluster wakes
 //! the controller only when its labels, version, claims or those two conditions change, so the
 //! agent's other status reports and its Lease renewals (another object) write nothing here.
@@ -462,7 +465,7 @@ mod tests {
             wanted_clusters(sels, &clusters).keys().map(|k| (*k).to_owned()).collect()
         };
         assert_eq!(names(&[]), Vec::<String>::new());
-        assert_eq!(names(&[dev.clone()]), ["a"]);
+        assert_eq!(names(std::slice::from_ref(&dev)), ["a"]);
         assert_eq!(names(&[prod.clone(), env]), ["b", "c"]);
         assert_eq!(names(&[dev, prod]), ["a", "b", "c"]);
     }
