@@ -53,7 +53,7 @@ const MAX_PROPERTY_VALUE: usize = 1024;
 /// How profiles reach a cluster through the hub: the hub's advertised URL and its CA (PEM).
 #[derive(Debug, Clone)]
 pub struct HubAccess {
-    /// The hub's URL as agents are told it (cluster-info's server).
+    /// The hub's advertised URL, as its join command names it to agents.
     pub server: String,
     /// The hub CA certificate, PEM.
     pub ca_pem: String,
@@ -107,8 +107,7 @@ fn profile_spec(cluster: &str) -> Value {
 
 /// A reason the ClusterProfile schema admits (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`).
 fn valid_reason(reason: &str) -> bool {
-    let mut chars = reason.chars();
-    let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let first = reason.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
     let rest = reason.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'));
     let last = reason.chars().last().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
     first && rest && last && reason.len() <= 1024
