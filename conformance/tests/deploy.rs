@@ -1,5 +1,5 @@
-//! The manifests under `deploy/` parse and agree with the hub: one APIService per OCM
-//! group-version the hub serves, each pointing at the Service's named port with a CA bundle, the
+//! The manifests under `deploy/` parse and agree with the hub: one APIService per OCM (and
+//! SIG-multicluster ClusterProfile) group-version the hub serves, each pointing at the Service's named port with a CA bundle, the
 //! Deployment's flags all accepted by `ocm-hub serve`, and the RBAC bindings naming the roles an
 //! aggregated API server needs.
 
@@ -47,7 +47,10 @@ fn apiservices_cover_every_served_ocm_group_version() -> anyhow::Result<()> {
     let served: BTreeSet<(String, String)> = scheme
         .types()
         .iter()
-        .filter(|rt| rt.group.ends_with("open-cluster-management.io"))
+        .filter(|rt| {
+            rt.group.ends_with("open-cluster-management.io")
+                || rt.group == ocm_proto::api::multicluster::GROUP
+        })
         .flat_map(|rt| rt.versions.iter().map(|v| (rt.group.clone(), v.clone())))
         .collect();
     let services = of_kind(&docs, "Service");

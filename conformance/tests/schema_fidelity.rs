@@ -35,6 +35,7 @@ const GOLDEN: &[&str] = &[
     include_str!("../../proto/tests/golden/policy.v1.json"),
     include_str!("../../proto/tests/golden/policyset.v1beta1.json"),
     include_str!("../../proto/tests/golden/configurationpolicy.v1.json"),
+    include_str!("../../proto/tests/golden/clusterprofile.v1alpha1.json"),
 ];
 
 struct Client {

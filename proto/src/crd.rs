@@ -1,5 +1,6 @@
-//! The OCM CustomResourceDefinitions: the nineteen CRD manifests embedded from `proto/crds/`,
-//! parsed once into the names, versions, printer columns and structural schemas the API server
+//! The CustomResourceDefinitions the hub serves: the twenty CRD manifests embedded from
+//! `proto/crds/` (OCM's, and SIG-multicluster's ClusterProfile, which OCM's hub writes), parsed
+//! once into the names, versions, printer columns and structural schemas the API server
 //! serves custom resources with.
 
 use std::sync::LazyLock;
@@ -41,6 +42,7 @@ const CRD_SOURCES: &[&str] = &[
     include_str!("../crds/policy.open-cluster-management.io_placementbindings.crd.yaml"),
     include_str!("../crds/policy.open-cluster-management.io_policies.crd.yaml"),
     include_str!("../crds/policy.open-cluster-management.io_policysets.crd.yaml"),
+    include_str!("../crds/multicluster.x-k8s.io_clusterprofiles.crd.yaml"),
 ];
 
 /// Why a manifest is not a CRD this crate can serve.
@@ -406,16 +408,16 @@ mod tests {
 
     #[test]
     fn all_embedded_crds_parse() {
-        assert_eq!(CRD_SOURCES.len(), 19);
+        assert_eq!(CRD_SOURCES.len(), 20);
         for source in CRD_SOURCES {
             let crd = Crd::from_yaml(source).unwrap();
             assert_eq!(crd.versions.iter().filter(|v| v.storage).count(), 1, "{}", crd.name());
         }
-        assert_eq!(ocm_crds().len(), 19);
+        assert_eq!(ocm_crds().len(), 20);
         let mut names: Vec<String> = ocm_crds().iter().map(Crd::name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), 20);
     }
 
     #[test]

@@ -11,6 +11,11 @@
 //! name: a path of the cluster's own API server and nothing that a server or another proxy
 //! could read as somewhere else.
 
+/// The path of `cluster`'s proxy on a hub (its server URL is put before it).
+pub fn proxy_path(cluster: &str) -> String {
+    format!("/apis/cluster.open-cluster-management.io/v1/managedclusters/{cluster}/proxy")
+}
+
 /// The ALPN protocol of a tunnel connection (never offered by ordinary clients).
 pub const ALPN: &[u8] = b"ocm-tunnel/1";
 

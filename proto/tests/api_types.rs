@@ -10,6 +10,7 @@ use ocm_proto::api::addon::{self, v1alpha1 as addon_v1alpha1, v1beta1 as addon_v
 use ocm_proto::api::authentication::v1beta1 as authentication_v1beta1;
 use ocm_proto::api::cluster::{v1 as cluster_v1, v1alpha1 as cluster_v1alpha1};
 use ocm_proto::api::cluster::{v1beta1 as cluster_v1beta1, v1beta2 as cluster_v1beta2};
+use ocm_proto::api::multicluster::v1alpha1 as multicluster_v1alpha1;
 use ocm_proto::api::policy::{v1 as policy_v1, v1beta1 as policy_v1beta1};
 use ocm_proto::api::work::{v1 as work_v1, v1alpha1 as work_v1alpha1};
 use ocm_proto::api::{ObjectList, Resource};
@@ -246,6 +247,7 @@ macro_rules! all_kinds {
         $m!(policy_v1::PlacementBinding, "placementbinding.v1.json");
         $m!(policy_v1::ConfigurationPolicy, "configurationpolicy.v1.json");
         $m!(policy_v1beta1::PolicySet, "policyset.v1beta1.json");
+        $m!(multicluster_v1alpha1::ClusterProfile, "clusterprofile.v1alpha1.json");
     };
 }
 
@@ -299,6 +301,11 @@ fn policy_kinds_round_trip_and_cover_their_schemas() {
         "configurationpolicy-raw.v1.json",
     ]);
     check_kind::<policy_v1beta1::PolicySet>("policyset.v1beta1.json");
+}
+
+#[test]
+fn multicluster_kinds_round_trip_and_cover_their_schemas() {
+    check_kind::<multicluster_v1alpha1::ClusterProfile>("clusterprofile.v1alpha1.json");
 }
 
 #[test]
@@ -460,6 +467,11 @@ fn minimal_objects_have_no_spurious_fields() {
         "apiVersion": "authentication.open-cluster-management.io/v1beta1",
         "kind": "ManagedServiceAccount", "metadata": {"name": "m", "namespace": "c1"},
         "spec": {"rotation": {}}
+    }));
+    check_minimal::<multicluster_v1alpha1::ClusterProfile>(json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+        "metadata": {"name": "c1", "namespace": "apps"},
+        "spec": {"clusterManager": {"name": "open-cluster-management"}}
     }));
 }
 

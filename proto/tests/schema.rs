@@ -12,6 +12,7 @@ const WORK: &str = "work.open-cluster-management.io";
 const ADDON: &str = "addon.open-cluster-management.io";
 const AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 const POLICY: &str = "policy.open-cluster-management.io";
+const MULTICLUSTER: &str = "multicluster.x-k8s.io";
 
 fn crd(group: &str, plural: &str) -> &'static Crd {
     crd::find(group, plural).unwrap_or_else(|| panic!("no CRD {plural}.{group}"))
@@ -160,14 +161,18 @@ fn placement() -> Value {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn all_nineteen_crds_are_embedded_with_one_storage_version_each() {
+fn all_twenty_crds_are_embedded_with_one_storage_version_each() {
     let crds = crd::ocm_crds();
-    assert_eq!(crds.len(), 19);
+    assert_eq!(crds.len(), 20);
     for c in crds {
         let storage = c.storage_version();
         assert!(storage.storage && storage.served, "{}", c.name());
         assert_eq!(c.versions.iter().filter(|v| v.storage).count(), 1);
-        assert!(c.group.ends_with(".open-cluster-management.io"));
+        assert!(
+            c.group.ends_with(".open-cluster-management.io") || c.group == MULTICLUSTER,
+            "{}",
+            c.name()
+        );
         assert_eq!(c.list_kind, format!("{}List", c.kind));
         assert_eq!(c.singular, c.kind.to_lowercase());
         let root = &storage.schema;
@@ -200,6 +205,7 @@ fn every_crd_has_the_scope_and_versions_its_yaml_declares() {
         ("placementbindings", POLICY, true, "v1", &["v1"]),
         ("policysets", POLICY, true, "v1beta1", &["v1beta1"]),
         ("configurationpolicies", POLICY, true, "v1", &["v1"]),
+        ("clusterprofiles", MULTICLUSTER, true, "v1alpha1", &["v1alpha1"]),
     ];
     for &(plural, group, namespaced, storage, served) in expected {
         let c = crd(group, plural);
@@ -839,5 +845,5 @@ fn golden_objects_validate_and_prune_to_themselves() {
         assert_eq!(rendered(&schema.validate(&pruned)), Vec::<String>::new(), "{name} defaulted");
         checked += 1;
     }
-    assert!(checked >= 19, "only {checked} golden objects matched a CRD");
+    assert!(checked >= 20, "only {checked} golden objects matched a CRD");
 }

@@ -14,11 +14,6 @@ use serde_json::{Value, json};
 
 use super::admin::CliError;
 
-/// The proxy path of `cluster` on a hub.
-pub fn proxy_path(cluster: &str) -> String {
-    format!("/apis/cluster.open-cluster-management.io/v1/managedclusters/{cluster}/proxy")
-}
-
 /// The kubeconfig for `cluster` made from the hub kubeconfig at `source`, as YAML.
 pub fn for_cluster(source: &Path, cluster: &str) -> Result<String, CliError> {
     let unreadable =
@@ -63,7 +58,8 @@ fn rewrite(hub: &Value, cluster: &str) -> Result<Value, &'static str> {
         .cloned()
         .ok_or("its context's user is not among its users")?;
     let server = entry.get("server").and_then(Value::as_str).ok_or("its cluster has no server")?;
-    let server = format!("{}{}", server.trim_end_matches('/'), proxy_path(cluster));
+    let server =
+        format!("{}{}", server.trim_end_matches('/'), ocm_proto::tunnel::proxy_path(cluster));
     entry["server"] = Value::String(server);
     Ok(json!({
         "apiVersion": "v1",

@@ -559,6 +559,27 @@ mod tests {
         assert!(msa(Profile::Cluster).is_none());
     }
 
+    /// The hub serves SIG-multicluster's ClusterProfile at v1alpha1, namespaced, with status as
+    /// a subresource and its CRD's schema; a managed cluster does not serve it.
+    #[test]
+    fn cluster_profiles_are_served_by_the_hub_only() {
+        use crate::machinery::scheme::Profile;
+        let profile =
+            |profile| ocm_types(profile).into_iter().find(|rt| rt.kind == "ClusterProfile");
+        let rt = profile(Profile::Hub).expect("the hub serves ClusterProfile");
+        assert_eq!(rt.group, ocm_proto::api::multicluster::GROUP);
+        assert_eq!(
+            (rt.plural.as_str(), rt.singular.as_str()),
+            ("clusterprofiles", "clusterprofile")
+        );
+        assert_eq!(rt.versions, ["v1alpha1"]);
+        assert!(rt.namespaced && rt.has_status());
+        // `spec.clusterManager` is required.
+        let errs = rt.strategy.validate(&serde_json::json!({"spec": {}})).expect("validates");
+        assert!(errs.iter().any(|e| e.field.contains("clusterManager")), "{errs:?}");
+        assert!(profile(Profile::Cluster).is_none());
+    }
+
     /// The limit holds to the byte: manifests serializing to exactly 500 KiB pass, one byte more
     /// (an escaped quote counts two) fails.
     #[test]

@@ -4,7 +4,9 @@
 //! Layout: [`cluster`] (`cluster.open-cluster-management.io`), [`work`]
 //! (`work.open-cluster-management.io`), [`addon`] (`addon.open-cluster-management.io`, with the
 //! v1alpha1 <-> v1beta1 conversions), [`authentication`]
-//! (`authentication.open-cluster-management.io`), [`policy`] (`policy.open-cluster-management.io`) and [`meta`] (the pieces every kind shares: the
+//! (`authentication.open-cluster-management.io`), [`policy`] (`policy.open-cluster-management.io`),
+//! [`multicluster`] (SIG-multicluster's `multicluster.x-k8s.io`, whose ClusterProfiles the hub
+//! writes) and [`meta`] (the pieces every kind shares: the
 //! `apiVersion`/`kind` tags, [`ObjectList`], condition status values, serde helpers). Each
 //! group module holds one submodule per version (`cluster::v1`, `cluster::v1beta1`, ...) and the
 //! group's well-known labels, annotations and finalizers as `pub const`s; condition types and
@@ -70,6 +72,7 @@ pub mod addon;
 pub mod authentication;
 pub mod cluster;
 pub mod meta;
+pub mod multicluster;
 pub mod policy;
 pub mod work;
 
@@ -142,6 +145,7 @@ pub fn json_schema(api_version: &str, kind: &str) -> Option<SchemaFn> {
         of::<policy::v1::PlacementBinding>(),
         of::<policy::v1::ConfigurationPolicy>(),
         of::<policy::v1beta1::PolicySet>(),
+        of::<multicluster::v1alpha1::ClusterProfile>(),
     ]
     .into_iter()
     .find(|(a, k, _)| *a == api_version && *k == kind)

@@ -1,10 +1,12 @@
 //! The hub's registration controllers (ocm.md §3, §6, §14): the CSR approver and signer, the
 //! managed-cluster controller (acceptance, per-cluster namespace and RBAC, the Lease,
-//! availability, clock sync, taints, cleanup on deletion) and the cluster-set controllers. Each
+//! availability, clock sync, taints, cleanup on deletion), the cluster-set controllers and the
+//! ClusterProfile producer (ocm-wave2.md §4.7). Each
 //! is a level-triggered reconciler (`reconcile.rs`) over the watch cache; they write through the
 //! registry as the hub itself.
 
 mod cluster;
+mod clusterprofile;
 mod clusterset;
 pub mod csr;
 
@@ -20,6 +22,7 @@ use crate::machinery::error::ApiError;
 use crate::machinery::scheme::ResourceType;
 use crate::store::registry::{DeleteOptions, Patch, Registry, WriteOptions, Written};
 
+pub use clusterprofile::HubAccess;
 pub use clusterset::set_selector;
 pub use csr::{CsrCheck, check_agent_request};
 
@@ -146,13 +149,15 @@ impl Ctx {
     }
 }
 
-/// Starts the registration controllers.
+/// Starts the registration controllers; `hub_url` is the hub's advertised URL (cluster-info's
+/// server), which ClusterProfiles name as the way to their clusters.
 pub fn start(
     runtime: &Runtime,
     access: Arc<Access>,
     pki: Arc<Pki>,
     config: RegistrationConfig,
     metrics: Arc<crate::machinery::metrics::Metrics>,
+    hub_url: &str,
 ) {
     let registry = &runtime.registry;
     if !config.enabled {
@@ -163,6 +168,8 @@ pub fn start(
     csr::start(&ctx, runtime);
     cluster::start(&ctx, runtime);
     clusterset::start(&ctx, runtime);
+    let hub = HubAccess { server: hub_url.to_owned(), ca_pem: ctx.pki.ca_pem.clone() };
+    clusterprofile::start(&ctx, runtime, hub);
 }
 
 /// The watch of a kind whose objects concern the key of their own name.

@@ -374,10 +374,11 @@ async fn authorize(
         return Ok(());
     };
     // The host cluster decides for users it named and for what the APIServices serve: the
-    // OCM groups and discovery. The hub's own core objects (its Secrets, ServiceAccounts,
-    // RBAC) are not the host's.
-    let delegable = named_by_host
-        && (!attrs.resource_request || attrs.api_group.ends_with(".open-cluster-management.io"));
+    // OCM groups, SIG-multicluster's ClusterProfiles and discovery. The hub's own core objects
+    // (its Secrets, ServiceAccounts, RBAC) are not the host's.
+    let served_group = attrs.api_group.ends_with(".open-cluster-management.io")
+        || attrs.api_group == ocm_proto::api::multicluster::GROUP;
+    let delegable = named_by_host && (!attrs.resource_request || served_group);
     let allowed = match &state.delegate_authz {
         Some(delegate) if delegable => delegate.allowed(identity, attrs).await?,
         _ => false,

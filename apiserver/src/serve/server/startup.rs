@@ -246,6 +246,7 @@ pub(super) async fn start_hub(
         Arc::clone(pki),
         config.registration.clone(),
         Arc::clone(&core.metrics),
+        server_url,
     );
     let views = if config.registration.enabled {
         crate::controllers::addon::start(&core.runtime);
