@@ -98,6 +98,10 @@ pub struct Tunnel {
     pub prefix: Arc<str>,
 }
 
+/// The most requests one tunnel carries at once (hyper's default is 200); the hub's own
+/// stream and connection limits bound what reaches it.
+const MAX_STREAMS: u32 = 10_000;
+
 /// After this long open, a tunnel that ends is opened again at once (its backoff starts over).
 const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 
@@ -140,6 +144,8 @@ impl Tunnel {
             .timer(TokioTimer::new())
             .keep_alive_interval(Duration::from_secs(30))
             .keep_alive_timeout(Duration::from_secs(10))
+            // Every proxied watch of this cluster is a stream held open.
+            .max_concurrent_streams(MAX_STREAMS)
             .serve_connection(TokioIo::new(tls), service)
             .await
             .map_err(|e| AgentError::Unreachable { url: url.to_owned(), detail: e.to_string() })

@@ -131,12 +131,14 @@ impl Checker {
 }
 
 /// Follows the PlacementDecisions of `ns` with a kube watch from a list, checking each
-/// revision, until told the final selection and the watch has shown it.
+/// revision, until told the final selection and the watch has shown it; says on `watching` once
+/// its watch is open.
 async fn check(
     hub: &TestHub,
     http: reqwest::Client,
     ns: &str,
     stable: BTreeSet<String>,
+    watching: oneshot::Sender<()>,
     finish: oneshot::Receiver<BTreeSet<String>>,
 ) -> anyhow::Result<Report> {
     let path = decisions(ns);
@@ -146,6 +148,7 @@ async fn check(
     let url = format!("{}{path}?watch=true&resourceVersion={rv}&timeoutSeconds=3600", hub.url);
     let resp = http.get(url).send().await?;
     ensure!(resp.status().as_u16() == 200, "watch {path}: {}", resp.status());
+    let _ = watching.send(());
     let mut body = resp.bytes_stream();
     let mut checker =
         Checker { stable, slices, open: None, armed: false, report: Report::default() };
@@ -300,8 +303,11 @@ where
     let http = hub.http()?;
     let stable: BTreeSet<String> = (POOL..CLUSTERS).map(name).collect();
     let (finish, finished) = oneshot::channel();
-    let checker = check(hub, hub.http()?, ns, stable, finished);
+    let (watching_tx, watching) = oneshot::channel();
+    let checker = check(hub, hub.http()?, ns, stable, watching_tx, finished);
     let driver = async {
+        // Every reshuffle's revision comes after the checker's list and within its watch.
+        watching.await.context("the checker did not start watching")?;
         let mut excluded = BTreeSet::new();
         for i in 0..steps {
             toggle(&mut excluded, i);
