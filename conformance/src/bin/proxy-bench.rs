@@ -93,9 +93,11 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let sides = Sides { hub: &hub, cluster: &cluster, hub_http: &hub_http, direct: &direct };
+    // Watches first: the LIST's large answers leave the hub's heap larger (or, freed, smaller)
+    // for a while, which would drown the watches' own RSS.
+    watches(&args, &hub, &cluster, &names, &direct).await?;
     gets(&args, &sides).await?;
     lists(&args, &sides).await?;
-    watches(&args, &hub, &cluster, &names, &direct).await?;
     drop(dirs);
     Ok(())
 }
