@@ -27,6 +27,9 @@ use crate::store::registry::Registry;
 const KEEPALIVE: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The largest HTTP/2 frame the hub takes on a tunnel.
+const MAX_FRAME: u32 = 256 * 1024;
+
 /// The open tunnels, one per cluster.
 #[derive(Debug, Default)]
 pub struct Tunnels {
@@ -45,16 +48,6 @@ impl Tunnels {
     pub fn get(&self, cluster: &str) -> Option<SendRequest<Body>> {
         let open = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         open.get(cluster).map(|o| o.send.clone()).filter(|s| !s.is_closed())
-    }
-
-    /// How many tunnels are open.
-    pub fn len(&self) -> usize {
-        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Keeps `send` as `cluster`'s tunnel (a newer connection of the same agent replaces the
@@ -117,6 +110,10 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         .keep_alive_interval(KEEPALIVE)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .keep_alive_while_idle(true)
+        // Answers (long lists) come in large frames under a window sized to the link, not
+        // in 16 KiB frames each waiting on the last window update.
+        .max_frame_size(MAX_FRAME)
+        .adaptive_window(true)
         .handshake::<_, Body>(TokioIo::new(stream))
         .await;
     let (send, conn) = match handshake {

@@ -42,6 +42,9 @@ fn proxy(cluster: &str, path: &str) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // The agents' side holds a connection per tunnel and one to the stand-in per proxied
+    // watch, besides the benchmark's own.
+    ocm_apiserver::serve::server::raise_open_file_limit();
     let hub = Replica::start_sled(&[]).await?;
     let cluster = Replica::start_sled(&["--profile", "cluster"]).await?;
     let (hub_http, direct) = (hub.http()?, cluster.http()?);
@@ -194,8 +197,14 @@ async fn lists(args: &Args, sides: &Sides<'_>) -> anyhow::Result<()> {
         .map(|i| {
             let (url, direct) = (url.clone(), direct.clone());
             async move {
-                let r = direct.post(&url).json(&configmap(&format!("cm-{i}"), None)).send().await?;
+                let r = direct
+                    .post(&url)
+                    .json(&configmap(&format!("cm-{i}"), None))
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("create cm-{i}: {e:?}"))?;
                 anyhow::ensure!(r.status().is_success(), "create: {}", r.status());
+                r.bytes().await?;
                 anyhow::Ok(())
             }
         })
