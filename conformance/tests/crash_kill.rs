@@ -294,23 +294,30 @@ async fn run_cycle(
     Ok(())
 }
 
-/// Runs `cycles` kill/verify cycles; returns the first violation, with the cycle it happened in.
+/// The seed of the kill schedule: `OCM_CRASH_SEED` when set (to replay a failed run's
+/// schedule), else a fresh one; a failure names it.
+fn schedule_seed() -> u64 {
+    std::env::var("OCM_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(rand::random)
+}
+
+/// Runs `cycles` kill/verify cycles on the schedule `seed` draws; returns the first violation,
+/// with the cycle it happened in.
 async fn crash_loop(
     cycles: u64,
     ack_before_flush: bool,
+    seed: u64,
 ) -> (Model, Option<(u64, KillAt, anyhow::Error, tempfile::TempDir)>) {
+    use rand::SeedableRng as _;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().expect("temp dir");
     let mut model = Model::default();
     // Create the store once so every cycle starts from a verified state.
     drop(open(dir.path()).await.expect("initial open"));
     for cycle in 0..cycles {
-        let kill = {
-            let mut rng = rand::rng();
-            match rng.random_range(0..10) {
-                0 => KillAt::Startup(Duration::from_millis(rng.random_range(0..50))),
-                1 => KillAt::Compaction,
-                _ => KillAt::Running(Duration::from_millis(rng.random_range(20..500))),
-            }
+        let kill = match rng.random_range(0..10) {
+            0 => KillAt::Startup(Duration::from_millis(rng.random_range(0..50))),
+            1 => KillAt::Compaction,
+            _ => KillAt::Running(Duration::from_millis(rng.random_range(20..500))),
         };
         let result = match run_cycle(dir.path(), cycle, kill, ack_before_flush, &mut model).await {
             Ok(()) => verify(dir.path(), &mut model).await,
@@ -326,11 +333,13 @@ async fn crash_loop(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sled_survives_sigkill_with_every_acknowledged_write() {
     let cycles = std::env::var("OCM_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
-    let (model, failure) = crash_loop(cycles, false).await;
+    let seed = schedule_seed();
+    let (model, failure) = crash_loop(cycles, false, seed).await;
     if let Some((cycle, kill, error, dir)) = failure {
         let kept = dir.keep();
         panic!(
-            "cycle {cycle} ({kill:?}): {error:#}\nstore kept at {} for reproduction",
+            "cycle {cycle} ({kill:?}): {error:#}\nstore kept at {} for reproduction; the kill \
+             schedule again with OCM_CRASH_SEED={seed}",
             kept.display()
         );
     }
@@ -343,7 +352,7 @@ async fn sled_survives_sigkill_with_every_acknowledged_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_catches_ack_before_flush() {
-    let (model, failure) = crash_loop(60, true).await;
+    let (model, failure) = crash_loop(60, true, schedule_seed()).await;
     let Some((cycle, kill, error, _dir)) = failure else {
         panic!(
             "acknowledging before flush lost nothing in 60 cycles ({} acks): the crash test cannot tell a broken store from a good one",
