@@ -9,8 +9,14 @@
 //! and every header that could carry an identity or a credential (`Authorization`, cookies,
 //! `Impersonate-*`, `X-Remote-*`, the tunnel's own). It then names the caller in the tunnel's
 //! headers; the agent impersonates that user, under its prefix, on its cluster. Bodies stream
-//! both ways: the request's as the caller sends it, the answer's (watches, long lists) as the
-//! cluster sends it.
+//! through the hub both ways: the request's as the caller sends it, the answer's (watches, long
+//! lists) as the cluster sends it.
+//!
+//! A request whose bearer token is a ManagedServiceAccount token of the cluster, as the hub holds
+//! it (the Secret a ManagedServiceAccount in the cluster's namespace names in its status, which
+//! the cluster's agent writes), is authenticated by that match instead ([`cluster_token`]) and
+//! carries the token to the cluster, which authenticates and authorizes it as its service
+//! account; nobody is impersonated.
 
 use std::sync::Arc;
 
