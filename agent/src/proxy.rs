@@ -57,12 +57,6 @@ pub struct ClusterApi {
     bearer: kube::Client,
 }
 
-impl std::fmt::Debug for ClusterApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ClusterApi")
-    }
-}
-
 impl ClusterApi {
     /// Clients of the cluster `config` names, for proxying: no read timeout (watches run as
     /// long as the caller keeps them), no retries (a caller's request is sent once), and no

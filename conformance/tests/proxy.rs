@@ -209,7 +209,8 @@ async fn the_hub_and_the_cluster_each_decide_and_no_identity_leaks() -> anyhow::
         "{body}"
     );
 
-    // The right for c1 only: c1's cluster refuses until it binds ocm-hub:bob; c2 stays refused.
+    // With the right for c1 only, the hub refuses c2, and c1's cluster refuses bob until it
+    // binds ocm-hub:bob.
     hub.create_rbac(grant("proxy-c1", json!([{"apiGroups": ["cluster.open-cluster-management.io"],
         "resources": ["managedclusters/proxy"], "resourceNames": ["c1"], "verbs": ["get", "create"]}]),
         json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"}))).await?;
