@@ -375,6 +375,10 @@ struct ServeArgs {
     /// cluster is unwanted).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     grpc_metrics_per_cluster: bool,
+    /// Serve the web console at `/ui/` (users sign in with their own bearer token; it shows
+    /// and does only what their RBAC allows).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    enable_console: bool,
     /// Storage backend.
     #[arg(long, value_enum, default_value = "sled")]
     storage: StorageArg,
@@ -585,6 +589,9 @@ fn main() -> ExitCode {
     config.tls_sans = args.tls_san;
     config.grpc_heartbeat = std::time::Duration::from_secs(args.grpc_heartbeat_seconds);
     config.grpc_metrics_per_cluster = args.grpc_metrics_per_cluster;
+    if args.enable_console {
+        config.routes = Some(ocm_apiserver::console::routes);
+    }
     config.storage = storage;
     config.sled_cache_bytes = args.sled_cache_mb << 20;
     config.sled_min_free_bytes = args.sled_min_free_mb.saturating_mul(1 << 20);

@@ -108,7 +108,8 @@ fn value_response(v: &Value) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, serde_json::to_vec(v).map_err(ApiError::internal)?))
 }
 
-fn error_response(err: &ApiError) -> Response {
+/// A `Status` answer for `err`, with `Retry-After` when it names one.
+pub fn error_response(err: &ApiError) -> Response {
     let mut resp = json_response(
         StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         serde_json::to_vec(&err.to_status()).unwrap_or_default(),
@@ -125,6 +126,15 @@ fn text(code: StatusCode, body: impl Into<Body>) -> Response {
         .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .body(body.into())
         .expect("static headers are valid")
+}
+
+/// Whether an API path names the cluster proxy subresource (`managedclusters/{name}/proxy/...`).
+pub fn is_proxy_path(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    matches!(
+        segments.as_slice(),
+        ["apis", proxy::GROUP, proxy::VERSION, proxy::RESOURCE, _, proxy::SUBRESOURCE, ..]
+    )
 }
 
 /// The one path anonymous requests may read (then subject to RBAC).

@@ -34,7 +34,11 @@ pub(super) async fn serve_https(
     background: &Background,
     shutdown: impl Future<Output = ()>,
 ) {
-    let router = crate::serve::rest::router(Arc::clone(state));
+    let api = crate::serve::rest::router(Arc::clone(state));
+    let router = match config.routes {
+        Some(routes) => routes(state).merge(api),
+        None => api,
+    };
     let parked = state.metrics.http1_parked.clone();
     let timeouts = config.timeouts;
     let state = Arc::clone(state);

@@ -135,6 +135,9 @@ pub struct ServeConfig {
     /// The key a new replica opens the hub's uploaded certificates with (`--certificate-key`),
     /// used when its data dir holds no CA yet.
     pub certificate_key: Option<crate::auth::sealed::CertificateKey>,
+    /// Routes served beside the API on the HTTPS port, made from the API's state (the console
+    /// at `/ui/`, which `main.rs` mounts from the layer above this one); `None`: the API only.
+    pub routes: Option<fn(&Arc<ApiState>) -> axum::Router>,
 }
 
 impl ServeConfig {
@@ -172,6 +175,7 @@ impl ServeConfig {
             timeouts: Timeouts::default(),
             advertise_address: None,
             tls_sans: Vec::new(),
+            routes: None,
         }
     }
 }
