@@ -12,6 +12,9 @@ use crate::hub::{Backend, TestHub, eventually};
 use crate::kubectl::create;
 use crate::programs;
 
+/// The bootstrap token the fleet's agents join with (id and secret).
+pub const BOOTSTRAP_TOKEN: (&str, &str) = ("fleet1", "0123456789abcdef");
+
 /// How long a fleet waits for its clusters to join.
 const JOIN_WAIT: Duration = Duration::from_secs(90);
 
@@ -36,7 +39,7 @@ impl Fleet {
         agent_args: &[&str],
         configure: impl FnOnce(&mut ocm_apiserver::serve::server::ServeConfig),
     ) -> anyhow::Result<Fleet> {
-        let (id, secret) = ("fleet1", "0123456789abcdef");
+        let (id, secret) = BOOTSTRAP_TOKEN;
         let hub = TestHub::start_with(Backend::Memory, |c| {
             c.registration.enabled = true;
             c.registration.auto_approve_identities = vec![format!("system:bootstrap:{id}")];

@@ -22,6 +22,7 @@
 //! benchmark is the `storage-bench` binary.
 
 pub mod backends;
+pub mod browser;
 pub mod cloudevents;
 pub mod csr;
 pub mod data;

@@ -187,13 +187,15 @@ pub(super) fn asset(file: &str) -> Option<Response> {
 }
 
 /// Adds the headers every console answer carries: the content security policy, no sniffing,
-/// no framing, no referrer.
+/// no framing, referrers only within this origin.
 pub(super) fn secure(mut resp: Response) -> Response {
     let h = resp.headers_mut();
     h.insert("content-security-policy", HeaderValue::from_static(CSP));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser names its own forms'
+    // origin `null`, and the guard could no longer tell them from another site's.
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
     resp
