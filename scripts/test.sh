@@ -11,7 +11,8 @@
 # OCM_SKIP_ETCD=1 skips the etcd suites and OCM_SKIP_KUBECTL=1 the kubectl suite for a quick
 # local run, OCM_SKIP_PROMTOOL=1 the promtool checks, OCM_SKIP_TMPFS=1 the full-disk tests
 # (they mount a small tmpfs, which needs root), OCM_SKIP_NETNS=1 the partition test (it makes a
-# network namespace, which needs root and iproute2) (CI sets none of them).
+# network namespace, which needs root and iproute2), OCM_SKIP_BROWSER=1 the console's browser
+# tests (Chromium and playwright-core) (CI sets none of them).
 # Every test that skips all or part of itself says so in a `SKIPPED <test>: <what> (<VAR>=1)`
 # line (conformance/src/skip.rs); the count and the list are printed at the end, and with
 # OCM_FAIL_ON_SKIP=1 (set by .ci/run) any skip fails the run.
@@ -45,6 +46,16 @@ need systemd-analyze systemd
 need python3 python3
 need curl curl
 need openssl openssl
+# The console's browser tests drive Debian's Chromium with playwright-core (npm, pinned by
+# conformance/console/package-lock.json). OCM_SKIP_BROWSER=1 skips them.
+if [ "${OCM_SKIP_BROWSER:-}" != 1 ]; then
+  need chromium chromium
+  need npm npm
+  if [ ! -f conformance/console/node_modules/playwright-core/package.json ]; then
+    echo "test.sh: installing playwright-core for the console's browser tests (npm ci)" >&2
+    npm ci --prefix conformance/console --no-audit --no-fund >/dev/null
+  fi
+fi
 # The partition test cuts a replica off from etcd in a network namespace of its own.
 if [ "${OCM_SKIP_NETNS:-}" != 1 ]; then
   need ip iproute2
