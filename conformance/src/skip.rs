@@ -1,9 +1,10 @@
 //! Skipping a test, or a part of one, said the one way. A run told to do without a program
 //! (`OCM_SKIP_ETCD=1`, `OCM_SKIP_KUBECTL=1`, `OCM_SKIP_PROMTOOL=1`, `OCM_SKIP_BROWSER=1`;
 //! `OCM_SKIP_TMPFS=1`, a run without the root a tmpfs mount needs, `OCM_SKIP_NETNS=1` one
-//! without the root a network namespace needs) never lets a test that skipped pass as if it had run: [`requested`] prints `SKIPPED <binary>::<test>: <what> (<VAR>=1)` on
-//! stderr, past the test harness's output capture, and appends the same line to the file
-//! `$OCM_SKIP_REPORT` names; `scripts/test.sh` sets it, counts the tests it lists at the end, and
+//! without the root a network namespace needs) never lets a test that skipped pass as if it
+//! had run: [`requested`] prints `SKIPPED <binary>::<test>: <what> (<VAR>=1)` on stderr, past
+//! the test harness's output capture, and appends the same line to the file `$OCM_SKIP_REPORT`
+//! names; `scripts/test.sh` sets it, counts the tests it lists at the end, and
 //! fails under CI when there is any. Without the variable a missing program fails its test.
 
 use std::io::Write as _;
