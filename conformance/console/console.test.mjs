@@ -5,6 +5,8 @@
 //   NOBODY_TOKEN   a service account token bound to nothing
 //   BOOTSTRAP_TOKEN a bootstrap token (refused at sign-in)
 //   CLUSTERS       the real fleet's clusters, comma-separated, all Available
+//   NAMESPACE      where the Placement `all`, the ManifestWorkReplicaSet `web` (rolled out to
+//                  it) and the policy `settings` (inform, bound to it) live
 //   KUBECONFIG     the hub's admin kubeconfig (kubectl applies works with it)
 //   CHROMIUM       the browser; ARTIFACTS where screenshots go
 //   SIMULATED      how many simulated clusters to add for the screenshot (1000)
@@ -27,6 +29,7 @@ const NOBODY = env('NOBODY_TOKEN');
 const BOOTSTRAP = env('BOOTSTRAP_TOKEN');
 const CLUSTERS = env('CLUSTERS').split(',');
 const ARTIFACTS = env('ARTIFACTS');
+const NS = env('NAMESPACE');
 const SIMULATED = Number(process.env.SIMULATED ?? '1000');
 const MC = '/apis/cluster.open-cluster-management.io/v1/managedclusters';
 const WAIT = 60_000;
@@ -130,7 +133,8 @@ try {
   await page.click(`#clusters a[href="/ui/clusters/${cluster}"]`);
   await page.waitForURL(`**/ui/clusters/${cluster}`);
   await page.locator('#cluster .badges [data-condition="ManagedClusterConditionAvailable"][data-status="True"]').waitFor({timeout: WAIT});
-  await page.locator('#works').getByText('None.').waitFor({timeout: WAIT});
+  await page.waitForFunction(() => !document.querySelector('#works').textContent.includes('Loading'), null, {timeout: WAIT});
+  assert.equal(await page.locator('[data-work="console-demo"]').count(), 0);
   const work = {
     apiVersion: 'work.open-cluster-management.io/v1', kind: 'ManifestWork',
     metadata: {name: 'console-demo', namespace: cluster},
@@ -141,6 +145,8 @@ try {
   await page.locator('[data-work="console-demo"]').waitFor({timeout: WAIT});
   await page.locator('[data-work="console-demo"] h3 [data-condition="Applied"][data-status="True"]').waitFor({timeout: WAIT});
   await page.locator('[data-work="console-demo"] tr[data-manifest="ConfigMap/default/console-demo"] [data-condition="Applied"][data-status="True"]').waitFor({timeout: WAIT});
+  mkdirSync(ARTIFACTS, {recursive: true});
+  await page.screenshot({path: join(ARTIFACTS, 'cluster.png'), fullPage: true});
   ok('a work applied with kubectl appears on the cluster page and turns Applied, live');
 
   // A script injected into the page cannot run inline (the content security policy).
@@ -196,6 +202,58 @@ try {
   assert.equal((await admin('GET', `${MC}/${pending}`)).spec.hubAcceptsClient, true);
   ok('an admin accepts a cluster from its page');
 
+  // A rollout: per-cluster progress, paused and resumed, a new revision undone.
+  const SETS = `/apis/work.open-cluster-management.io/v1alpha1/namespaces/${NS}/manifestworkreplicasets`;
+  await page.goto(`${HUB}/ui/rollouts`);
+  await page.locator(`#rollouts tr[data-key="${NS}/web"] a`).click();
+  await page.waitForURL(`**/ui/rollouts/${NS}/web`);
+  for (const c of CLUSTERS) {
+    await page.locator(`#progress tr[data-cluster="${c}"]`).waitFor({timeout: WAIT});
+  }
+  await page.locator('#pause').click();
+  await page.locator('[data-paused="true"]').waitFor({timeout: WAIT});
+  assert.equal((await admin('GET', `${SETS}/web`)).spec.paused, true);
+  await page.locator('#resume').click();
+  await page.locator('[data-paused="false"]').waitFor({timeout: WAIT});
+  assert.ok(!(await admin('GET', `${SETS}/web`)).spec.paused, 'resumed');
+  await admin('PATCH', `${SETS}/web`, {spec: {manifestWorkTemplate: {workload: {manifests: [{apiVersion: 'v1', kind: 'ConfigMap',
+    metadata: {name: 'web', namespace: 'default'}, data: {version: '2'}}]}}}}, 'application/merge-patch+json');
+  await page.waitForFunction(() => document.querySelectorAll('#revisions tbody tr').length === 2, null, {timeout: WAIT});
+  page.once('dialog', (d) => d.accept());
+  await page.locator('#undo').click();
+  await page.locator('#flash').getByText('rolled back to revision 1').waitFor({timeout: WAIT});
+  const undone = await admin('GET', `${SETS}/web`);
+  assert.equal(undone.spec.manifestWorkTemplate.workload.manifests[0].data.version, '1', 'undo restored revision 1');
+  await page.screenshot({path: join(ARTIFACTS, 'rollout.png'), fullPage: true});
+  ok('a rollout\'s clusters shown; paused, resumed and a new revision undone from its page');
+
+  // A placement's decisions and the scheduler's explanation.
+  await page.goto(`${HUB}/ui/placements/${NS}/all`);
+  for (const c of CLUSTERS) {
+    await page.locator(`#decisions tr[data-cluster="${c}"]`).waitFor({timeout: WAIT});
+  }
+  await page.locator('#explain tbody tr').first().waitFor({timeout: WAIT});
+  ok('a placement\'s decisions and its explain table');
+
+  // Compliance per cluster (the policy reports NonCompliant: the ConfigMap is missing), then
+  // the policy disabled from the page.
+  await page.goto(`${HUB}/ui/policies`);
+  for (const c of CLUSTERS) {
+    await page.locator(`#compliance tr[data-cluster="${c}"] td[data-policy="${NS}/settings"]`).getByText('NonCompliant').waitFor({timeout: WAIT});
+  }
+  await page.screenshot({path: join(ARTIFACTS, 'policies.png'), fullPage: true});
+  await page.locator(`#policy-list tr[data-policy="${NS}/settings"] button`).click();
+  await page.locator('#flash').getByText('disabled').waitFor({timeout: WAIT});
+  const disabled = await admin('GET', `/apis/policy.open-cluster-management.io/v1/namespaces/${NS}/policies/settings`);
+  assert.equal(disabled.spec.disabled, true);
+  ok('policy compliance per cluster; a policy disabled from the page');
+
+  // The add-ons page loads (the fleet runs none).
+  await page.goto(`${HUB}/ui/addons`);
+  await page.locator('#clustermanagementaddons').getByText('None.').waitFor({timeout: WAIT});
+  assert.equal(await page.locator('.flash.bad').count(), 0);
+  ok('the add-ons page');
+
   // A token without rights sees an empty fleet, not an error, and cannot act.
   {
     const other = await browser.newContext(options);
@@ -234,7 +292,6 @@ try {
   const total = CLUSTERS.length + 1 + SIMULATED;
   await page.waitForFunction((n) => Number(document.querySelector('#summary')?.dataset.total) === n, total, {timeout: WAIT});
   assert.equal(await page.locator('.tile').count(), total);
-  mkdirSync(ARTIFACTS, {recursive: true});
   const shot = join(ARTIFACTS, `fleet-${SIMULATED}.png`);
   await page.screenshot({path: shot});
   ok(`the fleet page at ${total} clusters; screenshot ${shot}`);

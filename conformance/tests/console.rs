@@ -2,7 +2,9 @@
 //! `--profile cluster` stand-in), tokens made with `kubectl create token` as a user would, and
 //! `conformance/console/console.test.mjs` driving headless Chromium through playwright-core:
 //! signing in (a bootstrap token refused), the fleet with its availability, a cluster's works
-//! changing live as one is applied with kubectl, an admin accepting a cluster, a token without
+//! changing live as one is applied with kubectl, an admin accepting a cluster, pausing,
+//! resuming and undoing a rollout, a placement's decisions, policy compliance per cluster and a
+//! policy disabled, a token without
 //! rights seeing an empty fleet and refused actions, nothing served without a session, the
 //! session useless from another origin, 1,000 simulated clusters shown with a live change and a
 //! screenshot kept under `target/test-artifacts/`, and sign-out ending the session.
@@ -14,10 +16,13 @@ use anyhow::Context as _;
 use ocm_conformance::browser;
 use ocm_conformance::fleet::{BOOTSTRAP_TOKEN, Fleet};
 use ocm_conformance::hub::eventually;
-use ocm_conformance::kubectl::{self, Kubectl};
+use ocm_conformance::kubectl::{self, Kubectl, create};
+use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
 const CLUSTERS: [&str; 2] = ["c1", "c2"];
+/// The namespace of the rollout, placement and policy the pages show.
+const NS: &str = "apps";
 
 /// Waits until every cluster of the fleet is Available.
 async fn available(fleet: &Fleet) -> anyhow::Result<()> {
@@ -51,6 +56,45 @@ async fn token(k: &Kubectl, account: &str, cluster_role: Option<&str>) -> anyhow
     Ok(k.ok(&["create", "token", account, "-n", "default"]).await?.trim().to_owned())
 }
 
+/// In namespace `apps`: a Placement `all` of the fleet, a ManifestWorkReplicaSet `web` rolled
+/// out to it, and a policy `settings` (a `musthave` ConfigMap, `inform`) bound to it.
+async fn workloads(fleet: &Fleet) -> anyhow::Result<()> {
+    fleet.bind_namespace(NS).await?;
+    let (hub, http) = (&fleet.hub, fleet.hub.http()?);
+    let placement = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1",
+        "kind": "Placement", "metadata": {"name": "all", "namespace": NS}, "spec": {}});
+    let path =
+        format!("/apis/cluster.open-cluster-management.io/v1beta1/namespaces/{NS}/placements");
+    create(hub, &http, &path, placement).await?;
+    let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "web", "namespace": "default"}, "data": {"version": "1"}});
+    let set = json!({"apiVersion": "work.open-cluster-management.io/v1alpha1",
+        "kind": "ManifestWorkReplicaSet", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"placementRefs": [{"name": "all", "rolloutStrategy": {"type": "All"}}],
+                 "manifestWorkTemplate": {"workload": {"manifests": [config]}}}});
+    let path = format!(
+        "/apis/work.open-cluster-management.io/v1alpha1/namespaces/{NS}/manifestworkreplicasets"
+    );
+    create(hub, &http, &path, set).await?;
+    let wanted = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "default"}, "data": {"mode": "strict"}});
+    let template = json!({"objectDefinition": {"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "ConfigurationPolicy", "metadata": {"name": "settings-present"},
+        "spec": {"remediationAction": "inform",
+                 "object-templates": [{"complianceType": "musthave", "objectDefinition": wanted}]}}});
+    let policy = json!({"apiVersion": "policy.open-cluster-management.io/v1", "kind": "Policy",
+        "metadata": {"name": "settings", "namespace": NS},
+        "spec": {"disabled": false, "remediationAction": "inform", "policy-templates": [template]}});
+    let policies = format!("/apis/policy.open-cluster-management.io/v1/namespaces/{NS}");
+    create(hub, &http, &format!("{policies}/policies"), policy).await?;
+    let binding = json!({"apiVersion": "policy.open-cluster-management.io/v1",
+        "kind": "PlacementBinding", "metadata": {"name": "settings", "namespace": NS},
+        "placementRef": {"apiGroup": "cluster.open-cluster-management.io", "kind": "Placement", "name": "all"},
+        "subjects": [{"apiGroup": "policy.open-cluster-management.io", "kind": "Policy", "name": "settings"}]});
+    create(hub, &http, &format!("{policies}/placementbindings"), binding).await?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_browser() -> anyhow::Result<()> {
     let Some(b) = browser::require("the whole test (the console in Chromium)")? else {
@@ -59,11 +103,12 @@ async fn the_console_in_a_browser() -> anyhow::Result<()> {
     if kubectl::skip("the whole test (tokens and works made with kubectl)") {
         return Ok(());
     }
-    let fleet = Fleet::start_with(&CLUSTERS, &[], |c| {
+    let fleet = Fleet::start_with(&CLUSTERS, &["--policy-resync-seconds", "1"], |c| {
         c.routes = Some(ocm_apiserver::console::routes);
     })
     .await?;
     available(&fleet).await?;
+    workloads(&fleet).await?;
     let k = Kubectl::new(&fleet.hub)?;
     let admin = token(&k, "console-admin", Some("cluster-admin")).await?;
     let nobody = token(&k, "console-nobody", None).await?;
@@ -77,6 +122,7 @@ async fn the_console_in_a_browser() -> anyhow::Result<()> {
         .env("NOBODY_TOKEN", &nobody)
         .env("BOOTSTRAP_TOKEN", format!("{id}.{secret}"))
         .env("CLUSTERS", CLUSTERS.join(","))
+        .env("NAMESPACE", NS)
         .env("KUBECONFIG", fleet.hub.kubeconfig())
         .env("CHROMIUM", &b.chromium)
         .env("ARTIFACTS", &artifacts)

@@ -237,8 +237,7 @@ pub async fn undo(
         None => revs.iter().rev().find(|(_, h, _)| h != update),
     };
     let Some((n, _, r)) = target else {
-        let which =
-            to.map_or_else(|| "an earlier revision".to_owned(), |n| format!("revision {n}"));
+        let which = to.map_or_else(|| "earlier revision".to_owned(), |n| format!("revision {n}"));
         return Err(CliError::HubState(format!(
             "{RESOURCE}/{name} has no {which} to roll back to"
         )));

@@ -34,7 +34,7 @@ function h(tag, attrs, ...children) {
     else if (k === 'oninput') e.addEventListener('input', v);
     else e.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -43,7 +43,7 @@ function h(tag, attrs, ...children) {
 
 /** Replaces what `parent` holds with `children`. */
 function fill(parent, ...children) {
-  parent.replaceChildren(...children.flat().filter((c) => c !== undefined && c !== null));
+  parent.replaceChildren(...children.flat(Infinity).filter((c) => c !== undefined && c !== null));
 }
 
 /** A section with a heading and a body element to fill. */
