@@ -466,6 +466,15 @@ pub fn admin_http(data_dir: &Path) -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder().use_preconfigured_tls(tls_for(data_dir, true)?).build()?)
 }
 
+/// An HTTPS client without a client certificate that trusts the CA of the hub whose data dir
+/// is `data_dir` (for hubs run as processes).
+pub fn anonymous_http(data_dir: &Path) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .use_preconfigured_tls(tls_for(data_dir, false)?)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?)
+}
+
 /// Offers HTTP/2 and HTTP/1.1.
 fn alpn(mut config: rustls::ClientConfig) -> rustls::ClientConfig {
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
