@@ -123,7 +123,8 @@ fn session_of(console: &Console, req: &Request, write: bool) -> Result<Arc<Sessi
 }
 
 /// `/ui/api/<API path>`: a read or watch of the API as the session's user. Only reads of
-/// `/api` and `/apis` pass, never the cluster proxy; a 401 from the API (the token expired or
+/// `/api` and `/apis` pass, by a path with no empty, `.` or `..` segment, never the cluster
+/// proxy; a 401 from the API (the token expired or
 /// was revoked) ends the session.
 async fn read(console: &Arc<Console>, req: Request) -> Response {
     let session = match session_of(console, &req, false) {
@@ -138,7 +139,9 @@ async fn read(console: &Arc<Console>, req: Request) -> Response {
         );
     }
     let Some(api_path) = req.uri().path().strip_prefix("/ui/api") else { return not_found() };
-    let readable = (api_path.starts_with("/api/") || api_path.starts_with("/apis/"))
+    let plain = api_path.split('/').skip(1).all(|s| !matches!(s, "" | "." | ".."));
+    let readable = plain
+        && (api_path.starts_with("/api/") || api_path.starts_with("/apis/"))
         && !crate::serve::rest::is_proxy_path(api_path);
     if !readable {
         return not_found();

@@ -101,20 +101,78 @@ impl Column {
     }
 
     fn value(&self, obj: &Value, now: OffsetDateTime) -> Value {
+        self.at(self.stable_value(obj), now)
+    }
+
+    /// Whether the cell depends on when it is computed (an age).
+    fn timed(&self) -> bool {
+        match &self.cell {
+            Cell::Age => true,
+            Cell::Path(_) => self.type_ == "date",
+            Cell::Invalid | Cell::Computed(_) => false,
+        }
+    }
+
+    /// The cell as it stands at every moment: for a timed cell the timestamp it counts from,
+    /// for any other the cell itself.
+    fn stable_value(&self, obj: &Value) -> Value {
         match &self.cell {
             Cell::Invalid => Value::Null,
-            Cell::Age => {
-                let ts = obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str);
-                Value::String(age(ts, now, human_duration))
-            }
+            Cell::Age => obj.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null),
             Cell::Computed(f) => f(obj),
             Cell::Path(path) => match path.find(obj).first() {
                 None => Value::Null,
-                Some(v) => typed_cell(&self.type_, v, now),
+                Some(v) if self.timed() => (*v).clone(),
+                // Only a `date` cell reads the time.
+                Some(v) => typed_cell(&self.type_, v, OffsetDateTime::UNIX_EPOCH),
             },
         }
     }
+
+    /// The cell at `now` from its stable value.
+    fn at(&self, stable: Value, now: OffsetDateTime) -> Value {
+        match &self.cell {
+            Cell::Age => Value::String(age(stable.as_str(), now, human_duration)),
+            Cell::Path(_) if self.timed() && !stable.is_null() => {
+                typed_cell(&self.type_, &stable, now)
+            }
+            _ => stable,
+        }
+    }
 }
+
+/// Whether a row of `columns` can be kept and finished later ([`stable_cells`], [`cells_at`]):
+/// not when a core printer computes a column, which may read the time itself.
+pub fn rows_keep(columns: &[Column]) -> bool {
+    !columns.iter().any(|c| matches!(c.cell, Cell::Computed(_)))
+}
+
+/// A row's cells as they stand at every moment (the name first; a timed column's timestamp in
+/// place of its age), for columns that [`rows_keep`].
+pub fn stable_cells(columns: &[Column], obj: &Value) -> Vec<Value> {
+    let name = obj.pointer("/metadata/name").cloned().unwrap_or_else(|| json!(""));
+    std::iter::once(name).chain(columns.iter().map(|c| c.stable_value(obj))).collect()
+}
+
+/// A row's cells at `now` from its [`stable_cells`].
+pub fn cells_at(columns: &[Column], stable: Vec<Value>, now: OffsetDateTime) -> Vec<Value> {
+    let mut cells = stable.into_iter();
+    let name = cells.next().unwrap_or_else(|| json!(""));
+    std::iter::once(name).chain(columns.iter().zip(cells).map(|(c, v)| c.at(v, now))).collect()
+}
+
+/// The opening of a Table with `columns`' definitions and `metadata`, up to its first row: a
+/// list's rows are written after it one by one, then [`TABLE_END`].
+pub fn table_head(columns: &[Column], metadata: Value, req: TableRequest) -> Vec<u8> {
+    let empty = build(columns, Vec::new(), metadata, req, true);
+    let mut head = serde_json::to_vec(&empty).unwrap_or_default();
+    // `"rows":[]}`: the rows go before the last two bytes.
+    head.truncate(head.len().saturating_sub(2));
+    head
+}
+
+/// What closes a Table opened by [`table_head`].
+pub const TABLE_END: &[u8] = b"]}";
 
 /// A column set built on first use and shared after: columns are asked for on every Table
 /// request and every event of a Table watch.
@@ -713,6 +771,43 @@ pub fn object_metadata(obj: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_rows_finish_as_built_rows() {
+        let crd = |name: &str, type_: &str, path: &str| {
+            Column::from_crd(&ocm_proto::crd::PrinterColumn {
+                name: name.into(),
+                type_: type_.into(),
+                json_path: path.into(),
+                format: None,
+                description: None,
+                priority: 0,
+            })
+        };
+        let columns = vec![
+            crd("Accepted", "boolean", ".spec.hubAcceptsClient"),
+            crd("Available", "string", r#".status.conditions[?(@.type=="Available")].status"#),
+            crd("Count", "integer", ".status.count"),
+            crd("Since", "date", ".status.since"),
+            crd("Missing", "date", ".status.missing"),
+            Column::age(),
+        ];
+        let obj = json!({"metadata": {"name": "c1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"hubAcceptsClient": true},
+            "status": {"count": 3, "since": "2026-01-02T00:00:00Z",
+                       "conditions": [{"type": "Available", "status": "True"}]}});
+        let req = TableRequest { version: "v1", include: Include::None };
+        let built = build(&columns, vec![obj.clone()], json!({}), req, true);
+        assert!(rows_keep(&columns));
+        let kept = cells_at(&columns, stable_cells(&columns, &obj), crate::machinery::clock::now());
+        assert_eq!(Value::Array(kept), built["rows"][0]["cells"]);
+        let mut head = table_head(&columns, json!({}), req);
+        head.extend_from_slice(TABLE_END);
+        let empty: Value = serde_json::from_slice(&head).unwrap();
+        assert_eq!(empty["rows"], json!([]));
+        assert_eq!(empty["columnDefinitions"], built["columnDefinitions"]);
+        assert!(!rows_keep(&config_map_columns()));
+    }
 
     #[test]
     fn human_durations_match_apimachinery() {

@@ -270,6 +270,42 @@ pub(super) fn negotiate(
     Err(ApiError::not_acceptable(raw))
 }
 
+/// The Table of a list whose rows carry no object: each row's stable cells kept with its
+/// cached object (made once per revision of it, so a list served again parses no object), its
+/// ages computed now, and the rows written one after another.
+fn table_of_kept_rows(
+    target: &Target,
+    items: &[Arc<CachedObject>],
+    columns: &[table::Column],
+    meta: Value,
+    req: TableRequest,
+) -> Result<Vec<u8>, ApiError> {
+    let now = crate::machinery::clock::now();
+    let mut out = table::table_head(columns, meta, req);
+    out.reserve(items.len() * 128);
+    for (i, o) in items.iter().enumerate() {
+        let kept = o.rendered("table-cells", &target.version, || {
+            let obj = if is_storage_form(target) {
+                o.value()
+            } else {
+                Arc::new(to_wire(target, Arc::unwrap_or_clone(o.value()))?)
+            };
+            let cells = table::stable_cells(columns, &obj);
+            serde_json::to_vec(&cells).map(Bytes::from).map_err(ApiError::internal)
+        })?;
+        let stable: Vec<Value> = serde_json::from_slice(&kept).map_err(ApiError::internal)?;
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"cells\":");
+        serde_json::to_writer(&mut out, &table::cells_at(columns, stable, now))
+            .map_err(ApiError::internal)?;
+        out.extend_from_slice(b",\"object\":null}");
+    }
+    out.extend_from_slice(table::TABLE_END);
+    Ok(out)
+}
+
 pub(super) fn list_response(
     target: &Target,
     page: crate::store::registry::ListPage,
@@ -285,6 +321,18 @@ pub(super) fn list_response(
     }
     match out {
         Output::Json => {}
+        Output::Table(req) if req.include == Include::None => {
+            let columns = target.rt.strategy.columns(&target.version);
+            if table::rows_keep(&columns) {
+                let body = table_of_kept_rows(target, &items, &columns, meta, req)?;
+                return Ok(json_response(StatusCode::OK, body));
+            }
+            let objects = items
+                .iter()
+                .map(|o| to_wire(target, Arc::unwrap_or_clone(o.value())))
+                .collect::<Result<Vec<_>, _>>()?;
+            return value_response(&table::build(&columns, objects, meta, req, true));
+        }
         Output::Table(req) => {
             let objects = items
                 .iter()
