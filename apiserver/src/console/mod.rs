@@ -102,24 +102,36 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response {
         .expect("static headers are valid")
 }
 
+/// A request the console refuses, and the `Status` it answers.
+#[derive(Debug)]
+struct Refused(StatusCode, &'static str, &'static str);
+
+impl Refused {
+    fn response(self) -> Response {
+        let Refused(code, reason, message) = self;
+        status(code, reason, message)
+    }
+}
+
 fn authority(req: &Request) -> Option<&str> {
     req.uri().authority().map(http::uri::Authority::as_str)
 }
 
 /// The signed-in session of a request that also comes from this console's pages.
-fn session_of(console: &Console, req: &Request, write: bool) -> Result<Arc<Session>, Response> {
+fn session_of(console: &Console, req: &Request, write: bool) -> Result<Arc<Session>, Refused> {
     let checked = if write {
         guard::same_origin_write(req.headers(), authority(req))
     } else {
         guard::same_origin_read(req.headers(), authority(req))
     };
     if let Err(guard::CrossOrigin(why)) = checked {
-        return Err(status(StatusCode::FORBIDDEN, "Forbidden", why));
+        return Err(Refused(StatusCode::FORBIDDEN, "Forbidden", why));
     }
-    console
-        .sessions
-        .of(req.headers())
-        .ok_or_else(|| status(StatusCode::UNAUTHORIZED, "Unauthorized", "sign in first"))
+    console.sessions.of(req.headers()).ok_or(Refused(
+        StatusCode::UNAUTHORIZED,
+        "Unauthorized",
+        "sign in first",
+    ))
 }
 
 /// `/ui/api/<API path>`: a read or watch of the API as the session's user. Only reads of
@@ -129,7 +141,7 @@ fn session_of(console: &Console, req: &Request, write: bool) -> Result<Arc<Sessi
 async fn read(console: &Arc<Console>, req: Request) -> Response {
     let session = match session_of(console, &req, false) {
         Ok(s) => s,
-        Err(resp) => return resp,
+        Err(refused) => return refused.response(),
     };
     if req.method() != Method::GET {
         return status(
@@ -168,7 +180,7 @@ async fn read(console: &Arc<Console>, req: Request) -> Response {
 async fn act(console: &Arc<Console>, req: Request, action: &[&str]) -> Response {
     let session = match session_of(console, &req, true) {
         Ok(s) => s,
-        Err(resp) => return resp,
+        Err(refused) => return refused.response(),
     };
     let given = req.headers().get(guard::CSRF_HEADER).and_then(|v| v.to_str().ok());
     if let Err(guard::CrossOrigin(why)) = guard::csrf_matches(&session, given) {
@@ -182,12 +194,12 @@ async fn act(console: &Arc<Console>, req: Request, action: &[&str]) -> Response 
 }
 
 /// A form's fields, read whole within [`MAX_FORM_BYTES`].
-async fn form(req: Request) -> Result<Vec<(String, String)>, Response> {
+async fn form(req: Request) -> Result<Vec<(String, String)>, Refused> {
     let limited = http_body_util::Limited::new(req.into_body(), MAX_FORM_BYTES);
     let bytes = match limited.collect().await {
         Ok(body) => body.to_bytes(),
         Err(_) => {
-            return Err(status(
+            return Err(Refused(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "RequestEntityTooLarge",
                 "form too large",
@@ -209,7 +221,7 @@ async fn sign_in(console: &Arc<Console>, req: Request) -> Response {
     }
     let fields = match form(req).await {
         Ok(f) => f,
-        Err(resp) => return resp,
+        Err(refused) => return refused.response(),
     };
     let token = field(&fields, "token").unwrap_or("").trim();
     if token.is_empty() {
@@ -266,7 +278,7 @@ async fn sign_out(console: &Arc<Console>, req: Request) -> Response {
     let headers = req.headers().clone();
     let fields = match form(req).await {
         Ok(f) => f,
-        Err(resp) => return resp,
+        Err(refused) => return refused.response(),
     };
     if let Err(guard::CrossOrigin(why)) = guard::csrf_matches(&session, field(&fields, "csrf")) {
         return status(StatusCode::FORBIDDEN, "Forbidden", why);
