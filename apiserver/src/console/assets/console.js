@@ -289,6 +289,13 @@ async function liveObjects(path, draw) {
   }, load);
 }
 
+/** One object of a collection, followed: `draw(object)` after each change, `undefined` when
+ * it is gone or the user may not read it. */
+function liveObject(collection, name, draw) {
+  return liveObjects(withQuery(collection, {fieldSelector: `metadata.name=${name}`}),
+    (all) => draw(all.values().next().value));
+}
+
 function conditionsTable(conditions) {
   if (!conditions?.length) return h('p', {class: 'muted'}, 'No conditions.');
   return h('table', {class: 'conditions'},
@@ -501,8 +508,7 @@ async function placementPage(ns, name) {
   const head = section('Status', 'placement');
   const decisions = section('Decisions', 'decisions');
   const explain = section('Explain', 'explain');
-  liveObjects(withQuery(`${CLUSTER_V1B1}/namespaces/${ns}/placements`, {fieldSelector: `metadata.name=${name}`}), (all) => {
-    const p = all.values().next().value;
+  liveObject(`${CLUSTER_V1B1}/namespaces/${ns}/placements`, name, (p) => {
     if (!p) return fill(head, h('p', {class: 'muted'}, `No placement ${ns}/${name} that you may read.`));
     return fill(head, h('p', {}, `${p.status?.numberOfSelectedClusters ?? 0} clusters selected`),
       conditionsTable(p.status?.conditions));
@@ -540,8 +546,7 @@ async function rolloutPage(ns, name) {
   const head = section('Rollout', 'rollout');
   const clusters = section('Clusters', 'progress');
   const revisions = section('Revisions', 'revisions');
-  liveObjects(withQuery(`${WORK_V1A1}/namespaces/${ns}/manifestworkreplicasets`, {fieldSelector: `metadata.name=${name}`}), (all) => {
-    const set = all.values().next().value;
+  liveObject(`${WORK_V1A1}/namespaces/${ns}/manifestworkreplicasets`, name, (set) => {
     if (!set) return fill(head, h('p', {class: 'muted'}, `No ManifestWorkReplicaSet ${ns}/${name} that you may read.`));
     const s = set.status ?? {};
     const paused = set.spec?.paused === true;
