@@ -105,6 +105,9 @@ async fn make_fleet(admin: &reqwest::Client, base: &str, n: usize) -> anyhow::Re
                     "spec": {"hubAcceptsClient": true}});
                 let r = admin.post(format!("{base}{MC}")).json(&mc).send().await?;
                 anyhow::ensure!(r.status() == 201, "create {}: {}", name(i), r.status());
+                // Every answer is read: one dropped unread resets its HTTP/2 stream, and the
+                // hub ends a connection that resets too many (`BENCHMARKS.md`, cluster proxy).
+                r.bytes().await?;
                 patch(&admin, &format!("{base}{MC}/{}/status", name(i)), &available("True"))
                     .await?;
             }
@@ -131,7 +134,9 @@ async fn patch(http: &reqwest::Client, url: &str, body: &Value) -> anyhow::Resul
         .body(body.to_string())
         .send()
         .await?;
-    anyhow::ensure!(r.status().is_success(), "PATCH {url}: {} {}", r.status(), r.text().await?);
+    let code = r.status();
+    let body = r.text().await?;
+    anyhow::ensure!(code.is_success(), "PATCH {url}: {code} {body}");
     Ok(())
 }
 
@@ -190,6 +195,8 @@ async fn token(admin: &reqwest::Client, base: &str) -> anyhow::Result<String> {
         .post(format!("{base}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"))
         .json(&binding)
         .send()
+        .await?
+        .bytes()
         .await?;
     let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"expirationSeconds": 3600}});
