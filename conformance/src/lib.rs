@@ -10,6 +10,8 @@
 //! * [`etcd`]: Debian's `etcd` on free loopback ports with a temporary data dir.
 //! * [`hub`]: a real hub on a free port over real TLS, with reqwest and kube clients.
 //! * [`replicas`]: hub replicas as `ocm-hub serve` processes over one etcd cluster.
+//! * [`simfleet`]: a simulated fleet over REST (accepted, Available clusters, their Leases
+//!   renewed) for the benchmarks that need clusters but no agents.
 //! * [`fidelity`]: OCM objects checked against the real CRD schemas; published OpenAPI schemas
 //!   compared with them, against the explained-differences file.
 //! * [`kubectl`]: the real kubectl run against a test hub; [`programs`] finds such programs.
@@ -38,6 +40,7 @@ pub mod programs;
 pub mod prom;
 pub mod replicas;
 pub mod restore_suite;
+pub mod simfleet;
 pub mod skip;
 pub mod storage_suite;
 pub mod tmpfs;

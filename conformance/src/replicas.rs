@@ -154,6 +154,12 @@ impl Replica {
     /// Starts the stopped replica again on its ports and data; returns once it answers
     /// `/readyz`.
     pub async fn resume(&mut self) -> anyhow::Result<()> {
+        self.resume_within(Duration::from_secs(60)).await
+    }
+
+    /// [`Replica::resume`], waiting up to `limit` for it to listen and as long again to be
+    /// ready (a hub loading a large store).
+    pub async fn resume_within(&mut self, limit: Duration) -> anyhow::Result<()> {
         let endpoints = self.path().join("endpoints.json");
         let _ = std::fs::remove_file(&endpoints);
         let log = std::fs::OpenOptions::new()
@@ -182,7 +188,7 @@ impl Replica {
             .stderr(Stdio::from(log))
             .spawn()?;
         self.child = Some(child);
-        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        let until = tokio::time::Instant::now() + limit;
         while !endpoints.exists() {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 self.child = None;
@@ -190,13 +196,13 @@ impl Replica {
             }
             anyhow::ensure!(
                 tokio::time::Instant::now() < until,
-                "the replica wrote no endpoints.json within 60 s:\n{}",
+                "the replica wrote no endpoints.json within {limit:?}:\n{}",
                 self.log()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let http = self.http()?;
-        eventually("the replica's /readyz", Duration::from_secs(30), || async {
+        eventually("the replica's /readyz", limit, || async {
             let ok = http.get(format!("{}/readyz", self.url())).send().await;
             Ok(ok.is_ok_and(|r| r.status().is_success()).then_some(()))
         })
