@@ -623,7 +623,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(config, shutdown_signal(), |running| {
+    let hub = run(config, shutdown_signal(), |running| {
         tracing::info!(https = %running.https, grpc = ?running.grpc, "ready");
         if let Some(join) = &running.join_command {
             println!(
@@ -632,11 +632,19 @@ fn main() -> ExitCode {
                 ocm_apiserver::serve::server::FIRST_TOKEN_TTL.as_secs() / 3600
             );
         }
-    }));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    });
+    // The hub runs on the runtime's workers, not on this thread, which only waits: memory one
+    // thread frees that another allocated returns to the allocator when its owner allocates
+    // again, so what the start allocates here (every object of the watch cache) would never be
+    // reused once freed.
+    match runtime.block_on(runtime.spawn(hub)) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             eprintln!("ocm-hub: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("ocm-hub: the hub's task failed: {e}");
             ExitCode::FAILURE
         }
     }

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -33,6 +33,17 @@ use crate::machinery::scheme::STORAGE_ROOT as ROOT;
 
 /// How long the start waits for the cache to apply the history it reads back.
 const STARTUP_REPLAY_WAIT: Duration = Duration::from_secs(30);
+
+/// Objects read from the store per page when the cache lists it whole: a page's bytes are held
+/// beside the objects made of them, and each page at an older revision (the start's replay)
+/// reads the history since it again, so pages are few and bounded.
+const RELIST_PAGE: usize = 50_000;
+
+/// How often the objects that came to rest are packed ([`CachedObject::pack`]).
+const PACK_EVERY: Duration = Duration::from_secs(1);
+
+/// Objects packed per turn on the blocking pool.
+const PACK_BATCH: usize = 4096;
 
 /// A storage failure as the API reports it.
 fn storage_error(e: ocm_storage::Error) -> ApiError {
@@ -214,6 +225,8 @@ pub struct Cache {
     kinds: HashMap<String, Mutex<KindState>>,
     /// The objects kept parsed, newest last, and their JSON bytes in all.
     hot: Mutex<(VecDeque<Arc<CachedObject>>, usize)>,
+    /// The objects that came to rest since the packer's last turn.
+    resting: Mutex<Vec<Weak<CachedObject>>>,
     rev: watch::Sender<u64>,
     storage: Storage,
     config: CacheConfig,
@@ -247,11 +260,19 @@ impl Cache {
             .map(|rt| (rt.prefix.clone(), Mutex::new(KindState::default())))
             .collect();
         let (rev, _) = watch::channel(0);
-        let cache = Arc::new(Cache { kinds, hot: Mutex::default(), rev, storage, config });
+        let cache = Arc::new(Cache {
+            kinds,
+            hot: Mutex::default(),
+            resting: Mutex::default(),
+            rev,
+            storage,
+            config,
+        });
         let now = cache.storage.current_revision().await.map_err(storage_error)?.get();
         let start = cache.relist_for_replay(now).await?;
         background.spawn(Arc::clone(&cache).follow(start));
         background.spawn(Arc::clone(&cache).progress());
+        background.spawn(Arc::clone(&cache).pack_at_rest());
         // The history read back is applied before anything reads the cache, so it serves the
         // store as it is now. A store whose newest revisions were written outside the hub's
         // keys (a shared etcd) is never reached: the cache then goes on as it is, current.
@@ -321,18 +342,31 @@ impl Cache {
     /// Replaces every kind's state with a list of the store at `at` (now when `None`), ending
     /// every watcher (who must relist), and returns the revision listed.
     async fn relist(&self, at: Option<Revision>) -> Result<u64, ApiError> {
-        let options = ListOptions { revision: at, ..Default::default() };
-        let page = self.storage.list(ROOT, &options).await.map_err(storage_error)?;
-        let rev = page.revision.get();
+        // In pages at one revision: the bytes of one page at a time, not the whole store's.
+        let mut options = ListOptions {
+            revision: at,
+            limit: RELIST_PAGE,
+            skip_remaining: true,
+            ..Default::default()
+        };
         let mut fresh: HashMap<&str, BTreeMap<String, Arc<CachedObject>>> = HashMap::new();
-        for kv in page.items {
-            let Some((prefix, _)) = self.kinds.get_key_value(kind_prefix(&kv.key)) else {
-                continue;
-            };
-            let obj = CachedObject::from_stored(kv.key.clone(), &kv.value, kv.mod_revision.get())?;
-            obj.cool();
-            fresh.entry(prefix.as_str()).or_default().insert(kv.key, Arc::new(obj));
-        }
+        let rev = loop {
+            let page = self.storage.list(ROOT, &options).await.map_err(storage_error)?;
+            for kv in page.items {
+                let Some((prefix, _)) = self.kinds.get_key_value(kind_prefix(&kv.key)) else {
+                    continue;
+                };
+                let obj =
+                    CachedObject::from_stored(kv.key.clone(), &kv.value, kv.mod_revision.get())?;
+                let obj = Arc::new(obj);
+                self.rest(&obj);
+                fresh.entry(prefix.as_str()).or_default().insert(kv.key, obj);
+            }
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => break page.revision.get(),
+            }
+        };
         for (prefix, state) in &self.kinds {
             let mut st = lock(state);
             st.items = fresh.remove(prefix.as_str()).unwrap_or_default();
@@ -449,8 +483,9 @@ impl Cache {
             (Some(p), Some(c)) if c.rev == p.mod_revision.get() => Some(c),
             (Some(KeyValue { key, value, mod_revision, .. }), _) => {
                 let prev = CachedObject::from_stored(key.clone(), value, mod_revision.get())?;
-                prev.cool();
-                Some(Arc::new(prev))
+                let prev = Arc::new(prev);
+                self.rest(&prev);
+                Some(prev)
             }
             (None, _) => None,
         };
@@ -472,15 +507,57 @@ impl Cache {
         })
     }
 
-    /// Keeps `obj` parsed for a while; the oldest hot objects beyond the budget cool.
+    /// Keeps `obj` parsed for a while; the oldest hot objects beyond the budget come to rest.
     fn keep_hot(&self, obj: &Arc<CachedObject>) {
-        let mut hot = self.hot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        hot.0.push_back(Arc::clone(obj));
-        hot.1 += obj.json_len();
-        while hot.1 > self.config.hot_bytes && hot.0.len() > 1 {
-            if let Some(old) = hot.0.pop_front() {
-                hot.1 -= old.json_len();
-                old.cool();
+        let mut cooled = Vec::new();
+        {
+            let mut hot = self.hot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            hot.0.push_back(Arc::clone(obj));
+            hot.1 += obj.json_len();
+            while hot.1 > self.config.hot_bytes && hot.0.len() > 1 {
+                if let Some(old) = hot.0.pop_front() {
+                    hot.1 -= old.json_len();
+                    cooled.push(old);
+                }
+            }
+        }
+        for old in &cooled {
+            self.rest(old);
+        }
+    }
+
+    /// `obj` at rest: its parsed form dropped, and its JSON packed at the packer's next turn.
+    fn rest(&self, obj: &Arc<CachedObject>) {
+        obj.cool();
+        let mut resting = self.resting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        resting.push(Arc::downgrade(obj));
+    }
+
+    /// Packs the objects that came to rest, every [`PACK_EVERY`], in batches on the blocking
+    /// pool (deflating is CPU work), pausing after each as long as it took; an object dropped
+    /// meanwhile (replaced, and gone from the history) is skipped.
+    async fn pack_at_rest(self: Arc<Cache>) {
+        let mut tick = tokio::time::interval(PACK_EVERY);
+        loop {
+            tick.tick().await;
+            let mut resting = std::mem::take(
+                &mut *self.resting.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            while !resting.is_empty() {
+                let batch: Vec<_> = resting.drain(..resting.len().min(PACK_BATCH)).collect();
+                let started = Instant::now();
+                let packed = tokio::task::spawn_blocking(move || {
+                    batch.iter().filter_map(Weak::upgrade).for_each(|obj| obj.pack());
+                });
+                if packed.await.is_err() {
+                    tracing::error!("watch cache: packing objects at rest failed");
+                }
+                // At most half of one core: a start's million objects are packed beside the
+                // hub's work, never instead of it.
+                tokio::time::sleep(started.elapsed()).await;
+            }
+            if Arc::strong_count(&self) == 1 {
+                return;
             }
         }
     }
@@ -579,6 +656,41 @@ impl Cache {
             .map(|(_, v)| Arc::clone(v))
             .collect();
         Ok((items, st.rev.max(global)))
+    }
+
+    /// How many objects of a kind under `prefix` sort after the key `after` at revision `at`
+    /// (a list page's `remainingItemCount`), counted in memory: the objects there now, less
+    /// those created since `at`, plus those deleted since, from the history. `None` when the
+    /// cache has not reached `at` or no longer holds every event since.
+    pub fn count_after(
+        &self,
+        kind_prefix: &str,
+        prefix: &str,
+        after: &str,
+        at: u64,
+    ) -> Result<Option<u64>, ApiError> {
+        let st = lock(self.kind(kind_prefix)?);
+        if st.rev.max(self.revision()) < at || st.history_start > at {
+            return Ok(None);
+        }
+        let follows = |k: &str| k > after && k.starts_with(prefix);
+        let now = st
+            .items
+            .range::<str, _>((Bound::Excluded(after), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .count();
+        // Each key changed since `at`, by its first change since: whether it existed at `at`.
+        let mut first: HashMap<&str, bool> = HashMap::new();
+        for (_, event) in st.history.iter().rev().take_while(|(_, e)| e.rev > at) {
+            if follows(&event.object.key) {
+                first.insert(&event.object.key, event.prev.is_some());
+            }
+        }
+        let mut count = now as i64;
+        for (key, existed) in first {
+            count += i64::from(existed) - i64::from(st.items.contains_key(key));
+        }
+        Ok(Some(count.max(0) as u64))
     }
 
     /// One object from the cache.

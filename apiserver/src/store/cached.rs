@@ -1,10 +1,13 @@
 //! One object as the watch cache holds it: its JSON at one revision, serialized once, with
 //! the few fields readers need without a parse (only its metadata is parsed when it arrives),
-//! the parsed form while the object is recent, and the renderings watchers asked for.
+//! the parsed form while the object is recent, the renderings watchers asked for, and its JSON
+//! deflated once it is at rest.
 
-use std::sync::{Arc, Mutex};
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use serde_json::Value;
 
 use crate::machinery::error::ApiError;
@@ -23,8 +26,8 @@ pub struct CachedObject {
     pub key: String,
     /// The revision this state was written at.
     pub rev: u64,
-    /// The object as JSON (see [`CachedObject::json`]).
-    json: Json,
+    /// The object as JSON (see [`CachedObject::json`]); replaced only by [`CachedObject::pack`].
+    json: RwLock<Json>,
     /// `metadata.uid` (the garbage collector's index, without a parse).
     pub uid: Box<str>,
     /// Whether `metadata.deletionTimestamp` is set.
@@ -104,7 +107,7 @@ impl CachedObject {
         CachedObject {
             key,
             rev,
-            json,
+            json: RwLock::new(json),
             uid: object::uid(value).into(),
             deleting: object::is_deleting(value),
             owned: !object::owner_uids(value).is_empty(),
@@ -161,7 +164,9 @@ impl CachedObject {
         if let Some(v) = self.hot() {
             return v;
         }
-        let Json::Parts(parts, keys) = &self.json else {
+        let json = self.json_read();
+        let Json::Parts(parts, keys) = &*json else {
+            drop(json);
             return self.value();
         };
         let mut out = Vec::new();
@@ -173,25 +178,46 @@ impl CachedObject {
         Arc::new(serde_json::from_slice(&out).unwrap_or(Value::Null))
     }
 
+    fn json_read(&self) -> std::sync::RwLockReadGuard<'_, Json> {
+        self.json.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The object as JSON: its storage version, resourceVersion set.
     pub fn json(&self) -> Bytes {
-        match &self.json {
+        match &*self.json_read() {
             Json::Whole(bytes) => bytes.clone(),
             Json::Parts(parts, _) => {
-                let mut out = Vec::with_capacity(self.json_len());
+                let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
                 for p in parts {
                     out.extend_from_slice(p);
                 }
                 Bytes::from(out)
             }
+            Json::Packed(packed, len) => Bytes::from(inflate(packed, *len)),
         }
     }
 
     /// The length of [`CachedObject::json`].
     pub fn json_len(&self) -> usize {
-        match &self.json {
+        match &*self.json_read() {
             Json::Whole(bytes) => bytes.len(),
             Json::Parts(parts, _) => parts.iter().map(Bytes::len).sum(),
+            Json::Packed(_, len) => *len,
+        }
+    }
+
+    /// Keeps the JSON of an object at rest deflated when that saves at least a quarter of it:
+    /// a whole JSON of [`PACK_MIN`] bytes or more (parts are left as they are: their large
+    /// values are shared already). Each later read inflates it, a few microseconds a kilobyte.
+    pub(crate) fn pack(&self) {
+        let bytes = match &*self.json_read() {
+            Json::Whole(bytes) if bytes.len() >= PACK_MIN => bytes.clone(),
+            _ => return,
+        };
+        let Some(packed) = deflate(&bytes) else { return };
+        let mut json = self.json.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(&*json, Json::Whole(_)) {
+            *json = Json::Packed(packed.into_boxed_slice(), bytes.len());
         }
     }
 
@@ -235,16 +261,55 @@ impl CachedObject {
     }
 }
 
+/// JSON shorter than this is not packed: deflate saves little on it.
+const PACK_MIN: usize = 512;
+
 /// An object's JSON, whole or in parts that concatenate to it: a large top-level value (a
 /// ManifestWork's `spec`, a ConfigMap's `data`) is its own part, interned, so the objects and
 /// versions that share it (one work for a thousand clusters, a spec across its status
-/// updates in the history) hold one copy.
+/// updates in the history) hold one copy. At rest, a whole JSON may be packed.
 #[derive(Debug)]
 enum Json {
     Whole(Bytes),
     /// The runs between large values and the large values, alternating (a run first and
     /// last); the keys of the large values.
     Parts(Box<[Bytes]>, Box<[Box<str>]>),
+    /// The whole JSON deflated (raw DEFLATE, fastest level), and its length.
+    Packed(Box<[u8]>, usize),
+}
+
+thread_local! {
+    /// Each thread's deflate and inflate state (hundreds of kilobytes between them), reset for
+    /// each object rather than made for it.
+    static CODEC: RefCell<(Compress, Decompress)> =
+        RefCell::new((Compress::new(Compression::fast(), false), Decompress::new(false)));
+}
+
+/// `bytes` deflated, or `None` when that does not save a quarter of them.
+fn deflate(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    CODEC.with_borrow_mut(|(compress, _)| {
+        compress.reset();
+        // An output buffer that fills up before the end means too little is saved.
+        let status = compress.compress_vec(bytes, &mut out, FlushCompress::Finish);
+        matches!(status, Ok(Status::StreamEnd)).then_some(out)
+    })
+}
+
+/// The bytes [`deflate`] packed, `len` of them. Packed bytes come from [`deflate`] in this
+/// process, so they inflate; empty bytes (read as `null`) would only follow a bug.
+fn inflate(packed: &[u8], len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    CODEC.with_borrow_mut(|(_, decompress)| {
+        decompress.reset(false);
+        match decompress.decompress_vec(packed, &mut out, FlushDecompress::Finish) {
+            Ok(Status::StreamEnd) if out.len() == len => out,
+            other => {
+                tracing::error!(?other, "watch cache: a packed object does not inflate");
+                Vec::new()
+            }
+        }
+    })
 }
 
 impl Json {
@@ -362,6 +427,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_packed_object_reads_as_it_did() {
+        let conditions: Vec<Value> = (0..8)
+            .map(|i| serde_json::json!({"type": format!("T{i}"), "status": "True", "reason": "Done"}))
+            .collect();
+        let v = serde_json::json!({"metadata": {"name": "w", "namespace": "ns", "uid": "u1",
+            "labels": {"a": "1"}}, "status": {"conditions": conditions}});
+        let obj = CachedObject::new("/registry/k/ns/w".into(), v.clone(), 3);
+        let (json, len) = (obj.json(), obj.json_len());
+        assert!(len >= PACK_MIN);
+        obj.cool();
+        obj.pack();
+        assert!(matches!(*obj.json_read(), Json::Packed(ref p, _) if p.len() * 4 <= len * 3));
+        assert_eq!((obj.json(), obj.json_len()), (json, len));
+        assert_eq!(*obj.value(), v);
+        assert_eq!((obj.label("a"), &*obj.uid), (Some("1"), "u1"));
+        obj.pack();
+        assert_eq!(obj.json_len(), len, "packing twice changes nothing");
+        // Small JSON and JSON in parts are left as they are.
+        let small = CachedObject::new("/registry/k/ns/s".into(), serde_json::json!({"a": 1}), 4);
+        small.pack();
+        assert!(matches!(*small.json_read(), Json::Whole(_)));
+        let big =
+            serde_json::json!({"metadata": {"name": "b"}, "spec": "x".repeat(intern::MIN_BYTES)});
+        let parts = CachedObject::new("/registry/k/ns/b".into(), big, 5);
+        parts.pack();
+        assert!(matches!(*parts.json_read(), Json::Parts(..)));
+    }
+
+    #[test]
     fn what_is_kept_unparsed_reads_as_the_object_does() {
         let v = serde_json::json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u1",
             "labels": {"b": "2", "a": "1"}, "ownerReferences": [{"uid": "o1"}]}});
@@ -398,9 +492,9 @@ mod tests {
         assert_eq!(ca.json(), serde_json::to_vec(&a).unwrap());
         assert_eq!(cb.json(), serde_json::to_vec(&b).unwrap());
         assert_eq!(ca.json_len(), ca.json().len());
-        let spec = |o: &CachedObject| match &o.json {
+        let spec = |o: &CachedObject| match &*o.json_read() {
             Json::Parts(p, _) => p[1].as_ptr(),
-            Json::Whole(_) => panic!("a large spec is its own part"),
+            _ => panic!("a large spec is its own part"),
         };
         assert_eq!(spec(&ca), spec(&cb), "both objects hold one copy of the spec");
         assert!(Arc::ptr_eq(&ca.value_without("spec"), &ca.value()), "hot: the whole object");
@@ -429,7 +523,7 @@ mod tests {
         }
         let small = serde_json::json!({"metadata": {"name": "s"}, "data": {"k": "v"}});
         let cs = CachedObject::new("/registry/k/s".into(), small.clone(), 3);
-        assert!(matches!(cs.json, Json::Whole(_)));
+        assert!(matches!(*cs.json_read(), Json::Whole(_)));
         assert_eq!(cs.json(), serde_json::to_vec(&small).unwrap());
     }
 

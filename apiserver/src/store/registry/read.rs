@@ -144,10 +144,13 @@ impl Registry {
         let mut pinned = rev.map(Revision);
         loop {
             let need = if q.limit == 0 { 0 } else { q.limit - items.len() };
+            // The objects that follow a page are counted in the watch cache (below): a store
+            // counts them by scanning the rest of the range, once per page.
             let options = ListOptions {
                 limit: need,
                 revision: pinned,
                 start_after: after.clone(),
+                skip_remaining: true,
                 ..ListOptions::default()
             };
             let page = self.storage.list(prefix, &options).await.map_err(|e| match e {
@@ -178,13 +181,32 @@ impl Registry {
             }
             if q.limit > 0 && items.len() >= q.limit {
                 let token = after.as_deref().map(|a| encode_continue(rev, a));
-                // Without selectors every key is an item, so the keys the store counts after
-                // this page are the objects that follow it.
+                // Without selectors every key is an item, so the keys after this page at its
+                // revision are the objects that follow it.
                 let unfiltered = q.labels.is_none() && q.fields.is_none();
-                let remaining = unfiltered.then_some(page.remaining);
+                let remaining = match after.as_deref() {
+                    Some(last) if unfiltered => self.remaining(rt, prefix, last, rev).await?,
+                    _ => None,
+                };
                 return Ok(ListPage { items, rev, continue_token: token, remaining });
             }
         }
+    }
+
+    /// How many objects under `prefix` follow the key `last` at revision `rev`, from the watch
+    /// cache once it has reached `rev`; `None` (the field left out, as kube-apiserver allows)
+    /// when it does not in time or no longer holds the history since.
+    async fn remaining(
+        &self,
+        rt: &ResourceType,
+        prefix: &str,
+        last: &str,
+        rev: u64,
+    ) -> Result<Option<u64>, ApiError> {
+        if !self.cache.wait_for(rev, Duration::from_secs(3)).await {
+            return Ok(None);
+        }
+        self.cache.count_after(&rt.prefix, prefix, last, rev)
     }
 
     /// One object from the watch cache (what a controller reads; no storage round trip).
