@@ -15,6 +15,7 @@ use clap::Parser;
 use futures::StreamExt as _;
 use hdrhistogram::Histogram;
 use ocm_conformance::cloudevents::{event, next};
+use ocm_conformance::hub::proc_status_kib;
 use ocm_conformance::load::{hist, ms};
 use ocm_conformance::replicas::Replica;
 use ocm_conformance::simfleet::{self, name};
@@ -197,16 +198,10 @@ fn status(ns: &str, name: &str) -> Value {
 
 /// The hub's RSS and the size of its data dir.
 fn report_size(hub: &Replica, when: &str) {
-    let rss =
-        hub.pid().and_then(rss_kib).map_or("?".into(), |k| format!("{:.0}", k as f64 / 1024.0));
+    let rss = hub.pid().and_then(|pid| proc_status_kib(pid, "VmRSS").ok());
+    let rss = rss.map_or("?".into(), |k| format!("{:.0}", k as f64 / 1024.0));
     let disk = dir_bytes(hub.path()) as f64 / (1 << 20) as f64;
     println!("{when}: hub RSS {rss} MiB, data dir {disk:.0} MiB");
-}
-
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
