@@ -428,8 +428,11 @@ mod tests {
 
     #[test]
     fn a_packed_object_reads_as_it_did() {
-        let conditions: Vec<Value> = (0..8)
-            .map(|i| serde_json::json!({"type": format!("T{i}"), "status": "True", "reason": "Done"}))
+        let conditions: Vec<Value> = (0..16)
+            .map(|i| {
+                serde_json::json!({"type": format!("T{i}"), "status": "True", "reason": "Done",
+                "message": "every resource is applied and available"})
+            })
             .collect();
         let v = serde_json::json!({"metadata": {"name": "w", "namespace": "ns", "uid": "u1",
             "labels": {"a": "1"}}, "status": {"conditions": conditions}});

@@ -120,12 +120,21 @@ function withQuery(path, query) {
   return path + (path.includes('?') ? '&' : '?') + q;
 }
 
+/** Whether a form (signing out) is navigating away: its navigation is the one to finish. */
+let leaving = false;
+document.addEventListener('submit', () => { leaving = true; });
+
+/** Goes to the sign-in page when the session has ended, unless a form is already leaving. */
+function toLogin() {
+  if (!leaving) location.assign('/ui/login');
+}
+
 /** GETs an API path as the user: JSON, or a Table when `table` names what rows carry. */
 async function api(path, table) {
   const url = '/ui/api' + (table ? withQuery(path, {includeObject: table}) : path);
   const resp = await fetch(url, {headers: {Accept: table ? TABLE : 'application/json'}});
   if (resp.status === 401) {
-    location.assign('/ui/login');
+    toLogin();
     throw new Error('signed out');
   }
   if (resp.status === 403) throw new Forbidden(await statusMessage(resp));
@@ -160,7 +169,7 @@ async function follow(path, rv, table, onEvent, relist, current = () => true) {
       if (table) query.includeObject = table;
       const resp = await fetch('/ui/api' + withQuery(path, query),
         {headers: {Accept: table ? TABLE : 'application/json'}});
-      if (resp.status === 401) return location.assign('/ui/login');
+      if (resp.status === 401) return toLogin();
       if (resp.status === 403) return undefined;
       if (resp.status === 410) {
         rv = await relist();
@@ -204,7 +213,7 @@ async function follow(path, rv, table, onEvent, relist, current = () => true) {
 async function act(path, confirmText) {
   if (confirmText && !window.confirm(confirmText)) return;
   const resp = await fetch('/ui/actions/' + path, {method: 'POST', headers: {'X-CSRF-Token': csrf}});
-  if (resp.status === 401) return location.assign('/ui/login');
+  if (resp.status === 401) return toLogin();
   const body = await resp.json().catch(() => ({}));
   say(body.message || `${resp.status} ${resp.statusText}`, !resp.ok);
   return undefined;
