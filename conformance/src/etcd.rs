@@ -3,12 +3,14 @@
 //! be stopped and started again on the same ports and data (an outage).
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+
+use crate::ports::free_ports;
 
 /// The environment variable that lets a local run skip the etcd suites. CI never sets it.
 pub const SKIP_ETCD_ENV: &str = "OCM_SKIP_ETCD";
@@ -52,10 +54,6 @@ pub fn find_binary() -> anyhow::Result<PathBuf> {
     )
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// Tries at a start on fresh ports when the ones picked were taken before etcd bound them.
 const START_ATTEMPTS: usize = 5;
 
@@ -81,7 +79,8 @@ impl EtcdServer {
 
     fn start_once() -> anyhow::Result<EtcdServer> {
         let dir = tempfile::tempdir().context("creating etcd data dir")?;
-        let ports = (free_port()?, free_port()?);
+        let picked = free_ports(2)?;
+        let ports = (picked[0], picked[1]);
         let member = Member {
             name: "test".into(),
             initial_cluster: format!("test=http://127.0.0.1:{}", ports.1),
@@ -125,9 +124,8 @@ impl EtcdServer {
         members: usize,
         also_on: Option<Ipv4Addr>,
     ) -> anyhow::Result<Vec<EtcdServer>> {
-        let ports: Vec<(u16, u16)> = (0..members)
-            .map(|_| Ok((free_port()?, free_port()?)))
-            .collect::<anyhow::Result<_>>()?;
+        let ports: Vec<(u16, u16)> =
+            free_ports(2 * members)?.chunks(2).map(|pair| (pair[0], pair[1])).collect();
         let initial_cluster = ports
             .iter()
             .enumerate()

@@ -36,6 +36,7 @@ pub mod hub;
 pub mod kubectl;
 pub mod load;
 pub mod netns;
+pub mod ports;
 pub mod programs;
 pub mod prom;
 pub mod replicas;

@@ -35,10 +35,6 @@ impl std::fmt::Debug for Replica {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 impl Replica {
     /// Starts a replica on `etcd` (client URLs) with `extra` flags; with `pki_from`, a copy of
     /// that replica's identity first. Returns once it answers `/readyz`.
@@ -82,7 +78,8 @@ impl Replica {
             copy_dir(&first.path().join("pki"), &dir.path().join("pki"))?;
         }
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let (https, grpc) = (free_port()?, free_port()?);
+        let ports = crate::ports::free_ports(2)?;
+        let (https, grpc) = (ports[0], ports[1]);
         let mut replica = Replica { dir, host, netns, https, grpc, args, child: None };
         replica.resume().await?;
         Ok(replica)

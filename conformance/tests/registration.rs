@@ -316,7 +316,7 @@ async fn the_printed_join_and_accept_commands_make_a_cluster_available() -> anyh
     let dir = tempfile::tempdir()?;
     // As a new user runs it: the agent's default healthcheck period (60 s).
     let mut args = printed_join(&printed, "c1", &cluster, dir.path());
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let metrics_port = ocm_conformance::ports::free_ports(1)?[0];
     args.extend(["--metrics-listen".to_owned(), format!("127.0.0.1:{metrics_port}")]);
     let agent = Agent::spawn(&args, dir.path())?;
     // The agent registered and asks for the accept command.

@@ -6,6 +6,7 @@
 //! groups; per-cluster values land as `render` says; both cascade deletion policies.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::ensure;
@@ -98,6 +99,36 @@ impl Fleet {
         Ok((code == 200).then_some(body))
     }
 
+    /// Every value of `data.v` the `cfg` ConfigMap on `cluster` takes from now on, as a watch
+    /// sees it: a change undone at once (a rollback that follows within milliseconds) is seen
+    /// too, where polling can miss it.
+    async fn values_from_now(&self, cluster: &str) -> anyhow::Result<Arc<Mutex<Vec<String>>>> {
+        let c = &self.inner.clusters[cluster];
+        let cms = "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dcfg";
+        let (code, list) = c.call(&c.http()?, Method::GET, cms, None, &[]).await?;
+        ensure!(code == 200, "{code} {list}");
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_owned();
+        let url = format!("{}{cms}&watch=true&resourceVersion={rv}", c.url);
+        let mut resp = c.http()?.get(url).send().await?;
+        ensure!(resp.status() == 200, "watch: {}", resp.status());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            while let Ok(Some(chunk)) = resp.chunk().await {
+                buf.extend_from_slice(&chunk);
+                while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=end).collect();
+                    let event: Value = serde_json::from_slice(&line).unwrap_or_default();
+                    if let Some(v) = event["object"]["data"]["v"].as_str() {
+                        out.lock().unwrap_or_else(PoisonError::into_inner).push(v.to_owned());
+                    }
+                }
+            }
+        });
+        Ok(seen)
+    }
+
     /// Waits until every named cluster's `cfg` holds `v`.
     async fn holds(&self, clusters: &[&str], v: &str) -> anyhow::Result<()> {
         for c in clusters {
@@ -129,6 +160,15 @@ impl Fleet {
         })
         .await
     }
+}
+
+/// Waits until `seen` (from [`Fleet::values_from_now`] on `cluster`) holds `v`.
+async fn until_seen(cluster: &str, seen: &Mutex<Vec<String>>, v: &str) -> anyhow::Result<()> {
+    eventually(&format!("{cluster} took cfg v={v}"), WAIT, || async {
+        let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(seen.iter().any(|s| s == v).then_some(()))
+    })
+    .await
 }
 
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -298,8 +338,11 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
         "overrides": [{"name": "break-c2", "clusterSelector": {"matchLabels": {"broken": "yes"}},
                        "mergePatch": {"workload": {"manifests": [configmap("2"), bogus]}}}],
     }});
+    let c1 = f.values_from_now("c1").await?;
     merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
-    f.holds(&["c1"], "2").await?;
+    // c1 (done) takes revision 2 first; c2 (broken) then fails it, and the rollback may undo
+    // c1's change before a poll would see it.
+    until_seen("c1", &c1, "2").await?;
     let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
     ensure!(rolled["status"]["abortedTime"].is_string(), "{}", rolled["status"]);
     f.holds(&["c1", "c2"], "1").await?;
@@ -485,8 +528,11 @@ async fn a_failing_condition_rule_stops_the_rollout_and_rolls_back() -> anyhow::
     }]);
     let patch = json!({"spec": {"manifestWorkTemplate": {
         "workload": {"manifests": [cm]}, "manifestConfigs": rules}}});
+    let c1 = f.values_from_now("c1").await?;
     merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
-    f.holds(&["c1"], "2").await?;
+    // c1 (done) takes revision 2 and succeeds; c2 (broken) then fails it, and the rollback may
+    // undo c1's change before a poll would see it.
+    until_seen("c1", &c1, "2").await?;
     let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
     ensure!(rolled["status"]["currentRevision"] == good, "{}", rolled["status"]);
     f.holds(&["c1", "c2", "c3"], "1").await?;

@@ -506,10 +506,14 @@ function drawWorks(container, works) {
   }));
 }
 
+/** A namespaced kind listed across namespaces, each row linking to `/ui/<route>/<ns>/<name>`. */
+function indexPage(title, id, path, route) {
+  liveTable(section(title, id), path, {allNamespaces: true,
+    link: (row) => `/ui/${route}/${row.object.metadata.namespace}/${row.object.metadata.name}`});
+}
+
 async function placementsPage() {
-  const list = section('Placements', 'placements');
-  liveTable(list, `${CLUSTER_V1B1}/placements`,
-    {allNamespaces: true, link: (row) => `/ui/placements/${row.object.metadata.namespace}/${row.object.metadata.name}`});
+  indexPage('Placements', 'placements', `${CLUSTER_V1B1}/placements`, 'placements');
 }
 
 /** One placement: its status, its decisions and the scheduler's explanation. */
@@ -545,9 +549,7 @@ async function placementPage(ns, name) {
 }
 
 async function rolloutsPage() {
-  const list = section('ManifestWorkReplicaSets', 'rollouts');
-  liveTable(list, `${WORK_V1A1}/manifestworkreplicasets`,
-    {allNamespaces: true, link: (row) => `/ui/rollouts/${row.object.metadata.namespace}/${row.object.metadata.name}`});
+  indexPage('ManifestWorkReplicaSets', 'rollouts', `${WORK_V1A1}/manifestworkreplicasets`, 'rollouts');
 }
 
 /** One ManifestWorkReplicaSet: its summary and actions, per-cluster progress, revisions. */

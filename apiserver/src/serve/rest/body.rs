@@ -321,9 +321,10 @@ pub(super) fn list_response(
     }
     match out {
         Output::Json => {}
-        Output::Table(req) if req.include == Include::None => {
+        Output::Table(req) => {
             let columns = target.rt.strategy.columns(&target.version);
-            if table::rows_keep(&columns) {
+            // Rows without objects are kept with their cached objects where the columns allow.
+            if req.include == Include::None && table::rows_keep(&columns) {
                 let body = table_of_kept_rows(target, &items, &columns, meta, req)?;
                 return Ok(json_response(StatusCode::OK, body));
             }
@@ -331,14 +332,6 @@ pub(super) fn list_response(
                 .iter()
                 .map(|o| to_wire(target, Arc::unwrap_or_clone(o.value())))
                 .collect::<Result<Vec<_>, _>>()?;
-            return value_response(&table::build(&columns, objects, meta, req, true));
-        }
-        Output::Table(req) => {
-            let objects = items
-                .iter()
-                .map(|o| to_wire(target, Arc::unwrap_or_clone(o.value())))
-                .collect::<Result<Vec<_>, _>>()?;
-            let columns = target.rt.strategy.columns(&target.version);
             return value_response(&table::build(&columns, objects, meta, req, true));
         }
         Output::Metadata(version) => {
