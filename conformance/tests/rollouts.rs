@@ -340,8 +340,8 @@ async fn progressive_goes_one_cluster_at_a_time_and_a_failing_change_is_rolled_b
     }});
     let c1 = f.values_from_now("c1").await?;
     merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
-    // c1 (done) takes revision 2 first; c2 (broken) then fails it, and the rollback may undo
-    // c1's change before a poll would see it.
+    // c1 takes revision 2 first; c2's override then breaks it, and the rollback may undo c1's
+    // change before a poll would see it.
     until_seen("c1", &c1, "2").await?;
     let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
     ensure!(rolled["status"]["abortedTime"].is_string(), "{}", rolled["status"]);
@@ -528,11 +528,13 @@ async fn a_failing_condition_rule_stops_the_rollout_and_rolls_back() -> anyhow::
     }]);
     let patch = json!({"spec": {"manifestWorkTemplate": {
         "workload": {"manifests": [cm]}, "manifestConfigs": rules}}});
-    let c1 = f.values_from_now("c1").await?;
+    let (c1, c2) = (f.values_from_now("c1").await?, f.values_from_now("c2").await?);
     merge_patch(&f.inner.hub, &http, &format!("{SETS}/app"), patch).await?;
-    // c1 (done) takes revision 2 and succeeds; c2 (broken) then fails it, and the rollback may
-    // undo c1's change before a poll would see it.
+    // c1 (done) takes revision 2 and succeeds, so c2 (broken) takes it next and fails it; the
+    // rollback may undo both changes before a poll would see them. c2 is reached only if c1's
+    // rule said it succeeded (one cluster at a time, no failure allowed).
     until_seen("c1", &c1, "2").await?;
+    until_seen("c2", &c2, "2").await?;
     let rolled = f.until_condition("app", "Progressing", "False", "RolledBack").await?;
     ensure!(rolled["status"]["currentRevision"] == good, "{}", rolled["status"]);
     f.holds(&["c1", "c2", "c3"], "1").await?;
